@@ -1,0 +1,145 @@
+// Terminology (from DESIGN.md; the code uses these words and no others):
+//   job         a named entry under `jobs:` in the config
+//   slot        one scheduled instant of a job: the unit that must run once
+//   run         one execution of a job's command (for a slot, a manual trigger, a retry, a catch-up)
+//   disposition what became of a slot: ran, skipped, missed, caught up
+//   lock        per-job mutual exclusion, held for the life of the run's process tree
+//   fence       a number that grows with every run of a job; stale fences cannot write markers
+//   marker      a durable "this key is done" record in a job's namespace
+//   heartbeat   the daemon's liveness beat
+//   progress    evidence a job moves: a successful run, a new marker, an explicit progress call
+
+export type Overlap = "skip" | "queue" | "replace" | "allow";
+export type Catchup = "skip" | "once" | "all";
+export type Trigger = "schedule" | "manual" | "catchup" | "retry" | "resume" | "reboot";
+
+/** Every status a history row can have. `skipped` and `missed` are slot dispositions with no process. */
+export type RunStatus =
+  | "running"
+  | "ok"
+  | "failed"
+  | "timeout"
+  | "killed"
+  | "interrupted"
+  | "spawn_failed"
+  | "skipped"
+  | "missed";
+
+export interface RetriesConfig {
+  /** Extra runs after a failed or timed-out one (0 = no retries). */
+  attempts: number;
+  /** Delay before the first retry; doubles for each further one. */
+  backoffMs: number;
+}
+
+export interface HealthConfig {
+  /** Dead-man's switch: no successful run for longer is `late`. null = not checked. */
+  successWithinMs: number | null;
+  /** A running run with no progress signal for longer is `stuck`. null = not checked. */
+  progressWithinMs: number | null;
+  /** A marker key attempted more often than this without being marked is `repeating`. */
+  repeatLimit: number;
+}
+
+export interface LogConfig {
+  maxSizeBytes: number;
+  keepRuns: number;
+}
+
+export interface JobConfig {
+  name: string;
+  /** The schedule as written (`0 2 * * *`, `@daily`, `@reboot`). */
+  schedule: string;
+  /** The pattern handed to croner (`@daily` expanded), or null for `@reboot`. */
+  pattern: string | null;
+  /** string: run by `shell -c`; list: exec'd as argv with no shell. */
+  command: string | string[];
+  /** Absolute; defaults to the config file's directory. */
+  cwd: string;
+  env: Record<string, string>;
+  /** Absolute path or null. Read at each run start (so a rotated secret is picked up). */
+  envFile: string | null;
+  user: string | null;
+  /** Resolved: the job's, else the config's, else the host's. */
+  timezone: string;
+  timeoutMs: number | null;
+  killGraceMs: number;
+  overlap: Overlap;
+  catchup: Catchup;
+  catchupWindowMs: number;
+  jitterMs: number;
+  retries: RetriesConfig;
+  paused: boolean;
+  health: HealthConfig;
+  log: LogConfig;
+  ping: string | null;
+  /** 1-based line of the job's key in the config, for messages. */
+  line: number;
+}
+
+export type AlertTarget = { kind: "webhook"; url: string } | { kind: "command"; command: string };
+
+export interface Config {
+  /** Absolute path of the config file. */
+  file: string;
+  /** Absolute; relative paths in the file are relative to the file's directory. */
+  stateDir: string;
+  timezone: string;
+  shell: string;
+  env: Record<string, string>;
+  heartbeatMs: number;
+  http: { host: string; port: number } | null;
+  alerts: AlertTarget[];
+  /** In file order. */
+  jobs: JobConfig[];
+}
+
+/** One problem in a config file. Printed as `FILE:LINE:COL: PATH: MESSAGE`. */
+export interface ConfigError {
+  file: string;
+  line: number;
+  col: number;
+  /** Dotted key path, e.g. `jobs.backup.schedule`; `(root)` for the document itself. */
+  path: string;
+  message: string;
+}
+
+export function formatConfigError(e: ConfigError): string {
+  return `${e.file}:${e.line}:${e.col}: ${e.path}: ${e.message}`;
+}
+
+/** What the runner needs to start one run. The supervisor and `cronvisor run` build it. */
+export interface RunSpec {
+  /** For error messages: `(job: x, run: y)`. */
+  job: string;
+  runId: number;
+  command: string | string[];
+  shell: string;
+  cwd: string;
+  /** The complete environment of the child: nothing else is inherited. */
+  env: Record<string, string>;
+  /** Run as this user (the daemon must be root). */
+  user: string | null;
+  logPath: string;
+  logMaxBytes: number;
+  timeoutMs: number | null;
+  killGraceMs: number;
+  /** Also copy the output here as it arrives (`cronvisor run` prints the job's output). */
+  echo?: NodeJS.WritableStream;
+  /** Where the run's wrapper writes the main process's exit status, so an adopting daemon can read it. */
+  exitFile?: string;
+}
+
+/** One plain result per run; maps one-to-one onto the run row. */
+export interface RunResult {
+  status: Exclude<RunStatus, "running" | "skipped" | "missed">;
+  /** Why it ended, in words: `exit 3`, `timeout after 30m`, `spawn failed: ENOENT ...`. */
+  reason: string | null;
+  exitCode: number | null;
+  signal: string | null;
+  startedAt: number;
+  finishedAt: number;
+  durationMs: number;
+  logBytes: number;
+  logTruncated: boolean;
+}
