@@ -1,0 +1,148 @@
+// Starting one run of a job, shared by the daemon's ticks and `cronvisor run`: take the lock and
+// the slot in one store transaction, build the job's environment, spawn, record the pid, and
+// record the one result when it ends. The same path for both is what makes a manual run and a
+// scheduled tick exclude each other.
+import fs from "node:fs";
+import path from "node:path";
+import { buildJobEnv, lookupUser } from "./env.js";
+import { groupAlive, isAlive } from "./proc.js";
+import { startRun, type RunHandle } from "./runner.js";
+import type { Owner, RunRow, Store } from "./store.js";
+import type { Config, JobConfig, RunResult, Trigger } from "./types.js";
+
+export interface RunContext {
+  config: Config;
+  store: Store;
+  owner: Owner;
+  now: () => number;
+}
+
+export type LaunchOutcome =
+  | { kind: "started"; run: RunRow; handle: RunHandle; finished: Promise<RunRow> }
+  | { kind: "locked"; holder: RunRow }
+  | { kind: "duplicate" };
+
+export interface LaunchOptions {
+  slot: number | null;
+  /** Claim the slot (first run of a scheduled slot); retries and resumes reuse a claimed slot. */
+  claimSlot: boolean;
+  trigger: Trigger;
+  attempt: number;
+  echo?: NodeJS.WritableStream;
+}
+
+/**
+ * A lock holder lives while any process of its group lives, or while its supervisor lives (it
+ * will record the end). A stopped (SIGSTOP) process is alive: a lock never expires by time.
+ */
+export function holderAlive(r: RunRow): boolean {
+  if (r.pgid !== null && groupAlive(r.pgid)) return true;
+  return r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start);
+}
+
+export function logPathFor(stateDir: string, job: string, runId: number): string {
+  return path.join(stateDir, "logs", job, `${runId}.log`);
+}
+
+export function exitFileFor(stateDir: string, runId: number): string {
+  return path.join(stateDir, "runs", `${runId}.exit`);
+}
+
+export function launch(ctx: RunContext, job: JobConfig, o: LaunchOptions): LaunchOutcome {
+  const { store, config } = ctx;
+  const res = store.startRun({
+    job: job.name,
+    slot: o.slot,
+    claimSlot: o.claimSlot,
+    trigger: o.trigger,
+    attempt: o.attempt,
+    now: ctx.now(),
+    owner: ctx.owner,
+    lock: job.overlap !== "allow",
+    holderAlive,
+    logPath: (id) => logPathFor(config.stateDir, job.name, id),
+  });
+  if (res.kind !== "started") return res.kind === "locked" ? res : { kind: "duplicate" };
+  const run = res.run;
+  const handle = spawnRun(ctx, job, run, o.echo);
+  if (handle.pid !== null && handle.pgid !== null) {
+    store.setRunProcess(run.id, handle.pid, handle.pidStart, handle.pgid);
+  }
+  const finished = handle.done.then((result) => recordEnd(ctx, run.id, result));
+  return { kind: "started", run, handle, finished };
+}
+
+function spawnRun(ctx: RunContext, job: JobConfig, run: RunRow, echo?: NodeJS.WritableStream): RunHandle {
+  const { config } = ctx;
+  const cronvisor: Record<string, string> = {
+    CRONVISOR_JOB: job.name,
+    CRONVISOR_RUN_ID: String(run.id),
+    CRONVISOR_FENCE: String(run.fence),
+    CRONVISOR_SLOT: new Date(run.slot ?? run.started_at).toISOString(),
+    CRONVISOR_ATTEMPT: String(run.attempt),
+    CRONVISOR_TRIGGER: run.trigger ?? "manual",
+    CRONVISOR_STATE_DIR: config.stateDir,
+  };
+  let env: Record<string, string>;
+  try {
+    const envFileText = job.envFile === null ? null : fs.readFileSync(job.envFile, "utf8");
+    const user = job.user === null ? null : lookupUser(job.user);
+    env = buildJobEnv({
+      base: process.env,
+      configEnv: job.env,
+      envFileText,
+      envFilePath: job.envFile,
+      cronvisor,
+      user: user && job.user !== null ? { name: job.user, home: user.home, shell: user.shell } : null,
+    });
+  } catch (e) {
+    return failedHandle(ctx.now(), `spawn failed: ${(e as Error).message} (job: ${job.name}, run: ${run.id})`);
+  }
+  return startRun({
+    job: job.name,
+    runId: run.id,
+    command: job.command,
+    shell: config.shell,
+    cwd: job.cwd,
+    env,
+    user: job.user,
+    logPath: run.log_path ?? logPathFor(config.stateDir, job.name, run.id),
+    logMaxBytes: job.log.maxSizeBytes,
+    timeoutMs: job.timeoutMs,
+    killGraceMs: job.killGraceMs,
+    echo,
+    exitFile: exitFileFor(config.stateDir, run.id),
+  });
+}
+
+/** A run that could not get as far as a process (unreadable env_file, unknown user). */
+function failedHandle(now: number, reason: string): RunHandle {
+  const result: RunResult = {
+    status: "spawn_failed",
+    reason,
+    exitCode: null,
+    signal: null,
+    startedAt: now,
+    finishedAt: now,
+    durationMs: 0,
+    logBytes: 0,
+    logTruncated: false,
+  };
+  return { pid: null, pgid: null, pidStart: null, done: Promise.resolve(result), terminate: () => {} };
+}
+
+function recordEnd(ctx: RunContext, runId: number, result: RunResult): RunRow {
+  try {
+    ctx.store.finishRun(runId, result);
+  } catch (e) {
+    // A full disk or a busy store must not lose the run: the row stays `running`, and the
+    // next reap (the daemon's heartbeat, or the next lock check) records it from what it finds.
+    process.stderr.write(`cronvisor: could not record the end of run ${runId}: ${(e as Error).message}\n`);
+  }
+  try {
+    fs.rmSync(exitFileFor(ctx.config.stateDir, runId), { force: true });
+  } catch {
+    // best effort: a stale exit file is never read for a finished run
+  }
+  return ctx.store.run(runId) as RunRow;
+}

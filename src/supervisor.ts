@@ -1,0 +1,569 @@
+// The daemon's loop: slot -> lock -> run -> record. One timer over every job's next slot (never
+// armed for more than 30 s, so a clock step or a suspend is noticed), adoption of runs that
+// outlived a previous daemon, a disposition for every slot, and an ordered, idempotent stop().
+import fs from "node:fs";
+import path from "node:path";
+import { exitFileFor, launch, type RunContext } from "./execute.js";
+import { bootId, groupAlive, isAlive, signalGroup, startTimeOf } from "./proc.js";
+import type { RunHandle } from "./runner.js";
+import { missedSlots, nextSlot } from "./schedule.js";
+import { Store, type Owner, type RunRow } from "./store.js";
+import type { Config, JobConfig, RunResult, Trigger } from "./types.js";
+
+/** Never sleep longer than this: re-read the wall clock at least this often. */
+const MAX_SLEEP_MS = 30_000;
+/** A timer this late (or a clock this far off) is recorded as an event. */
+const LATE_MS = 5_000;
+/** Missed slots recorded one by one per job and downtime; the rest are counted in one event. */
+const MISSED_ROWS = 100;
+/** How often adopted orphans (runs we did not spawn) are checked for their end. */
+const ADOPT_POLL_MS = 500;
+
+export interface SupervisorOptions {
+  config: Config;
+  now?: () => number;
+  log?: (line: string) => void;
+  /** Re-read the config (SIGHUP / `cronvisor reload`). */
+  loadConfig?: () => { config: Config | null; errors: string[] };
+}
+
+interface Active {
+  run: RunRow;
+  job: JobConfig;
+  /** Our own child; null for a run adopted from a previous daemon. */
+  handle: RunHandle | null;
+  finished: Promise<unknown>;
+  stopAdopt?: () => void;
+}
+
+interface Pending {
+  slot: number | null;
+  claimSlot: boolean;
+  trigger: Trigger;
+  attempt: number;
+}
+
+interface JobState {
+  cfg: JobConfig;
+  next: number | null;
+  /** Slots waiting for the job's current run to end: `queue` overlap, `catchup: all`, resumes. */
+  pending: Pending[];
+  retryTimer: NodeJS.Timeout | null;
+}
+
+export class DaemonBusyError extends Error {}
+
+export class Supervisor {
+  private config: Config;
+  private readonly now: () => number;
+  private readonly log: (line: string) => void;
+  private store: Store | null = null;
+  private owner: Owner = { pid: process.pid, start: startTimeOf(process.pid) };
+  private readonly jobs = new Map<string, JobState>();
+  private readonly active = new Map<number, Active>();
+  private timer: NodeJS.Timeout | null = null;
+  private beat: NodeJS.Timeout | null = null;
+  private lastWake = 0;
+  private stopping: Promise<void> | null = null;
+  private readonly timers = new Set<NodeJS.Timeout>();
+
+  constructor(private readonly opts: SupervisorOptions) {
+    this.config = opts.config;
+    this.now = opts.now ?? Date.now;
+    this.log = opts.log ?? ((l) => process.stderr.write(`${l}\n`));
+  }
+
+  private get ctx(): RunContext {
+    return { config: this.config, store: this.store as Store, owner: this.owner, now: this.now };
+  }
+
+  /** Open the store, claim the state dir, adopt or record what the last daemon left, start ticking. */
+  start(): void {
+    const cfg = this.config;
+    fs.mkdirSync(cfg.stateDir, { recursive: true, mode: 0o700 });
+    this.store = Store.open(cfg.stateDir, { create: true, check: true, busyTimeoutMs: 2000 });
+    const store = this.store;
+    const now = this.now();
+    const holder = store.claimDaemon(this.owner, now, cfg.heartbeatMs, cfg.file, isAlive);
+    if (holder) {
+      store.close();
+      this.store = null;
+      throw new DaemonBusyError(
+        `another cronvisor daemon (pid ${holder.pid}, started ${new Date(holder.started_at ?? 0).toISOString()}) holds the state dir ${cfg.stateDir}; it was left untouched`,
+      );
+    }
+    this.writeHeartbeatFile(now);
+    for (const job of cfg.jobs) this.addJob(job, now);
+    this.adoptOrphans();
+    for (const st of this.jobs.values()) this.catchUp(st, now);
+    this.lastWake = now;
+    this.arm();
+    this.beat = setInterval(() => this.heartbeat(), cfg.heartbeatMs);
+    this.log(`cronvisor: daemon ${process.pid} started with ${cfg.jobs.length} job(s), state in ${cfg.stateDir}`);
+  }
+
+  // ---- jobs and slots ------------------------------------------------------------------------
+
+  private addJob(cfg: JobConfig, now: number): void {
+    const store = this.store as Store;
+    const row = store.ensureJob(cfg.name, now);
+    // A job seen for the first time has missed nothing: its slots count from now.
+    if (row.scanned_to === null) store.setScannedTo(cfg.name, now);
+    const from = Math.max(now, row.scanned_to ?? now);
+    this.jobs.set(cfg.name, { cfg, next: this.nextAfter(cfg, from), pending: [], retryTimer: null });
+    if (cfg.pattern === null && store.claimReboot(cfg.name, bootId(), now)) {
+      this.enqueue(cfg.name, { slot: null, claimSlot: false, trigger: "reboot", attempt: 1 });
+    }
+  }
+
+  private nextAfter(cfg: JobConfig, at: number): number | null {
+    return nextSlot(cfg, new Date(at))?.getTime() ?? null;
+  }
+
+  /**
+   * Slots that passed while no daemon ran get a disposition: the ones `catchup` runs are queued
+   * (trigger `catchup`), the rest are recorded `missed` (the latest MISSED_ROWS one by one,
+   * older ones counted in one event so a long downtime cannot write millions of rows).
+   */
+  private catchUp(st: JobState, now: number): void {
+    const store = this.store as Store;
+    const row = store.job(st.cfg.name);
+    const from = row?.scanned_to ?? now;
+    if (from > now + LATE_MS) {
+      store.event(now, st.cfg.name, "clock", `last slot stamp ${new Date(from).toISOString()} is in the future; continuing from now`);
+      this.log(`cronvisor: warning: job ${st.cfg.name} has a slot stamp in the future (clock was wrong?); continuing from now`);
+      store.setScannedTo(st.cfg.name, now);
+      st.next = this.nextAfter(st.cfg, now);
+      return;
+    }
+    const missed = missedSlots(st.cfg, new Date(from), new Date(now), MISSED_ROWS);
+    if (missed.slots.length === 0) return;
+    const windowStart = now - st.cfg.catchupWindowMs;
+    const eligible = missed.slots.filter((s) => s.getTime() >= windowStart).map((s) => s.getTime());
+    let runs: number[] = [];
+    if (st.cfg.catchup === "once") runs = eligible.slice(-1);
+    else if (st.cfg.catchup === "all") runs = eligible;
+    const toRun = new Set(runs);
+    store.tx(() => {
+      if (missed.earlier > 0) {
+        store.event(
+          now,
+          st.cfg.name,
+          "missed",
+          `${missed.earlierCapped ? "more than " : ""}${missed.earlier} earlier slot(s) missed while the daemon was down (not listed one by one)`,
+        );
+      }
+      for (const s of missed.slots) {
+        if (!toRun.has(s.getTime())) store.disposition(st.cfg.name, s.getTime(), "missed", "daemon down", now);
+      }
+    });
+    for (const slot of runs) this.enqueue(st.cfg.name, { slot, claimSlot: true, trigger: "catchup", attempt: 1 });
+  }
+
+  /** Arm the one timer for the earliest next slot, never for longer than MAX_SLEEP_MS. */
+  private arm(): void {
+    if (this.stopping) return;
+    if (this.timer) clearTimeout(this.timer);
+    let due = Infinity;
+    // A linear scan: with 10,000 jobs this is microseconds, and it keeps reload trivially right.
+    for (const st of this.jobs.values()) if (st.next !== null && st.next < due) due = st.next;
+    const delay = Math.max(0, Math.min(due - this.now(), MAX_SLEEP_MS));
+    this.timer = setTimeout(() => this.tick(), delay);
+  }
+
+  /** The tick handler never throws: every failure is logged with its job and the loop goes on. */
+  private tick(): void {
+    try {
+      const now = this.now();
+      if (now < this.lastWake - LATE_MS) {
+        this.event(null, "clock", `wall clock stepped back ${now - this.lastWake} ms; slots already handled will not run again`);
+      }
+      this.lastWake = Math.max(this.lastWake, now);
+      for (const st of this.jobs.values()) {
+        if (st.next === null || st.next > now) continue;
+        try {
+          this.due(st, now);
+        } catch (e) {
+          this.log(`cronvisor: error handling slot: ${(e as Error).message} (job: ${st.cfg.name})`);
+          st.next = this.nextAfter(st.cfg, now);
+        }
+      }
+    } finally {
+      this.arm();
+    }
+  }
+
+  /** A job's slot is due. If the timer woke late (suspend, clock step), older slots are missed. */
+  private due(st: JobState, now: number): void {
+    const first = st.next as number;
+    const passed = missedSlots(st.cfg, new Date(first - 1), new Date(now), MISSED_ROWS);
+    const slots = passed.slots.map((d) => d.getTime());
+    const slot = slots.pop() ?? first;
+    st.next = this.nextAfter(st.cfg, Math.max(now, slot));
+    if (now - slot > LATE_MS || slots.length > 0) {
+      this.event(
+        st.cfg.name,
+        "late",
+        `timer fired ${now - first} ms after slot ${new Date(first).toISOString()} (suspend or clock step); ${slots.length + passed.earlier} older slot(s) recorded missed`,
+      );
+      const store = this.store as Store;
+      store.tx(() => {
+        for (const s of slots) store.disposition(st.cfg.name, s, "missed", "timer late (suspend or clock step)", now);
+      });
+    }
+    this.fire(st, slot);
+  }
+
+  private fire(st: JobState, slot: number): void {
+    const store = this.store as Store;
+    const row = store.job(st.cfg.name);
+    if (st.cfg.paused || row?.paused) {
+      store.recordDisposition(st.cfg.name, slot, "skipped", "paused", this.now());
+      return;
+    }
+    const p: Pending = { slot, claimSlot: true, trigger: "schedule", attempt: 1 };
+    if (st.cfg.jitterMs > 0) {
+      // The slot stays the nominal time; only the start moves.
+      this.later(Math.floor(Math.random() * st.cfg.jitterMs), () => this.startOrQueue(st.cfg.name, p));
+    } else {
+      this.startOrQueue(st.cfg.name, p);
+    }
+  }
+
+  private runningOf(name: string): Active[] {
+    return [...this.active.values()].filter((a) => a.run.job === name);
+  }
+
+  /** Apply the overlap policy to a scheduled slot. */
+  private startOrQueue(name: string, p: Pending): void {
+    const st = this.jobs.get(name);
+    if (!st || this.stopping) return;
+    const running = this.runningOf(name);
+    if (running.length > 0) {
+      switch (st.cfg.overlap) {
+        case "queue":
+          if (st.pending.length === 0) {
+            st.pending.push(p);
+            return;
+          }
+          (this.store as Store).recordDisposition(
+            name,
+            p.slot as number,
+            "skipped",
+            `overlap: run ${running[0]?.run.id} holds the lock and a slot is already queued`,
+            this.now(),
+          );
+          return;
+        case "replace":
+          this.replace(running, () => this.startNow(name, p));
+          return;
+        case "skip":
+        case "allow":
+          break;
+      }
+    }
+    this.startNow(name, p);
+  }
+
+  /** Revoke the old runs' fences first, so a replaced run can no longer write markers, then stop them. */
+  private replace(running: Active[], then: () => void): void {
+    const store = this.store as Store;
+    for (const a of running) store.revokeRun(a.run.id);
+    for (const a of running) this.terminate(a, "replaced", a.job.killGraceMs);
+    void Promise.all(running.map((a) => a.finished)).then(then);
+  }
+
+  private enqueue(name: string, p: Pending): void {
+    const st = this.jobs.get(name);
+    if (!st) return;
+    if (this.runningOf(name).length > 0 && st.cfg.overlap !== "allow") st.pending.push(p);
+    else this.startNow(name, p);
+  }
+
+  private startNow(name: string, p: Pending): void {
+    const st = this.jobs.get(name);
+    if (!st || this.stopping) return;
+    const out = launch(this.ctx, st.cfg, { slot: p.slot, claimSlot: p.claimSlot, trigger: p.trigger, attempt: p.attempt });
+    if (out.kind === "locked") {
+      // The disposition (`skipped`) was recorded in the same transaction that saw the lock.
+      if (p.slot === null || !p.claimSlot) this.log(`cronvisor: ${p.trigger} of ${name} skipped: run ${out.holder.id} holds the lock`);
+      return;
+    }
+    if (out.kind === "duplicate") {
+      this.log(`cronvisor: slot ${new Date(p.slot ?? 0).toISOString()} of ${name} already has a disposition; not run again`);
+      return;
+    }
+    const a: Active = { run: out.run, job: st.cfg, handle: out.handle, finished: out.finished };
+    this.active.set(out.run.id, a);
+    a.finished = out.finished.then((row) => this.ended(a, row));
+  }
+
+  /** A run ended and is recorded: retries, the next waiting slot, retention. */
+  private ended(a: Active, row: RunRow): void {
+    this.active.delete(a.run.id);
+    a.stopAdopt?.();
+    const name = a.run.job;
+    const st = this.jobs.get(name);
+    try {
+      const logs = (this.store as Store).pruneRuns(name, a.job.log.keepRuns);
+      for (const p of logs) fs.rmSync(p, { force: true });
+    } catch (e) {
+      this.log(`cronvisor: pruning old runs failed: ${(e as Error).message} (job: ${name})`);
+    }
+    if (!st || this.stopping) return;
+    if ((row.status === "failed" || row.status === "timeout") && row.attempt <= st.cfg.retries.attempts) {
+      const delay = st.cfg.retries.backoffMs * 2 ** (row.attempt - 1);
+      const at = this.now() + delay;
+      // A retry never outlives the next slot (unless runs may overlap anyway).
+      if (st.cfg.overlap === "allow" || st.next === null || at < st.next) {
+        st.retryTimer = this.later(delay, () => {
+          st.retryTimer = null;
+          this.enqueue(name, { slot: row.slot, claimSlot: false, trigger: "retry", attempt: row.attempt + 1 });
+        });
+      } else {
+        this.event(name, "retry", `retry ${row.attempt} of run ${row.id} dropped: it would start after the next slot`);
+      }
+    }
+    const next = st.pending.shift();
+    if (next) this.startNow(name, next);
+  }
+
+  // ---- adoption: runs that outlived the daemon that started them ------------------------------
+
+  /**
+   * Runs left `running` by a daemon (or `cronvisor run`) that died: a live process group is
+   * adopted (its lock stays held, its end is recorded); a dead one is recorded `interrupted` and
+   * its slot follows the job's catch-up policy (trigger `resume`).
+   */
+  private adoptOrphans(): void {
+    const store = this.store as Store;
+    for (const r of store.runningRuns()) {
+      if (this.active.has(r.id)) continue;
+      if (r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start)) continue; // its owner records it
+      const st = this.jobs.get(r.job);
+      const job = st?.cfg ?? null;
+      if (r.pgid !== null && groupAlive(r.pgid)) {
+        if (!job) continue; // a job removed from the config: its group is left alone and reaped later
+        store.adoptRun(r.id, this.owner);
+        this.adopt(r, job);
+        continue;
+      }
+      const code = readExitFile(exitFileFor(this.config.stateDir, r.id));
+      const now = this.now();
+      const result: RunResult =
+        code === null
+          ? endResult(r, now, "interrupted", "its processes died with the daemon", null)
+          : endResult(r, now, code === 0 ? "ok" : "failed", `exit ${code} (recorded after a daemon restart)`, code);
+      store.finishRun(r.id, result);
+      fs.rmSync(exitFileFor(this.config.stateDir, r.id), { force: true });
+      if (result.status === "interrupted" && st) this.resume(st, r, now);
+    }
+  }
+
+  private resume(st: JobState, r: RunRow, now: number): void {
+    if (st.cfg.catchup === "skip") return;
+    const slotTime = r.slot ?? r.started_at;
+    if (slotTime < now - st.cfg.catchupWindowMs) return;
+    this.enqueue(st.cfg.name, { slot: r.slot, claimSlot: false, trigger: "resume", attempt: r.attempt + 1 });
+  }
+
+  private adopt(r: RunRow, job: JobConfig): void {
+    const store = this.store as Store;
+    this.log(`cronvisor: adopted run ${r.id} of ${r.job} (pid ${r.pid}) left by a previous daemon`);
+    let resolve!: (row: RunRow) => void;
+    const finished = new Promise<RunRow>((res) => (resolve = res));
+    const a: Active = { run: r, job, handle: null, finished };
+    // The adopted run is not our child: poll its main process, then clean up its group.
+    const poll = setInterval(() => {
+      if (r.pid !== null && isAlive(r.pid, r.pid_start)) return;
+      clearInterval(poll);
+      if (r.pgid !== null) signalGroup(r.pgid, "SIGKILL");
+      const code = readExitFile(exitFileFor(this.config.stateDir, r.id));
+      const now = this.now();
+      const result =
+        code === null
+          ? endResult(r, now, "interrupted", "adopted after a daemon restart; exit status unknown", null)
+          : endResult(r, now, code === 0 ? "ok" : "failed", code === 0 ? null : `exit ${code}`, code);
+      try {
+        store.finishRun(r.id, result);
+      } catch (e) {
+        this.log(`cronvisor: could not record adopted run ${r.id}: ${(e as Error).message}`);
+      }
+      fs.rmSync(exitFileFor(this.config.stateDir, r.id), { force: true });
+      resolve(store.run(r.id) as RunRow);
+    }, ADOPT_POLL_MS);
+    a.stopAdopt = () => clearInterval(poll);
+    this.active.set(r.id, a);
+    a.finished = finished.then((row) => this.ended(a, row));
+  }
+
+  // ---- liveness ---------------------------------------------------------------------------
+
+  private heartbeat(): void {
+    try {
+      const now = this.now();
+      (this.store as Store).heartbeat(process.pid, now, this.config.heartbeatMs);
+      this.writeHeartbeatFile(now);
+      this.adoptOrphans();
+    } catch (e) {
+      this.log(`cronvisor: heartbeat failed: ${(e as Error).message}`);
+    }
+  }
+
+  /** A file an external `stat`-based check can watch, independent of SQLite. */
+  private writeHeartbeatFile(now: number): void {
+    try {
+      fs.writeFileSync(path.join(this.config.stateDir, "heartbeat"), `${process.pid} ${new Date(now).toISOString()}\n`, {
+        mode: 0o600,
+      });
+    } catch {
+      // a full disk: the store row is the primary beat; status reads that
+    }
+  }
+
+  // ---- reload --------------------------------------------------------------------------------
+
+  /** Re-read the config. Invalid: keep the old one and show the error. Valid: apply it. */
+  reload(): { ok: boolean; errors: string[] } {
+    const store = this.store as Store;
+    const res = this.opts.loadConfig?.() ?? { config: null, errors: ["no config loader"] };
+    if (!res.config) {
+      const msg = res.errors.join("\n");
+      store.setConfigError(process.pid, msg);
+      this.log(`cronvisor: reload failed; keeping the running config:\n${msg}`);
+      return { ok: false, errors: res.errors };
+    }
+    const now = this.now();
+    const old = this.jobs;
+    const keep = new Map(old);
+    this.jobs.clear();
+    this.config = { ...res.config, stateDir: this.config.stateDir };
+    for (const job of res.config.jobs) {
+      const prev = keep.get(job.name);
+      if (prev) {
+        // A changed job's running run finishes under the lock it started with.
+        this.jobs.set(job.name, {
+          cfg: job,
+          next: this.nextAfter(job, Math.max(now, store.job(job.name)?.scanned_to ?? now)),
+          pending: prev.pending,
+          retryTimer: prev.retryTimer,
+        });
+      } else {
+        this.addJob(job, now);
+      }
+    }
+    for (const [name, st] of keep) {
+      if (!this.jobs.has(name) && st.retryTimer) clearTimeout(st.retryTimer);
+    }
+    store.setConfigError(process.pid, null);
+    this.log(`cronvisor: config reloaded: ${res.config.jobs.length} job(s)`);
+    this.arm();
+    return { ok: true, errors: [] };
+  }
+
+  // ---- stop ----------------------------------------------------------------------------------
+
+  /** Ordered and idempotent: stop firing, TERM every run, wait its grace, KILL, record, close. */
+  stop(): Promise<void> {
+    this.stopping ??= this.doStop();
+    return this.stopping;
+  }
+
+  /** The second signal: SIGKILL every run's group now. */
+  force(): void {
+    for (const a of this.active.values()) {
+      if (a.handle) a.handle.terminate("killed: daemon stopped (forced)", 0);
+      else if (a.run.pgid !== null) signalGroup(a.run.pgid, "SIGKILL");
+    }
+  }
+
+  private async doStop(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    if (this.beat) clearInterval(this.beat);
+    for (const t of this.timers) clearTimeout(t);
+    for (const st of this.jobs.values()) st.pending = [];
+    const runs = [...this.active.values()];
+    for (const a of runs) this.terminate(a, "killed: daemon stopping", a.job.killGraceMs);
+    await Promise.all(runs.map((a) => a.finished));
+    const store = this.store;
+    if (store) {
+      try {
+        store.releaseDaemon(process.pid, this.now());
+      } finally {
+        store.close();
+      }
+    }
+    this.log(`cronvisor: daemon ${process.pid} stopped`);
+  }
+
+  private terminate(a: Active, reason: string, graceMs: number): void {
+    if (a.handle) {
+      a.handle.terminate(reason, graceMs);
+      return;
+    }
+    // An adopted run: signal its group ourselves; the poll records its end.
+    if (a.run.pgid === null) return;
+    const pgid = a.run.pgid;
+    signalGroup(pgid, "SIGTERM");
+    this.later(graceMs, () => signalGroup(pgid, "SIGKILL"));
+  }
+
+  // ---- small helpers ---------------------------------------------------------------------------
+
+  private later(ms: number, fn: () => void): NodeJS.Timeout {
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      try {
+        fn();
+      } catch (e) {
+        this.log(`cronvisor: ${(e as Error).message}`);
+      }
+    }, ms);
+    this.timers.add(t);
+    return t;
+  }
+
+  private event(job: string | null, kind: string, detail: string): void {
+    this.log(`cronvisor: ${kind}${job ? ` (job: ${job})` : ""}: ${detail}`);
+    try {
+      (this.store as Store).event(this.now(), job, kind, detail);
+    } catch {
+      // recording an event is best effort; the log line above stands
+    }
+  }
+
+  /** For tests and status: ids of runs this daemon supervises. */
+  activeRunIds(): number[] {
+    return [...this.active.keys()];
+  }
+}
+
+function readExitFile(file: string): number | null {
+  try {
+    const n = Number.parseInt(fs.readFileSync(file, "utf8").trim(), 10);
+    return Number.isFinite(n) ? n : null;
+  } catch {
+    return null;
+  }
+}
+
+function endResult(
+  r: RunRow,
+  now: number,
+  status: RunResult["status"],
+  reason: string | null,
+  exitCode: number | null,
+): RunResult {
+  return {
+    status,
+    reason,
+    exitCode,
+    signal: null,
+    startedAt: r.started_at,
+    finishedAt: now,
+    durationMs: now - r.started_at,
+    logBytes: r.log_bytes ?? 0,
+    logTruncated: false,
+  };
+}
+
