@@ -1,0 +1,554 @@
+// Commander wiring only: parse arguments, call the module that owns the work, map errors to the
+// exit codes in DESIGN.md. Heavy modules are imported lazily, per command.
+import { Command, CommanderError } from "commander";
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import type { Config, JobConfig } from "./types.js";
+
+/** Exit codes from the contract. */
+const EXIT = { ok: 0, fail: 1, usage: 2, unknown: 3, busy: 75 } as const;
+
+class CliError extends Error {
+  constructor(
+    message: string,
+    readonly code: number,
+  ) {
+    super(message);
+  }
+}
+
+function configPath(opt: string | undefined): string {
+  return path.resolve(opt ?? process.env.CRONVISOR_CONFIG ?? "jobs.yaml");
+}
+
+async function load(opt: string | undefined): Promise<Config> {
+  const { loadConfig } = await import("./config.js");
+  const { formatConfigError } = await import("./types.js");
+  const res = loadConfig(configPath(opt));
+  if (!res.config) {
+    throw new CliError(res.errors.map(formatConfigError).join("\n"), EXIT.usage);
+  }
+  return res.config;
+}
+
+function findJob(config: Config, name: string): JobConfig {
+  const job = config.jobs.find((j) => j.name === name);
+  if (!job) {
+    const names = config.jobs.map((j) => j.name).join(", ");
+    throw new CliError(`no job named ${JSON.stringify(name)} in ${config.file} (jobs: ${names || "none"})`, EXIT.usage);
+  }
+  return job;
+}
+
+async function openStore(config: Config, create = false) {
+  const { Store } = await import("./store.js");
+  return Store.open(config.stateDir, { create, busyTimeoutMs: 5000 });
+}
+
+const withConfig = (cmd: Command): Command =>
+  cmd.option("-c, --config <file>", "config file (default: $CRONVISOR_CONFIG, then ./jobs.yaml)");
+
+const out = (s: string): void => {
+  process.stdout.write(s.endsWith("\n") ? s : `${s}\n`);
+};
+
+function table(rows: string[][]): string {
+  const widths: number[] = [];
+  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ")).join("\n");
+}
+
+const when = (iso: string | null): string => (iso === null ? "-" : iso.replace("T", " ").replace(/\.\d{3}Z$/, "Z"));
+
+export function buildProgram(): Command {
+  const program = new Command();
+  program
+    .name("cronvisor")
+    .description(
+      "A cron replacement: locked runs, run records and logs, durable done-markers, and a status that tells liveness from progress.",
+    )
+    .version("0.1.0")
+    .showHelpAfterError()
+    .addHelpText("after", "\nExample:\n  cronvisor validate -c jobs.yaml && cronvisor daemon -c jobs.yaml");
+
+  withConfig(program.command("daemon"))
+    .description("run the supervisor in the foreground (systemd runs it)")
+    .addHelpText("after", "\nExample:\n  cronvisor daemon -c /etc/cronvisor/jobs.yaml")
+    .action(async (o: { config?: string }) => {
+      await runDaemon(configPath(o.config));
+    });
+
+  withConfig(program.command("validate"))
+    .description("check the config; print every error, or each job's next fire times")
+    .addHelpText("after", "\nExample:\n  cronvisor validate -c jobs.yaml")
+    .action(async (o: { config?: string }) => {
+      const config = await load(o.config);
+      const { nextSlots } = await import("./schedule.js");
+      const now = new Date();
+      const rows = [["JOB", "TIMEZONE", "NEXT"]];
+      for (const j of config.jobs) {
+        const next = j.pattern === null ? "@reboot (once per boot)" : nextSlots(j, now, 3).map((d) => d.toISOString()).join(", ");
+        rows.push([j.name, j.timezone, next]);
+      }
+      out(`${config.file}: ok, ${config.jobs.length} job(s)`);
+      out(table(rows));
+    });
+
+  withConfig(program.command("status [job]"))
+    .description("daemon liveness and per-job progress and health, from the state store")
+    .option("--json", "machine-readable output")
+    .option("--check", "exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (for monitoring)")
+    .addHelpText("after", "\nExample:\n  cronvisor status --check || echo unhealthy")
+    .action(async (jobName: string | undefined, o: { config?: string; json?: boolean; check?: boolean }) => {
+      await status(jobName ?? null, o);
+    });
+
+  withConfig(program.command("run <job>"))
+    .description("run a job now, under the same lock and records as a tick; prints its output")
+    .option("--no-wait", "start it and return at once")
+    .addHelpText("after", "\nExample:\n  cronvisor run backup -c jobs.yaml")
+    .action(async (name: string, o: { config?: string; wait: boolean }) => {
+      const config = await load(o.config);
+      const job = findJob(config, name);
+      process.exitCode = o.wait ? await runNow(config, job) : runDetached(config, job);
+    });
+
+  withConfig(program.command("reload"))
+    .description("ask the running daemon to re-read its config (as SIGHUP does)")
+    .addHelpText("after", "\nExample:\n  cronvisor reload -c jobs.yaml")
+    .action(async (o: { config?: string }) => {
+      await reload(configPath(o.config));
+    });
+
+  withConfig(program.command("history [job]"))
+    .description("runs and slot dispositions, newest first")
+    .option("--limit <n>", "how many", "20")
+    .option("--json", "machine-readable output")
+    .addHelpText("after", "\nExample:\n  cronvisor history backup --limit 5")
+    .action(async (jobName: string | undefined, o: { config?: string; limit: string; json?: boolean }) => {
+      const config = await load(o.config);
+      if (jobName) findJob(config, jobName);
+      const limit = positiveInt(o.limit, "--limit");
+      const store = await openStoreOrEmpty(config);
+      const { historyEntry } = await import("./status.js");
+      const rows = store ? store.history(jobName ?? null, limit).map(historyEntry) : [];
+      const events = store ? store.events(jobName ?? null, limit) : [];
+      store?.close();
+      if (o.json) return out(JSON.stringify(rows, null, 2));
+      const t = [["RUN", "JOB", "STATUS", "TRIGGER", "SLOT", "STARTED", "DURATION", "MARKERS", "REASON"]];
+      for (const r of rows) {
+        t.push([
+          String(r.run_id),
+          r.job,
+          r.status,
+          r.trigger ?? "-",
+          when(r.slot),
+          when(r.started_at),
+          r.duration_ms === null ? "-" : `${(r.duration_ms / 1000).toFixed(1)}s`,
+          `${r.markers_new} new/${r.markers_skipped} done`,
+          r.reason ?? (r.exit_code !== null ? `exit ${r.exit_code}` : ""),
+        ]);
+      }
+      out(rows.length === 0 ? "no runs recorded" : table(t));
+      if (events.length > 0) {
+        out("\nEVENTS");
+        out(table(events.map((e) => [when(new Date(e.at).toISOString()), e.job ?? "-", e.kind, e.detail ?? ""])));
+      }
+    });
+
+  withConfig(program.command("logs <job>"))
+    .description("print a run's log (default: the latest run)")
+    .option("--run <id>", "run id")
+    .option("-f, --follow", "keep printing while the run goes on")
+    .addHelpText("after", "\nExample:\n  cronvisor logs backup --follow")
+    .action(async (name: string, o: { config?: string; run?: string; follow?: boolean }) => {
+      const config = await load(o.config);
+      findJob(config, name);
+      await logs(config, name, o.run === undefined ? null : positiveInt(o.run, "--run"), o.follow ?? false);
+    });
+
+  withConfig(program.command("next [job]"))
+    .description("upcoming fire times in the job's time zone")
+    .option("--count <n>", "how many per job", "5")
+    .option("--json", "machine-readable output")
+    .addHelpText("after", "\nExample:\n  cronvisor next backup --count 10")
+    .action(async (jobName: string | undefined, o: { config?: string; count: string; json?: boolean }) => {
+      const config = await load(o.config);
+      const jobs = jobName ? [findJob(config, jobName)] : config.jobs;
+      const count = positiveInt(o.count, "--count");
+      const { nextSlots } = await import("./schedule.js");
+      const now = new Date();
+      const list = jobs.map((j) => ({ job: j.name, timezone: j.timezone, next: nextSlots(j, now, count).map((d) => d.toISOString()) }));
+      if (o.json) return out(JSON.stringify(list, null, 2));
+      for (const j of list) {
+        const cfg = jobs.find((x) => x.name === j.job) as JobConfig;
+        out(`${j.job} (${cfg.schedule}, ${j.timezone})`);
+        if (cfg.pattern === null) out("  @reboot: once per machine boot");
+        for (const t of j.next) out(`  ${t}  ${localTime(t, j.timezone)}`);
+      }
+    });
+
+  for (const [name, args, desc, example] of [
+    ["mark", "[keys...]", "record done-markers durably (fsync'd) before exiting 0", "cronvisor mark invoice-42"],
+    ["check", "<key>", "exit 0 if KEY is marked, 1 if not", "cronvisor check invoice-42 || send-invoice 42"],
+    ["once", "<key> [cmd...]", "run CMD only if KEY is not marked; mark KEY right after CMD exits 0", "cronvisor once upload-7 -- ./upload.sh 7"],
+    ["progress", "[message]", "report progress for the current run", "cronvisor progress \"row 118 of 200\""],
+  ] as const) {
+    const cmd = withConfig(program.command(`${name} ${args}`))
+      .description(`${desc}; inside a job it needs no options`)
+      .option("--job <name>", "the job's namespace (outside a run)")
+      .addHelpText("after", `\nExample:\n  ${example}`)
+      .allowUnknownOption(true)
+      .passThroughOptions(true);
+    if (name === "mark") cmd.option("--stdin", "one key per line; each is acknowledged on stdout when it is on disk");
+    if (name === "once") cmd.option("--wait", "wait for another `once` holding KEY instead of exiting 75");
+    cmd.action(async (...a: unknown[]) => {
+      const o = a[a.length - 2] as { config?: string; job?: string };
+      await markerCommand(name, o);
+    });
+  }
+
+  withConfig(program.command("pause <job>"))
+    .description("stop firing a job (its slots are recorded skipped); survives daemon restarts")
+    .addHelpText("after", "\nExample:\n  cronvisor pause backup")
+    .action(async (name: string, o: { config?: string }) => setPaused(name, o, true));
+  withConfig(program.command("resume <job>"))
+    .description("fire a paused job again")
+    .addHelpText("after", "\nExample:\n  cronvisor resume backup")
+    .action(async (name: string, o: { config?: string }) => setPaused(name, o, false));
+
+  withConfig(program.command("markers <job>"))
+    .description("list a job's done-markers")
+    .option("--json", "machine-readable output")
+    .addHelpText("after", "\nExample:\n  cronvisor markers enrich --json")
+    .action(async (name: string, o: { config?: string; json?: boolean }) => {
+      const config = await load(o.config);
+      findJob(config, name);
+      const store = await openStoreOrEmpty(config);
+      const list = (store?.markers(name) ?? []).map((m) => ({ key: m.key, run_id: m.run_id, fence: m.fence, created_at: new Date(m.created_at).toISOString() }));
+      store?.close();
+      if (o.json) return out(JSON.stringify(list, null, 2));
+      out(list.length === 0 ? `no markers for ${name}` : table([["KEY", "RUN", "MARKED AT"], ...list.map((m) => [m.key, String(m.run_id ?? "-"), when(m.created_at)])]));
+    });
+
+  withConfig(program.command("unmark <job> <key>"))
+    .description("remove one marker (an operator's reconcile; recorded in history's events)")
+    .addHelpText("after", "\nExample:\n  cronvisor unmark enrich task-118")
+    .action(async (name: string, key: string, o: { config?: string }) => {
+      const config = await load(o.config);
+      findJob(config, name);
+      const store = await openStore(config, true);
+      const removed = store.removeMarker(name, key, Date.now(), `${process.env.USER ?? "operator"} pid ${process.pid}`);
+      store.close();
+      out(removed ? `unmarked ${key} in ${name}` : `${key} was not marked in ${name}`);
+    });
+
+  program
+    .command("import-crontab [file]")
+    .description("translate a crontab (user or system format) into jobs YAML on stdout")
+    .option("--system", "the crontab has a user column (/etc/crontab, /etc/cron.d)")
+    .option("--skip-invalid", "turn unparseable lines into comments instead of failing")
+    .addHelpText("after", "\nExample:\n  crontab -l | cronvisor import-crontab - > jobs.yaml")
+    .action(async (file: string | undefined, o: { system?: boolean; skipInvalid?: boolean }) => {
+      const { importCrontab } = await import("./crontab.js");
+      const src = file === undefined || file === "-" ? "/dev/stdin" : file;
+      const text = fs.readFileSync(src, "utf8");
+      const res = importCrontab(text, { file: file ?? "-", system: o.system, skipInvalid: o.skipInvalid });
+      for (const w of res.warnings) process.stderr.write(`cronvisor: ${w}\n`);
+      if (res.errors.length > 0) {
+        throw new CliError(res.errors.map((e) => `${file ?? "-"}:${e.line}: ${e.message}`).join("\n"), EXIT.usage);
+      }
+      process.stdout.write(res.yaml);
+    });
+
+  return program;
+}
+
+function positiveInt(v: string, flag: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new CliError(`${flag} must be a positive integer, got ${JSON.stringify(v)}`, EXIT.usage);
+  return n;
+}
+
+function localTime(isoTime: string, timeZone: string): string {
+  return new Date(isoTime).toLocaleString("sv-SE", { timeZone, timeZoneName: "short" });
+}
+
+async function openStoreOrEmpty(config: Config) {
+  const { StoreError } = await import("./store.js");
+  try {
+    return await openStore(config);
+  } catch (e) {
+    if (e instanceof StoreError && e.code === "missing") return null;
+    throw e;
+  }
+}
+
+async function runDaemon(file: string): Promise<void> {
+  const { loadConfig } = await import("./config.js");
+  const { formatConfigError } = await import("./types.js");
+  const { Supervisor, DaemonBusyError } = await import("./supervisor.js");
+  const { StoreError } = await import("./store.js");
+  const { checkOwnership } = await import("./safety.js");
+  const { UnsafeError } = await import("./safety.js");
+  const config = await load(file);
+  try {
+    checkOwnership(config);
+  } catch (e) {
+    if (e instanceof UnsafeError) throw new CliError(e.message, EXIT.usage);
+    throw e;
+  }
+  const sup = new Supervisor({
+    config,
+    loadConfig: () => {
+      const r = loadConfig(file);
+      if (r.config) {
+        try {
+          checkOwnership(r.config);
+        } catch (e) {
+          return { config: null, errors: [(e as Error).message] };
+        }
+      }
+      return { config: r.config, errors: r.errors.map(formatConfigError) };
+    },
+  });
+  try {
+    sup.start();
+  } catch (e) {
+    if (e instanceof DaemonBusyError || e instanceof StoreError) throw new CliError(e.message, EXIT.fail);
+    throw e;
+  }
+  let signals = 0;
+  const onStop = (sig: string): void => {
+    signals++;
+    if (signals === 1) {
+      process.stderr.write(`cronvisor: ${sig}: stopping (again to force)\n`);
+      void sup.stop().then(() => process.exit(0));
+    } else {
+      process.stderr.write(`cronvisor: ${sig} again: killing every run now\n`);
+      sup.force();
+    }
+  };
+  process.on("SIGTERM", () => onStop("SIGTERM"));
+  process.on("SIGINT", () => onStop("SIGINT"));
+  process.on("SIGHUP", () => sup.reload());
+  await new Promise<never>(() => {});
+}
+
+async function runNow(config: Config, job: JobConfig): Promise<number> {
+  const { launch } = await import("./execute.js");
+  const { startTimeOf } = await import("./proc.js");
+  const store = await openStore(config, true);
+  try {
+    const res = launch(
+      { config, store, owner: { pid: process.pid, start: startTimeOf(process.pid) }, now: Date.now },
+      job,
+      { slot: null, claimSlot: false, trigger: "manual", attempt: 1, echo: process.stdout },
+    );
+    if (res.kind === "locked") {
+      const h = res.holder;
+      process.stderr.write(
+        `cronvisor: ${job.name} is running: run ${h.id} (pid ${h.pid ?? "-"}, since ${new Date(h.started_at).toISOString()}) holds the lock\n`,
+      );
+      return EXIT.busy;
+    }
+    if (res.kind !== "started") return EXIT.busy;
+    // Ctrl-C or a TERM to `cronvisor run` stops the job's whole group and still records the run.
+    const stop = (): void => res.handle.terminate("killed: cronvisor run was interrupted");
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+    const row = await res.finished;
+    process.stderr.write(`cronvisor: run ${row.id} of ${job.name}: ${row.status}${row.reason ? ` (${row.reason})` : ""}\n`);
+    return exitCodeOf(row.status, row.exit_code, row.signal);
+  } finally {
+    store.close();
+  }
+}
+
+/** The job's exit code; for runs that did not exit by themselves, the codes timeout(1) and shells use. */
+function exitCodeOf(status: string, exitCode: number | null, signal: string | null): number {
+  if (exitCode !== null) return exitCode;
+  if (status === "timeout") return 124;
+  if (status === "spawn_failed") return 127;
+  if (signal) return 128 + ((signal in signalNumbers ? signalNumbers[signal] : 0) ?? 0);
+  return EXIT.fail;
+}
+const signalNumbers: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9, SIGTERM: 15 };
+
+function runDetached(config: Config, job: JobConfig): number {
+  // A detached `cronvisor run` owns the run, so its end is recorded even though we return now.
+  const child = spawn(process.execPath, [process.argv[1] as string, "run", job.name, "-c", config.file], {
+    detached: true,
+    stdio: "ignore",
+    env: process.env,
+  });
+  child.unref();
+  out(`started ${job.name} in the background (pid ${child.pid}); see: cronvisor history ${job.name} -c ${config.file}`);
+  return EXIT.ok;
+}
+
+async function reload(file: string): Promise<void> {
+  const { loadConfig } = await import("./config.js");
+  const { formatConfigError } = await import("./types.js");
+  const { isAlive } = await import("./proc.js");
+  const res = loadConfig(file);
+  // Find the daemon through the store of the config's state dir (or, if the new config is
+  // broken, there is no state dir to read: say so).
+  if (!res.config) {
+    throw new CliError(`${res.errors.map(formatConfigError).join("\n")}\nthe running daemon keeps its old config`, EXIT.usage);
+  }
+  const store = await openStoreOrEmpty(res.config);
+  const d = store?.daemon();
+  store?.close();
+  if (!d || d.pid === null || d.stopped_at !== null || !isAlive(d.pid, d.pid_start)) {
+    throw new CliError(`no daemon is running for ${res.config.stateDir}`, EXIT.fail);
+  }
+  process.kill(d.pid, "SIGHUP");
+  out(`sent SIGHUP to daemon ${d.pid}`);
+}
+
+async function status(jobName: string | null, o: { config?: string; json?: boolean; check?: boolean }): Promise<void> {
+  let config: Config;
+  try {
+    config = await load(o.config);
+  } catch (e) {
+    if (o.check && e instanceof CliError) {
+      process.stderr.write(`${e.message}\n`);
+      out("UNKNOWN: the config cannot be read");
+      process.exitCode = EXIT.unknown;
+      return;
+    }
+    throw e;
+  }
+  if (jobName) findJob(config, jobName);
+  const store = await openStoreOrEmpty(config);
+  if (!store) {
+    if (o.check) {
+      out(`UNKNOWN: no state store in ${config.stateDir}`);
+      process.exitCode = EXIT.unknown;
+      return;
+    }
+    throw new CliError(`no state store in ${config.stateDir}: the daemon has never run`, EXIT.unknown);
+  }
+  const { buildStatus, checkCode } = await import("./status.js");
+  const report = buildStatus(config, store, Date.now(), jobName);
+  const detail = jobName ? store.history(jobName, 10) : [];
+  store.close();
+  if (o.json) out(JSON.stringify(report, null, 2));
+  else {
+    const { renderStatus } = await import("./render.js");
+    out(renderStatus(report, detail, { color: Boolean(process.stdout.isTTY) && !process.env.NO_COLOR }));
+  }
+  if (o.check) {
+    const code = checkCode(report);
+    if (!o.json) {
+      const bad = report.jobs.filter((j) => ["late", "stuck", "failing", "repeating"].includes(j.health));
+      out(code === 2 ? `CRITICAL: daemon ${report.daemon.state}` : code === 1 ? `WARNING: ${bad.map((j) => `${j.name} ${j.health}`).join(", ")}` : "OK");
+    }
+    process.exitCode = code;
+  }
+}
+
+async function logs(config: Config, job: string, runId: number | null, follow: boolean): Promise<void> {
+  const store = await openStoreOrEmpty(config);
+  const run = store ? (runId === null ? store.history(job, 50).find((r) => r.log_path !== null) : store.run(runId)) : undefined;
+  if (!store || !run || run.job !== job || run.log_path === null) {
+    store?.close();
+    throw new CliError(runId === null ? `no runs of ${job} yet` : `no run ${runId} of ${job}`, EXIT.fail);
+  }
+  let offset = 0;
+  const pump = (): void => {
+    let fd: number;
+    try {
+      fd = fs.openSync(run.log_path as string, "r");
+    } catch {
+      return;
+    }
+    try {
+      const size = fs.fstatSync(fd).size;
+      if (size < offset) offset = 0; // the log was rewritten (head + tail at the end of a capped run)
+      const buf = Buffer.alloc(64 * 1024);
+      while (offset < size) {
+        const n = fs.readSync(fd, buf, 0, buf.length, offset);
+        if (n <= 0) break;
+        process.stdout.write(buf.subarray(0, n));
+        offset += n;
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
+  };
+  pump();
+  while (follow && store.run(run.id)?.status === "running") {
+    await new Promise((r) => setTimeout(r, 250));
+    pump();
+  }
+  if (follow) pump();
+  store.close();
+}
+
+async function setPaused(name: string, o: { config?: string }, paused: boolean): Promise<void> {
+  const config = await load(o.config);
+  const job = findJob(config, name);
+  const store = await openStore(config, true);
+  store.setPaused(name, paused, Date.now());
+  store.close();
+  if (!paused && job.paused) out(`note: ${name} has paused: true in ${config.file}; it stays paused until that is removed`);
+  out(`${name} ${paused ? "paused" : "resumed"}`);
+}
+
+async function markerCommand(name: string, o: { config?: string; job?: string }): Promise<void> {
+  const { runMarkerCommand } = await import("./markers-cli.js");
+  const argv = process.argv.slice(process.argv.indexOf(name));
+  // Drop -c/--config here: the marker commands know only their own options.
+  const rest: string[] = [];
+  for (let i = 1; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === "--") {
+      rest.push(...argv.slice(i));
+      break;
+    }
+    if (a === "-c" || a === "--config") i++;
+    else if (a.startsWith("--config=")) continue;
+    else rest.push(a);
+  }
+  let target;
+  if (o.job !== undefined) {
+    const config = await load(o.config);
+    findJob(config, o.job);
+    const inRun = process.env.CRONVISOR_JOB === o.job && process.env.CRONVISOR_RUN_ID && process.env.CRONVISOR_FENCE;
+    target = {
+      stateDir: config.stateDir,
+      job: o.job,
+      run: inRun ? { id: Number(process.env.CRONVISOR_RUN_ID), fence: Number(process.env.CRONVISOR_FENCE) } : null,
+    };
+  }
+  process.exitCode = await runMarkerCommand([name, ...rest], target);
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const program = buildProgram();
+  program.exitOverride();
+  program.configureOutput({ writeErr: (s) => process.stderr.write(s) });
+  try {
+    await program.parseAsync(argv);
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      const code = e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.exitCode === 0 ? 0 : EXIT.usage;
+      process.exit(code);
+    }
+    if (e instanceof CliError) {
+      process.stderr.write(`${e.message}\n`);
+      process.exit(e.code);
+    }
+    const err = e as Error & { code?: string };
+    const { StoreError } = await import("./store.js");
+    if (e instanceof StoreError) {
+      process.stderr.write(`cronvisor: ${err.message}\n`);
+      process.exit(e.code === "busy" ? EXIT.busy : EXIT.fail);
+    }
+    process.stderr.write(`cronvisor: ${err.stack ?? err.message}\n`);
+    process.exit(EXIT.fail);
+  }
+}
