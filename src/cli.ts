@@ -69,6 +69,7 @@ export function buildProgram(): Command {
       "A cron replacement: locked runs, run records and logs, durable done-markers, and a status that tells liveness from progress.",
     )
     .version("0.1.0")
+    .enablePositionalOptions()
     .showHelpAfterError()
     .addHelpText("after", "\nExample:\n  cronvisor validate -c jobs.yaml && cronvisor daemon -c jobs.yaml");
 
