@@ -21,15 +21,38 @@ export function isAlive(pid: number, startTime: string | null): boolean {
   return now !== null && (startTime === null || now === startTime);
 }
 
-/** Does any process of this process group still exist (including stopped ones)? */
+/**
+ * Does any live process of this process group still exist (stopped ones count, zombies don't:
+ * a killed job whose parent died stays a zombie until init reaps it, and it does no work)?
+ */
 export function groupAlive(pgid: number): boolean {
   if (pgid <= 1) return false;
   try {
     process.kill(-pgid, 0);
-    return true;
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
+    if ((e as NodeJS.ErrnoException).code !== "EPERM") return false;
   }
+  // The group exists. The common case: its leader is alive. Otherwise look for any member
+  // that is not a zombie (a scan of /proc, done only when the leader is gone).
+  if (startTimeOf(pgid) !== null) return true;
+  let pids: string[];
+  try {
+    pids = fs.readdirSync("/proc");
+  } catch {
+    return true;
+  }
+  for (const p of pids) {
+    if (p.charCodeAt(0) < 48 || p.charCodeAt(0) > 57) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${p}/stat`, "utf8");
+      const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      // rest[0] is the state, rest[2] the process group.
+      if (rest[2] === String(pgid) && rest[0] !== "Z" && rest[0] !== "X") return true;
+    } catch {
+      // the process exited while we looked
+    }
+  }
+  return false;
 }
 
 /** Signal a whole process group; false if it no longer exists. */
