@@ -300,8 +300,11 @@ async function runDaemon(file: string): Promise<void> {
     if (e instanceof UnsafeError) throw new CliError(e.message, EXIT.usage);
     throw e;
   }
+  // Alerts, pings and the HTTP endpoint observe the daemon through hooks (src/monitor.ts).
+  const hooks = await monitorHooks(config);
   const sup = new Supervisor({
     config,
+    hooks,
     loadConfig: () => {
       const r = loadConfig(file);
       if (r.config) {
@@ -335,6 +338,11 @@ async function runDaemon(file: string): Promise<void> {
   process.on("SIGINT", () => onStop("SIGINT"));
   process.on("SIGHUP", () => sup.reload());
   await new Promise<never>(() => {});
+}
+
+async function monitorHooks(config: Config) {
+  const { createMonitor } = await import("./monitor.js");
+  return createMonitor(config);
 }
 
 async function runNow(config: Config, job: JobConfig): Promise<number> {

@@ -19,8 +19,24 @@ const MISSED_ROWS = 100;
 /** How often adopted orphans (runs we did not spawn) are checked for their end. */
 const ADOPT_POLL_MS = 500;
 
+/**
+ * Observers of the daemon (alerts, pings, metrics, HTTP). Called after the store has recorded the
+ * fact; a hook must not block or throw (errors are logged and ignored): monitoring never delays
+ * a slot and never loses a run's record.
+ */
+export interface SupervisorHooks {
+  runStarted?(run: RunRow, job: JobConfig): void;
+  runEnded?(run: RunRow, job: JobConfig): void;
+  /** Every heartbeat, after the beat is recorded. */
+  beat?(store: Store, config: Config, now: number): void;
+  reloaded?(config: Config): void;
+  /** On stop, after the runs are recorded and before the store closes. */
+  stopping?(): Promise<void> | void;
+}
+
 export interface SupervisorOptions {
   config: Config;
+  hooks?: SupervisorHooks;
   now?: () => number;
   log?: (line: string) => void;
   /** Re-read the config (SIGHUP / `cronvisor reload`). */
@@ -295,6 +311,7 @@ export class Supervisor {
     }
     const a: Active = { run: out.run, job: st.cfg, handle: out.handle, finished: out.finished };
     this.active.set(out.run.id, a);
+    this.hook("runStarted", (h) => h.runStarted?.(out.run, st.cfg));
     a.finished = out.finished.then((row) => this.ended(a, row));
   }
 
@@ -302,6 +319,7 @@ export class Supervisor {
   private ended(a: Active, row: RunRow): void {
     this.active.delete(a.run.id);
     a.stopAdopt?.();
+    this.hook("runEnded", (h) => h.runEnded?.(row, a.job));
     const name = a.run.job;
     const st = this.jobs.get(name);
     try {
@@ -405,6 +423,7 @@ export class Supervisor {
       (this.store as Store).heartbeat(process.pid, now, this.config.heartbeatMs);
       this.writeHeartbeatFile(now);
       this.adoptOrphans();
+      this.hook("beat", (h) => h.beat?.(this.store as Store, this.config, now));
     } catch (e) {
       this.log(`cronvisor: heartbeat failed: ${(e as Error).message}`);
     }
@@ -456,6 +475,7 @@ export class Supervisor {
       if (!this.jobs.has(name) && st.retryTimer) clearTimeout(st.retryTimer);
     }
     store.setConfigError(process.pid, null);
+    this.hook("reloaded", (h) => h.reloaded?.(this.config));
     this.log(`cronvisor: config reloaded: ${res.config.jobs.length} job(s)`);
     this.arm();
     return { ok: true, errors: [] };
@@ -485,6 +505,11 @@ export class Supervisor {
     const runs = [...this.active.values()];
     for (const a of runs) this.terminate(a, "killed: daemon stopping", a.job.killGraceMs);
     await Promise.all(runs.map((a) => a.finished));
+    try {
+      await this.opts.hooks?.stopping?.();
+    } catch (e) {
+      this.log(`cronvisor: monitor stop failed: ${(e as Error).message}`);
+    }
     const store = this.store;
     if (store) {
       try {
@@ -509,6 +534,16 @@ export class Supervisor {
   }
 
   // ---- small helpers ---------------------------------------------------------------------------
+
+  private hook(name: string, fn: (h: SupervisorHooks) => void): void {
+    const h = this.opts.hooks;
+    if (!h) return;
+    try {
+      fn(h);
+    } catch (e) {
+      this.log(`cronvisor: ${name} hook failed: ${(e as Error).message}`);
+    }
+  }
 
   private later(ms: number, fn: () => void): NodeJS.Timeout {
     const t = setTimeout(() => {
