@@ -1,0 +1,190 @@
+// The three incidents cronvisor exists to prevent, reproduced with real processes:
+//   1. a worker killed mid-way restarts at item zero (kill test, several times in a row);
+//   2. a done-marker gated on a flaky later step repeats the side effect on every retry;
+//   3. a writer that lost its lock keeps writing (fence refusal), plus two writers at once.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import Database from "better-sqlite3";
+import { BIN, ROOT, alive, cleanEnv, cli, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
+
+const PATH = `${path.join(ROOT, "bin")}:${path.dirname(process.execPath)}:/usr/bin:/bin`;
+
+function rows(dir, sql, ...args) {
+  const file = path.join(dir, ".cronvisor", "cronvisor.db");
+  if (!fs.existsSync(file)) return [];
+  const db = new Database(file, { readonly: true });
+  db.pragma("busy_timeout = 2000");
+  try {
+    return db.prepare(sql).all(...args);
+  } finally {
+    db.close();
+  }
+}
+
+function startDaemon(t, dir) {
+  const d = spawnCli(["daemon", "-c", path.join(dir, "jobs.yaml")]);
+  t.after(async () => {
+    if (d.exitCode === null && d.signalCode === null) {
+      d.kill("SIGKILL");
+      await d.exited;
+    }
+  });
+  return d;
+}
+
+const lines = (file) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : []);
+
+/**
+ * The restarted-runner postmortem: a 200-item job using `once`, SIGKILLed together with its
+ * daemon at random points, restarted until done. Every item is done; an item is repeated only
+ * when a kill landed between its side effect and its marker, so repeats <= kills.
+ */
+async function killTest(t, { kills, items, command }) {
+  const dir = tmpdir(t);
+  const warehouse = path.join(dir, "warehouse.txt");
+  writeConfig(
+    dir,
+    `heartbeat: 1s
+env: { PATH: "${PATH}", WAREHOUSE: "${warehouse}", ITEMS: "${items}" }
+jobs:
+  enrich:
+    schedule: "* * * * * *"
+    command: ${command}
+    catchup: once
+`,
+  );
+
+  let killed = 0;
+  while (killed < kills) {
+    const d = startDaemon(t, dir);
+    const run = await waitFor(() => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0], "a running run");
+    // A random point in the run: wait for a random number of new rows (items keep landing).
+    const target = lines(warehouse).length + 1 + Math.floor((Math.random() * items) / 5);
+    await waitFor(() => lines(warehouse).length >= target || !alive(run.pid), "the run to make progress", 30_000, 5);
+    // The daemon first, so it cannot record the job's death: both die at once, as on a reclaimed host.
+    d.kill("SIGKILL");
+    try {
+      process.kill(-run.pgid, "SIGKILL");
+    } catch {
+      // the run had just ended
+    }
+    await d.exited;
+    await waitFor(() => !alive(run.pid), "the job's death");
+    killed++;
+  }
+  const d = startDaemon(t, dir);
+  await waitFor(() => rows(dir, "SELECT COUNT(*) n FROM markers WHERE job = 'enrich'")[0].n === items, `all ${items} items marked`, 60_000);
+  // A further full run does no work: every key found done.
+  const idle = await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE job = 'enrich' AND status = 'ok' AND markers_skipped = ?", items)[0],
+    "a full run that only skips",
+    60_000,
+  );
+  d.kill("SIGTERM");
+  await d.exited;
+  assert.equal(idle.markers_new, 0);
+  const written = lines(warehouse).map((l) => l.split(" ")[0]);
+  const distinct = new Set(written);
+  assert.equal(distinct.size, items, "every item done");
+  const repeats = written.length - distinct.size;
+  assert.ok(repeats <= killed, `repeats (${repeats}) <= kills (${killed})`);
+  const interrupted = rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'interrupted'")[0].n;
+  assert.ok(interrupted >= 1, "kills are recorded as interrupted runs");
+  return { repeats, killed };
+}
+
+// The Node library job (examples/enrich.mjs): 200 items, no process per item, so three rounds
+// of five kills fit in CI.
+for (let round = 1; round <= 3; round++) {
+  test(`kill test, round ${round}: 200 items, 5 SIGKILLs of daemon and job, every item done, repeats <= kills`, async (t) => {
+    await killTest(t, { kills: 5, items: 200, command: `[node, ${path.join(ROOT, "examples", "enrich.mjs")}]` });
+  });
+}
+
+// The shell job (examples/enrich.sh): every item is a `cronvisor once` process, the pattern a
+// crontab user writes. Fewer items: each call is a Node start-up.
+test("kill test, shell job with `cronvisor once` per item: 3 SIGKILLs, every item done, repeats <= kills", async (t) => {
+  await killTest(t, { kills: 3, items: 40, command: path.join(ROOT, "examples", "enrich.sh") });
+});
+
+test("upload then a flaky downstream step, run 20 times: each file uploaded exactly once", (t) => {
+  const dir = tmpdir(t);
+  const uploaded = path.join(dir, "uploaded.txt");
+  const cfg = writeConfig(
+    dir,
+    `env: { PATH: "${PATH}", FLAKY: "1", UPLOADED: "${uploaded}", OUTBOX: "${path.join(dir, "outbox")}" }
+jobs:
+  upload:
+    schedule: "*/2 * * * *"
+    command: ${path.join(ROOT, "examples", "upload.sh")}
+`,
+  );
+  for (let i = 0; i < 20; i++) {
+    const r = cli(["run", "upload", "-c", cfg]);
+    assert.equal(r.code, 1, "the downstream step fails every time");
+  }
+  assert.deepEqual(lines(uploaded).sort(), ["file-1.txt", "file-2.txt", "file-3.txt"]);
+  const h = JSON.parse(cli(["history", "upload", "-c", cfg, "--json", "--limit", "20"]).stdout);
+  assert.equal(h.length, 20);
+  assert.equal(h.at(-1).markers_new, 3, "the first run marked each upload right after it");
+  assert.ok(h.slice(0, 19).every((r) => r.markers_new === 0 && r.markers_skipped === 3), "later runs skip all three");
+});
+
+test("two writers at once: manual runs racing scheduled ticks never overlap and no slot runs twice", async (t) => {
+  const dir = tmpdir(t);
+  const cfg = writeConfig(dir, `heartbeat: 1s\njobs:\n  w:\n    schedule: "* * * * * *"\n    command: sleep 0.3\n`);
+  const d = startDaemon(t, dir);
+  await waitFor(() => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1, "a scheduled run");
+  const codes = await Promise.all(
+    Array.from(
+      { length: 12 },
+      () =>
+        new Promise((resolve) => {
+          const c = spawn(process.execPath, [BIN, "run", "w", "-c", cfg], { env: cleanEnv(), stdio: "ignore" });
+          c.on("exit", (code) => resolve(code));
+        }),
+    ),
+  );
+  d.kill("SIGTERM");
+  await d.exited;
+  assert.ok(codes.every((c) => c === 0 || c === 75), `exit codes ${codes}`);
+  assert.ok(codes.includes(75), "some manual runs found the lock held");
+  const runs = rows(dir, "SELECT * FROM runs WHERE status IN ('ok', 'killed') ORDER BY started_at");
+  for (let i = 1; i < runs.length; i++) {
+    assert.ok(runs[i].started_at >= runs[i - 1].finished_at, `run ${runs[i].id} started before run ${runs[i - 1].id} ended`);
+  }
+  assert.deepEqual(rows(dir, "SELECT slot FROM runs WHERE slot IS NOT NULL GROUP BY slot HAVING COUNT(*) > 1"), []);
+});
+
+test("belt and suspenders: unmark everything and rerun; the job's own keyed, fenced writes still write nothing twice", (t) => {
+  const dir = tmpdir(t);
+  const db = path.join(dir, "warehouse.db");
+  const cfg = writeConfig(
+    dir,
+    `env: { PATH: "${PATH}", WAREHOUSE_DB: "${db}", ITEMS: "30", NODE_PATH: "${path.join(ROOT, "node_modules")}" }
+jobs:
+  load:
+    schedule: "@daily"
+    command: [node, ${path.join(ROOT, "examples", "warehouse-job.mjs")}]
+`,
+  );
+  const first = cli(["run", "load", "-c", cfg]);
+  assert.equal(first.code, 0, first.stderr);
+  assert.match(first.stdout, /wrote 30 new rows/);
+  const keys = JSON.parse(cli(["markers", "load", "-c", cfg, "--json"]).stdout).map((m) => m.key);
+  assert.equal(keys.length, 30);
+  for (const k of keys) assert.equal(cli(["unmark", "load", k, "-c", cfg]).code, 0);
+  assert.equal(JSON.parse(cli(["markers", "load", "-c", cfg, "--json"]).stdout).length, 0);
+  const second = cli(["run", "load", "-c", cfg]);
+  assert.equal(second.code, 0, second.stderr);
+  assert.match(second.stdout, /wrote 0 new rows/);
+  const w = new Database(db, { readonly: true });
+  assert.equal(w.prepare("SELECT COUNT(*) n FROM rows").get().n, 30);
+  assert.equal(w.prepare("SELECT fence FROM guard").get().fence, 2, "the store saw the second run's fence");
+  w.close();
+  // The unmarks are recorded for the operator to see.
+  assert.match(cli(["history", "load", "-c", cfg]).stdout, /unmark/);
+});
