@@ -343,16 +343,6 @@ function cronMessage(e: unknown): string {
   return text.charAt(0).toLowerCase() + text.slice(1);
 }
 
-/**
- * The next `count` slots of a job strictly after `from`, in the job's time zone. None for
- * `@reboot`. The Cron object is dropped at once (each holds ~80 KB).
- */
-export function nextFireTimes(job: JobConfig, from: Date, count: number): Date[] {
-  if (job.pattern === null || count <= 0) return [];
-  const cron = new Cron(job.pattern, { ...CRON_OPTIONS, timezone: job.timezone, paused: true });
-  return cron.nextRuns(count, from);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Parsing
 

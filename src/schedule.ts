@@ -2,6 +2,7 @@
 // Cron object (~80 KB), so one object is shared per distinct (pattern, zone) and the daemon runs a
 // single timer over a heap of next slots instead of one croner timer per job.
 import { Cron } from "croner";
+import { CRON_OPTIONS } from "./config.js";
 import type { JobConfig } from "./types.js";
 
 interface Entry {
@@ -17,7 +18,7 @@ function entryFor(pattern: string, timezone: string): Entry {
   const k = `${timezone}\u0000${pattern}`;
   let e = cache.get(k);
   if (!e) {
-    e = { cron: new Cron(pattern, { timezone, paused: true, mode: "5-or-6-parts" }), after: NaN, next: null };
+    e = { cron: new Cron(pattern, { timezone, paused: true, ...CRON_OPTIONS }), after: NaN, next: null };
     cache.set(k, e);
   }
   return e;

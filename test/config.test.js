@@ -3,7 +3,8 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { loadConfig, nextFireTimes, parseConfig } from "../dist/config.js";
+import { loadConfig, parseConfig } from "../dist/config.js";
+import { nextSlots as nextFireTimes } from "../dist/schedule.js";
 import { formatConfigError } from "../dist/types.js";
 import { ROOT, tmpdir, writeConfig } from "./helpers.js";
 
