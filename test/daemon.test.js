@@ -38,15 +38,27 @@ async function stopDaemon(d) {
 
 test("a per-second job runs, is recorded with its log, and no slot runs twice across a restart", async (t) => {
   const dir = tmpdir(t);
-  writeConfig(dir, `heartbeat: 1s\njobs:\n  tick:\n    schedule: "* * * * * *"\n    command: echo slot=$CRONVISOR_SLOT trigger=$CRONVISOR_TRIGGER\n    catchup: skip\n`);
+  writeConfig(
+    dir,
+    `heartbeat: 1s\njobs:\n  tick:\n    schedule: "* * * * * *"\n    command: echo slot=$CRONVISOR_SLOT trigger=$CRONVISOR_TRIGGER\n    catchup: skip\n`,
+  );
   let d = startDaemon(t, dir);
-  await waitFor(() => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 2, "two ok runs");
+  await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 2,
+    "two ok runs",
+  );
   await stopDaemon(d);
   d = startDaemon(t, dir);
   const before = rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok'")[0].n;
-  await waitFor(() => rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok'")[0].n >= before + 2, "runs after restart");
+  await waitFor(
+    () => rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok'")[0].n >= before + 2,
+    "runs after restart",
+  );
   await stopDaemon(d);
-  const dup = rows(dir, "SELECT slot, COUNT(*) n FROM runs WHERE slot IS NOT NULL AND trigger = 'schedule' GROUP BY slot HAVING n > 1");
+  const dup = rows(
+    dir,
+    "SELECT slot, COUNT(*) n FROM runs WHERE slot IS NOT NULL AND trigger = 'schedule' GROUP BY slot HAVING n > 1",
+  );
   assert.deepEqual(dup, [], "no slot has two dispositions");
   const last = rows(dir, "SELECT * FROM runs WHERE status = 'ok' ORDER BY id DESC LIMIT 1")[0];
   const log = fs.readFileSync(last.log_path, "utf8");
@@ -55,9 +67,26 @@ test("a per-second job runs, is recorded with its log, and no slot runs twice ac
   assert.equal(fs.statSync(path.join(dir, ".cronvisor")).mode & 0o777, 0o700);
   assert.equal(fs.statSync(path.join(dir, ".cronvisor", "cronvisor.db")).mode & 0o777, 0o600);
   assert.equal(fs.statSync(last.log_path).mode & 0o777, 0o600);
-  const hist = JSON.parse(cli(["history", "-c", path.join(dir, "jobs.yaml"), "--json", "--limit", "3"]).stdout);
+  const hist = JSON.parse(
+    cli(["history", "-c", path.join(dir, "jobs.yaml"), "--json", "--limit", "3"]).stdout,
+  );
   assert.equal(hist.length, 3);
-  for (const k of ["run_id", "job", "slot", "trigger", "status", "reason", "exit_code", "signal", "attempt", "started_at", "finished_at", "duration_ms", "markers_new", "markers_skipped"]) {
+  for (const k of [
+    "run_id",
+    "job",
+    "slot",
+    "trigger",
+    "status",
+    "reason",
+    "exit_code",
+    "signal",
+    "attempt",
+    "started_at",
+    "finished_at",
+    "duration_ms",
+    "markers_new",
+    "markers_skipped",
+  ]) {
     assert.ok(k in hist[0], `history entry has ${k}`);
   }
   const logs = cli(["logs", "tick", "-c", path.join(dir, "jobs.yaml")]);
@@ -67,9 +96,15 @@ test("a per-second job runs, is recorded with its log, and no slot runs twice ac
 
 test("overlap: a held lock skips the slot and records why; `run` exits 75; status shows the holder", async (t) => {
   const dir = tmpdir(t);
-  const cfg = writeConfig(dir, `heartbeat: 1s\njobs:\n  slow:\n    schedule: "* * * * * *"\n    command: sleep 30\n    kill_grace: 1s\n`);
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s\njobs:\n  slow:\n    schedule: "* * * * * *"\n    command: sleep 30\n    kill_grace: 1s\n`,
+  );
   const d = startDaemon(t, dir);
-  await waitFor(() => rows(dir, "SELECT * FROM runs WHERE status = 'skipped'").length >= 1, "a skipped slot");
+  await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE status = 'skipped'").length >= 1,
+    "a skipped slot",
+  );
   const skipped = rows(dir, "SELECT * FROM runs WHERE status = 'skipped'")[0];
   const holder = rows(dir, "SELECT * FROM runs WHERE status = 'running'")[0];
   assert.equal(skipped.reason, `overlap: run ${holder.id} holds the lock`);
@@ -90,9 +125,15 @@ test("overlap: a held lock skips the slot and records why; `run` exits 75; statu
 
 test("a second daemon on the same state dir is refused and leaves the first untouched", async (t) => {
   const dir = tmpdir(t);
-  const cfg = writeConfig(dir, `heartbeat: 1s\njobs:\n  a:\n    schedule: "0 0 1 1 *"\n    command: "true"\n`);
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s\njobs:\n  a:\n    schedule: "0 0 1 1 *"\n    command: "true"\n`,
+  );
   const d = startDaemon(t, dir);
-  await waitFor(() => rows(dir, "SELECT pid FROM daemon")[0]?.pid === d.pid, "first daemon registered");
+  await waitFor(
+    () => rows(dir, "SELECT pid FROM daemon")[0]?.pid === d.pid,
+    "first daemon registered",
+  );
   const second = cli(["daemon", "-c", cfg]);
   assert.notEqual(second.code, 0);
   assert.match(second.stderr, new RegExp(`another cronvisor daemon \\(pid ${d.pid}`));
@@ -103,7 +144,10 @@ test("a second daemon on the same state dir is refused and leaves the first unto
 
 test("run JOB works without the daemon: prints output, records the run, returns the job's exit code", (t) => {
   const dir = tmpdir(t);
-  const cfg = writeConfig(dir, `jobs:\n  hello:\n    schedule: "@daily"\n    command: echo hello from $CRONVISOR_JOB run $CRONVISOR_RUN_ID; exit 3\n`);
+  const cfg = writeConfig(
+    dir,
+    `jobs:\n  hello:\n    schedule: "@daily"\n    command: echo hello from $CRONVISOR_JOB run $CRONVISOR_RUN_ID; exit 3\n`,
+  );
   const r = cli(["run", "hello", "-c", cfg]);
   assert.equal(r.code, 3);
   assert.match(r.stdout, /^hello from hello run 1\n$/);
@@ -116,14 +160,41 @@ test("run JOB works without the daemon: prints output, records the run, returns 
 
 test("env hygiene: a job sees the minimal base, config env and CRONVISOR_*, never the daemon's secrets", (t) => {
   const dir = tmpdir(t);
-  fs.writeFileSync(path.join(dir, "job.env"), "# secrets for the job\nAPI_TOKEN='abc def'\nexport REGION=eu\n");
-  const cfg = writeConfig(dir, `env: { GLOBAL: g }\njobs:\n  envy:\n    schedule: "@daily"\n    command: env | sort\n    env: { MODE: nightly }\n    env_file: job.env\n`);
-  const r = cli(["run", "envy", "-c", cfg], { env: { DAEMON_SECRET: "s3cret", AWS_SECRET_ACCESS_KEY: "x" } });
+  fs.writeFileSync(
+    path.join(dir, "job.env"),
+    "# secrets for the job\nAPI_TOKEN='abc def'\nexport REGION=eu\n",
+  );
+  const cfg = writeConfig(
+    dir,
+    `env: { GLOBAL: g }\njobs:\n  envy:\n    schedule: "@daily"\n    command: env | sort\n    env: { MODE: nightly }\n    env_file: job.env\n`,
+  );
+  const r = cli(["run", "envy", "-c", cfg], {
+    env: { DAEMON_SECRET: "s3cret", AWS_SECRET_ACCESS_KEY: "x" },
+  });
   assert.equal(r.code, 0, r.stderr);
-  const names = r.stdout.trim().split("\n").map((l) => l.split("=")[0]);
+  const names = r.stdout
+    .trim()
+    .split("\n")
+    .map((l) => l.split("=")[0]);
   assert.ok(!r.stdout.includes("s3cret"));
-  const allowed = new Set(["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TZ", "GLOBAL", "MODE", "API_TOKEN", "REGION", "PWD", "SHLVL", "_"]);
-  for (const n of names) assert.ok(allowed.has(n) || n.startsWith("CRONVISOR_"), `unexpected variable ${n}`);
+  const allowed = new Set([
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "TZ",
+    "GLOBAL",
+    "MODE",
+    "API_TOKEN",
+    "REGION",
+    "PWD",
+    "SHLVL",
+    "_",
+  ]);
+  for (const n of names)
+    assert.ok(allowed.has(n) || n.startsWith("CRONVISOR_"), `unexpected variable ${n}`);
   assert.match(r.stdout, /^API_TOKEN=abc def$/m);
   assert.match(r.stdout, /^MODE=nightly$/m);
   assert.match(r.stdout, /^GLOBAL=g$/m);
@@ -145,9 +216,15 @@ test("spawn failures are recorded and the daemon keeps serving the other jobs", 
       rows(dir, "SELECT * FROM runs WHERE job = 'fine' AND status = 'ok'").length >= 2,
     "spawn failures recorded and the fine job running",
   );
-  const missing = rows(dir, "SELECT reason FROM runs WHERE job = 'missing' AND status = 'spawn_failed'")[0];
+  const missing = rows(
+    dir,
+    "SELECT reason FROM runs WHERE job = 'missing' AND status = 'spawn_failed'",
+  )[0];
   assert.match(missing.reason, /ENOENT/);
-  const nocwd = rows(dir, "SELECT reason FROM runs WHERE job = 'nocwd' AND status = 'spawn_failed'")[0];
+  const nocwd = rows(
+    dir,
+    "SELECT reason FROM runs WHERE job = 'nocwd' AND status = 'spawn_failed'",
+  )[0];
   assert.match(nocwd.reason, /nonexistent-dir/);
   const st = JSON.parse(cli(["status", "-c", cfg, "--json"]).stdout);
   assert.equal(st.jobs.find((j) => j.name === "missing").health, "failing");
@@ -171,22 +248,35 @@ test("a corrupt store is refused with a clear message and left untouched", (t) =
 
 test("pause survives a restart: paused slots are recorded skipped; resume fires again", async (t) => {
   const dir = tmpdir(t);
-  const cfg = writeConfig(dir, `heartbeat: 1s\njobs:\n  p:\n    schedule: "* * * * * *"\n    command: "true"\n    catchup: skip\n`);
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s\njobs:\n  p:\n    schedule: "* * * * * *"\n    command: "true"\n    catchup: skip\n`,
+  );
   assert.equal(cli(["pause", "p", "-c", cfg]).code, 0);
   let d = startDaemon(t, dir);
-  await waitFor(() => rows(dir, "SELECT * FROM runs WHERE status = 'skipped' AND reason = 'paused'").length >= 2, "paused skips");
+  await waitFor(
+    () =>
+      rows(dir, "SELECT * FROM runs WHERE status = 'skipped' AND reason = 'paused'").length >= 2,
+    "paused skips",
+  );
   await stopDaemon(d);
   assert.equal(rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok'")[0].n, 0);
   assert.equal(JSON.parse(cli(["status", "-c", cfg, "--json"]).stdout).jobs[0].health, "paused");
   assert.equal(cli(["resume", "p", "-c", cfg]).code, 0);
   d = startDaemon(t, dir);
-  await waitFor(() => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1, "runs after resume");
+  await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1,
+    "runs after resume",
+  );
   await stopDaemon(d);
 });
 
 test("validate prints next fire times (0) or every error (2); next --json lists upcoming slots", (t) => {
   const dir = tmpdir(t);
-  const good = writeConfig(dir, `jobs:\n  nightly:\n    schedule: "30 2 * * *"\n    timezone: Europe/Berlin\n    command: "true"\n`);
+  const good = writeConfig(
+    dir,
+    `jobs:\n  nightly:\n    schedule: "30 2 * * *"\n    timezone: Europe/Berlin\n    command: "true"\n`,
+  );
   const v = cli(["validate", "-c", good]);
   assert.equal(v.code, 0, v.stderr);
   assert.match(v.stdout, /nightly\s+Europe\/Berlin\s+\d{4}-\d\d-\d\dT\d\d:30:00\.000Z/);
@@ -194,10 +284,82 @@ test("validate prints next fire times (0) or every error (2); next --json lists 
   assert.equal(n[0].job, "nightly");
   assert.equal(n[0].timezone, "Europe/Berlin");
   assert.equal(n[0].next.length, 3);
-  const bad = writeConfig(dir, `jobs:\n  nightly:\n    schedule: "61 2 * * *"\n    comand: "true"\n`, "bad.yaml");
+  const bad = writeConfig(
+    dir,
+    `jobs:\n  nightly:\n    schedule: "61 2 * * *"\n    comand: "true"\n`,
+    "bad.yaml",
+  );
   const b = cli(["validate", "-c", bad]);
   assert.equal(b.code, 2);
   const lines = b.stderr.trim().split("\n");
   assert.ok(lines.length >= 2, b.stderr);
-  assert.ok(lines.every((l) => l.startsWith(`${bad}:`)), b.stderr);
+  assert.ok(
+    lines.every((l) => l.startsWith(`${bad}:`)),
+    b.stderr,
+  );
+});
+
+test("retention: log.keep_runs prunes old run rows and their logs", async (t) => {
+  const dir = tmpdir(t);
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s\njobs:\n  r:\n    schedule: "* * * * * *"\n    command: echo $CRONVISOR_RUN_ID\n    log: { keep_runs: 3 }\n`,
+  );
+  const d = startDaemon(t, dir);
+  await waitFor(
+    () => rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok' AND id >= 6")[0].n >= 1,
+    "six runs",
+  );
+  await stopDaemon(d);
+  const left = rows(dir, "SELECT id, log_path FROM runs ORDER BY id");
+  assert.ok(left.length <= 4, `at most keep_runs (+1 in flight) rows left: ${left.length}`);
+  assert.ok(left[0].id > 1, "the oldest runs are gone");
+  const logs = fs.readdirSync(path.join(dir, ".cronvisor", "logs", "r"));
+  assert.ok(logs.length <= 4, `old logs removed: ${logs}`);
+  assert.ok(!logs.includes("1.log"));
+  assert.equal(cli(["logs", "r", "--run", "1", "-c", cfg]).code, 1, "a pruned run has no log");
+});
+
+test(
+  "as root, a config or state dir writable by others is refused with exit 2 and the reason",
+  { skip: process.getuid() !== 0 && "needs root" },
+  (t) => {
+    const dir = tmpdir(t);
+    const cfg = writeConfig(dir, `jobs:\n  a:\n    schedule: "@daily"\n    command: "true"\n`);
+    fs.chmodSync(cfg, 0o666);
+    const r = cli(["daemon", "-c", cfg]);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /refusing to run as root/);
+    assert.match(r.stderr, /config file .* is writable by group or others \(mode 666\)/);
+    fs.chmodSync(cfg, 0o644);
+    fs.mkdirSync(path.join(dir, ".cronvisor"), { mode: 0o777 });
+    fs.chmodSync(path.join(dir, ".cronvisor"), 0o777);
+    const s = cli(["daemon", "-c", cfg]);
+    assert.equal(s.code, 2);
+    assert.match(s.stderr, /state dir .* is writable by group or others \(mode 777\)/);
+  },
+);
+
+test("run --no-wait returns at once and the run is still recorded; logs --follow streams until the end", async (t) => {
+  const dir = tmpdir(t);
+  const flag = path.join(dir, "go");
+  const cfg = writeConfig(
+    dir,
+    `jobs:\n  bg:\n    schedule: "@daily"\n    command: "echo first; while [ ! -e ${flag} ]; do sleep 0.05; done; echo second"\n`,
+  );
+  const r = cli(["run", "bg", "--no-wait", "-c", cfg]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /started bg in the background/);
+  await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+    "the background run",
+  );
+  const follow = spawnCli(["logs", "bg", "--follow", "-c", cfg]);
+  await waitFor(() => follow.out.includes("first\n"), "the first line");
+  assert.ok(!follow.out.includes("second"));
+  fs.writeFileSync(flag, "");
+  const end = await follow.exited;
+  assert.equal(end.code, 0);
+  assert.equal(follow.out, "first\nsecond\n");
+  assert.equal(rows(dir, "SELECT status FROM runs")[0].status, "ok");
 });
