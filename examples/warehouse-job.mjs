@@ -11,7 +11,9 @@ import { Markers } from "../dist/index.js";
 
 const items = Number(process.env.ITEMS ?? 50);
 const fence = Number(process.env.CRONVISOR_FENCE);
-const db = new Database(process.env.WAREHOUSE_DB ?? `${process.env.CRONVISOR_STATE_DIR}/warehouse.db`);
+const db = new Database(
+  process.env.WAREHOUSE_DB ?? `${process.env.CRONVISOR_STATE_DIR}/warehouse.db`,
+);
 db.pragma("journal_mode = WAL");
 db.exec(`
   CREATE TABLE IF NOT EXISTS rows (item TEXT PRIMARY KEY, run_id INTEGER, fence INTEGER);
@@ -20,9 +22,12 @@ db.exec(`
 `);
 // Raise the store's fence to ours, or learn that a newer run already wrote: WHERE fence <= ?.
 const claimFence = db.prepare("UPDATE guard SET fence = ? WHERE id = 1 AND fence <= ?");
-const insert = db.prepare("INSERT INTO rows (item, run_id, fence) VALUES (?, ?, ?) ON CONFLICT (item) DO NOTHING");
+const insert = db.prepare(
+  "INSERT INTO rows (item, run_id, fence) VALUES (?, ?, ?) ON CONFLICT (item) DO NOTHING",
+);
 const write = db.transaction((item) => {
-  if (claimFence.run(fence, fence).changes === 0) throw new Error(`stale fence ${fence}: a newer run owns the warehouse`);
+  if (claimFence.run(fence, fence).changes === 0)
+    throw new Error(`stale fence ${fence}: a newer run owns the warehouse`);
   return insert.run(item, process.env.CRONVISOR_RUN_ID, fence).changes;
 });
 

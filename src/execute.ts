@@ -72,7 +72,12 @@ export function launch(ctx: RunContext, job: JobConfig, o: LaunchOptions): Launc
   return { kind: "started", run, handle, finished };
 }
 
-function spawnRun(ctx: RunContext, job: JobConfig, run: RunRow, echo?: NodeJS.WritableStream): RunHandle {
+function spawnRun(
+  ctx: RunContext,
+  job: JobConfig,
+  run: RunRow,
+  echo?: NodeJS.WritableStream,
+): RunHandle {
   const { config } = ctx;
   const cronvisor: Record<string, string> = {
     CRONVISOR_JOB: job.name,
@@ -93,10 +98,14 @@ function spawnRun(ctx: RunContext, job: JobConfig, run: RunRow, echo?: NodeJS.Wr
       envFileText,
       envFilePath: job.envFile,
       cronvisor,
-      user: user && job.user !== null ? { name: job.user, home: user.home, shell: user.shell } : null,
+      user:
+        user && job.user !== null ? { name: job.user, home: user.home, shell: user.shell } : null,
     });
   } catch (e) {
-    return failedHandle(ctx.now(), `spawn failed: ${(e as Error).message} (job: ${job.name}, run: ${run.id})`);
+    return failedHandle(
+      ctx.now(),
+      `spawn failed: ${(e as Error).message} (job: ${job.name}, run: ${run.id})`,
+    );
   }
   return startRun({
     job: job.name,
@@ -128,7 +137,13 @@ function failedHandle(now: number, reason: string): RunHandle {
     logBytes: 0,
     logTruncated: false,
   };
-  return { pid: null, pgid: null, pidStart: null, done: Promise.resolve(result), terminate: () => {} };
+  return {
+    pid: null,
+    pgid: null,
+    pidStart: null,
+    done: Promise.resolve(result),
+    terminate: () => {},
+  };
 }
 
 function recordEnd(ctx: RunContext, runId: number, result: RunResult): RunRow {
@@ -137,7 +152,9 @@ function recordEnd(ctx: RunContext, runId: number, result: RunResult): RunRow {
   } catch (e) {
     // A full disk or a busy store must not lose the run: the row stays `running`, and the
     // next reap (the daemon's heartbeat, or the next lock check) records it from what it finds.
-    process.stderr.write(`cronvisor: could not record the end of run ${runId}: ${(e as Error).message}\n`);
+    process.stderr.write(
+      `cronvisor: could not record the end of run ${runId}: ${(e as Error).message}\n`,
+    );
   }
   try {
     fs.rmSync(exitFileFor(ctx.config.stateDir, runId), { force: true });

@@ -2,7 +2,17 @@
 // entry point loads only the marker code and SQLite (no commander, croner or yaml) so a call
 // costs little more than Node's own start-up.
 import readline from "node:readline";
-import { ClaimHeldError, FenceError, Markers, UsageError, checkKey, isBusy, runCommand, targetFromEnv, type MarkersTarget } from "./markers.js";
+import {
+  ClaimHeldError,
+  FenceError,
+  Markers,
+  UsageError,
+  checkKey,
+  isBusy,
+  runCommand,
+  targetFromEnv,
+  type MarkersTarget,
+} from "./markers.js";
 
 const USAGE: Record<string, string> = {
   mark: "usage: cronvisor mark KEY... | cronvisor mark --stdin",
@@ -78,7 +88,8 @@ async function mark(m: Markers, args: string[]): Promise<number> {
     }
     return 0;
   }
-  if (args.length === 0 || args.some((a) => a.startsWith("--"))) throw new UsageError(USAGE.mark as string);
+  if (args.length === 0 || args.some((a) => a.startsWith("--")))
+    throw new UsageError(USAGE.mark as string);
   m.markDone(...args);
   return 0;
 }

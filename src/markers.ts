@@ -31,8 +31,10 @@ const KEY_MAX = 1024;
 
 export function checkKey(key: string): string {
   if (key.length === 0) throw new UsageError("a marker key must not be empty");
-  if (key.length > KEY_MAX) throw new UsageError(`a marker key must be at most ${KEY_MAX} characters`);
-  if (/[\n\r\0]/.test(key)) throw new UsageError(`marker key ${JSON.stringify(key)} contains a newline or NUL`);
+  if (key.length > KEY_MAX)
+    throw new UsageError(`a marker key must be at most ${KEY_MAX} characters`);
+  if (/[\n\r\0]/.test(key))
+    throw new UsageError(`marker key ${JSON.stringify(key)} contains a newline or NUL`);
   return key;
 }
 
@@ -103,7 +105,17 @@ export class Markers {
     return this.store.tx(() => {
       this.assertFence();
       let n = 0;
-      for (const k of keys) if (this.store.insertMarker(this.target.job, k, this.runId(), this.target.run?.fence ?? null, now)) n++;
+      for (const k of keys)
+        if (
+          this.store.insertMarker(
+            this.target.job,
+            k,
+            this.runId(),
+            this.target.run?.fence ?? null,
+            now,
+          )
+        )
+          n++;
       return n;
     });
   }
@@ -125,7 +137,9 @@ export class Markers {
       this.assertFence();
       const c = this.store.claim(job, key);
       if (c && c.pid !== this.me.pid && isAlive(c.pid, c.pid_start)) {
-        throw new ClaimHeldError(`key ${JSON.stringify(key)} is being worked on by pid ${c.pid} (run ${c.run_id ?? "-"})`);
+        throw new ClaimHeldError(
+          `key ${JSON.stringify(key)} is being worked on by pid ${c.pid} (run ${c.run_id ?? "-"})`,
+        );
       }
       this.store.putClaim(job, key, this.me.pid, this.me.start, this.runId(), now);
       this.store.countAttempt(job, key, now);
@@ -138,7 +152,13 @@ export class Markers {
     const now = Date.now();
     this.store.tx(() => {
       this.assertFence();
-      this.store.insertMarker(this.target.job, key, this.runId(), this.target.run?.fence ?? null, now);
+      this.store.insertMarker(
+        this.target.job,
+        key,
+        this.runId(),
+        this.target.run?.fence ?? null,
+        now,
+      );
       this.store.dropClaim(this.target.job, key, this.me.pid);
     });
   }
@@ -151,7 +171,11 @@ export class Markers {
    * Run fn only if KEY is not done; mark KEY right after fn resolves (before anything else can
    * fail). Returns false if KEY was already done. A throw from fn leaves KEY unmarked.
    */
-  async once(key: string, fn: () => unknown | Promise<unknown>, opts: { wait?: boolean } = {}): Promise<boolean> {
+  async once(
+    key: string,
+    fn: () => unknown | Promise<unknown>,
+    opts: { wait?: boolean } = {},
+  ): Promise<boolean> {
     for (;;) {
       try {
         if (this.claim(key) === "done") return false;
@@ -174,7 +198,8 @@ export class Markers {
   /** Report progress for the current run (time, optional message; each call counts). */
   progress(message: string | null = null): void {
     const id = this.runId();
-    if (id === null) throw new UsageError("progress is reported by a run: call it inside a cronvisor job");
+    if (id === null)
+      throw new UsageError("progress is reported by a run: call it inside a cronvisor job");
     this.store.progress(id, message, Date.now());
   }
 

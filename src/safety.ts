@@ -19,7 +19,9 @@ export function checkOwnership(config: Config, uid: number = process.getuid?.() 
       continue; // a state dir not created yet is created 0700 by the daemon
     }
     if (st.mode & 0o022) {
-      problems.push(`${what} ${p} is writable by group or others (mode ${(st.mode & 0o777).toString(8)}); chmod go-w it`);
+      problems.push(
+        `${what} ${p} is writable by group or others (mode ${(st.mode & 0o777).toString(8)}); chmod go-w it`,
+      );
     }
     if (st.uid !== 0) {
       problems.push(`${what} ${p} is owned by uid ${st.uid}, not root; chown root it`);

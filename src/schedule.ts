@@ -18,7 +18,11 @@ function entryFor(pattern: string, timezone: string): Entry {
   const k = `${timezone}\u0000${pattern}`;
   let e = cache.get(k);
   if (!e) {
-    e = { cron: new Cron(pattern, { timezone, paused: true, ...CRON_OPTIONS }), after: NaN, next: null };
+    e = {
+      cron: new Cron(pattern, { timezone, paused: true, ...CRON_OPTIONS }),
+      after: NaN,
+      next: null,
+    };
     cache.set(k, e);
   }
   return e;
@@ -41,7 +45,11 @@ export function nextSlot(job: Pick<JobConfig, "pattern" | "timezone">, after: Da
 }
 
 /** Up to `count` slots strictly after `after`. */
-export function nextSlots(job: Pick<JobConfig, "pattern" | "timezone">, after: Date, count: number): Date[] {
+export function nextSlots(
+  job: Pick<JobConfig, "pattern" | "timezone">,
+  after: Date,
+  count: number,
+): Date[] {
   const out: Date[] = [];
   let t: Date | null = after;
   while (out.length < count && t) {

@@ -8,7 +8,17 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
-import { BIN, ROOT, alive, cleanEnv, cli, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import {
+  BIN,
+  ROOT,
+  alive,
+  cleanEnv,
+  cli,
+  spawnCli,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 const PATH = `${path.join(ROOT, "bin")}:${path.dirname(process.execPath)}:/usr/bin:/bin`;
 
@@ -35,7 +45,8 @@ function startDaemon(t, dir) {
   return d;
 }
 
-const lines = (file) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : []);
+const lines = (file) =>
+  fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
 
 /**
  * The restarted-runner postmortem: a 200-item job using `once`, SIGKILLed together with its
@@ -60,10 +71,18 @@ jobs:
   let killed = 0;
   while (killed < kills) {
     const d = startDaemon(t, dir);
-    const run = await waitFor(() => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0], "a running run");
+    const run = await waitFor(
+      () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+      "a running run",
+    );
     // A random point in the run: wait for a random number of new rows (items keep landing).
     const target = lines(warehouse).length + 1 + Math.floor((Math.random() * items) / 5);
-    await waitFor(() => lines(warehouse).length >= target || !alive(run.pid), "the run to make progress", 30_000, 5);
+    await waitFor(
+      () => lines(warehouse).length >= target || !alive(run.pid),
+      "the run to make progress",
+      30_000,
+      5,
+    );
     // The daemon first, so it cannot record the job's death: both die at once, as on a reclaimed host.
     d.kill("SIGKILL");
     try {
@@ -76,10 +95,19 @@ jobs:
     killed++;
   }
   const d = startDaemon(t, dir);
-  await waitFor(() => rows(dir, "SELECT COUNT(*) n FROM markers WHERE job = 'enrich'")[0].n === items, `all ${items} items marked`, 60_000);
+  await waitFor(
+    () => rows(dir, "SELECT COUNT(*) n FROM markers WHERE job = 'enrich'")[0].n === items,
+    `all ${items} items marked`,
+    60_000,
+  );
   // A further full run does no work: every key found done.
   const idle = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE job = 'enrich' AND status = 'ok' AND markers_skipped = ?", items)[0],
+    () =>
+      rows(
+        dir,
+        "SELECT * FROM runs WHERE job = 'enrich' AND status = 'ok' AND markers_skipped = ?",
+        items,
+      )[0],
     "a full run that only skips",
     60_000,
   );
@@ -100,7 +128,11 @@ jobs:
 // of five kills fit in CI.
 for (let round = 1; round <= 3; round++) {
   test(`kill test, round ${round}: 200 items, 5 SIGKILLs of daemon and job, every item done, repeats <= kills`, async (t) => {
-    await killTest(t, { kills: 5, items: 200, command: `[node, ${path.join(ROOT, "examples", "enrich.mjs")}]` });
+    await killTest(t, {
+      kills: 5,
+      items: 200,
+      command: `[node, ${path.join(ROOT, "examples", "enrich.mjs")}]`,
+    });
   });
 }
 
@@ -130,33 +162,54 @@ jobs:
   const h = JSON.parse(cli(["history", "upload", "-c", cfg, "--json", "--limit", "20"]).stdout);
   assert.equal(h.length, 20);
   assert.equal(h.at(-1).markers_new, 3, "the first run marked each upload right after it");
-  assert.ok(h.slice(0, 19).every((r) => r.markers_new === 0 && r.markers_skipped === 3), "later runs skip all three");
+  assert.ok(
+    h.slice(0, 19).every((r) => r.markers_new === 0 && r.markers_skipped === 3),
+    "later runs skip all three",
+  );
 });
 
 test("two writers at once: manual runs racing scheduled ticks never overlap and no slot runs twice", async (t) => {
   const dir = tmpdir(t);
-  const cfg = writeConfig(dir, `heartbeat: 1s\njobs:\n  w:\n    schedule: "* * * * * *"\n    command: sleep 0.3\n`);
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s\njobs:\n  w:\n    schedule: "* * * * * *"\n    command: sleep 0.3\n`,
+  );
   const d = startDaemon(t, dir);
-  await waitFor(() => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1, "a scheduled run");
+  await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1,
+    "a scheduled run",
+  );
   const codes = await Promise.all(
     Array.from(
       { length: 12 },
       () =>
         new Promise((resolve) => {
-          const c = spawn(process.execPath, [BIN, "run", "w", "-c", cfg], { env: cleanEnv(), stdio: "ignore" });
+          const c = spawn(process.execPath, [BIN, "run", "w", "-c", cfg], {
+            env: cleanEnv(),
+            stdio: "ignore",
+          });
           c.on("exit", (code) => resolve(code));
         }),
     ),
   );
   d.kill("SIGTERM");
   await d.exited;
-  assert.ok(codes.every((c) => c === 0 || c === 75), `exit codes ${codes}`);
+  assert.ok(
+    codes.every((c) => c === 0 || c === 75),
+    `exit codes ${codes}`,
+  );
   assert.ok(codes.includes(75), "some manual runs found the lock held");
   const runs = rows(dir, "SELECT * FROM runs WHERE status IN ('ok', 'killed') ORDER BY started_at");
   for (let i = 1; i < runs.length; i++) {
-    assert.ok(runs[i].started_at >= runs[i - 1].finished_at, `run ${runs[i].id} started before run ${runs[i - 1].id} ended`);
+    assert.ok(
+      runs[i].started_at >= runs[i - 1].finished_at,
+      `run ${runs[i].id} started before run ${runs[i - 1].id} ended`,
+    );
   }
-  assert.deepEqual(rows(dir, "SELECT slot FROM runs WHERE slot IS NOT NULL GROUP BY slot HAVING COUNT(*) > 1"), []);
+  assert.deepEqual(
+    rows(dir, "SELECT slot FROM runs WHERE slot IS NOT NULL GROUP BY slot HAVING COUNT(*) > 1"),
+    [],
+  );
 });
 
 test("belt and suspenders: unmark everything and rerun; the job's own keyed, fenced writes still write nothing twice", (t) => {
@@ -183,7 +236,11 @@ jobs:
   assert.match(second.stdout, /wrote 0 new rows/);
   const w = new Database(db, { readonly: true });
   assert.equal(w.prepare("SELECT COUNT(*) n FROM rows").get().n, 30);
-  assert.equal(w.prepare("SELECT fence FROM guard").get().fence, 2, "the store saw the second run's fence");
+  assert.equal(
+    w.prepare("SELECT fence FROM guard").get().fence,
+    2,
+    "the store saw the second run's fence",
+  );
   w.close();
   // The unmarks are recorded for the operator to see.
   assert.match(cli(["history", "load", "-c", cfg]).stdout, /unmark/);

@@ -52,20 +52,42 @@ test("daemon SIGKILLed alone: the restarted daemon adopts the live run, starts n
     `heartbeat: 1s\njobs:\n  long:\n    schedule: "* * * * * *"\n    command: "while [ ! -e ${flag} ]; do sleep 0.1; done; exit 4"\n`,
   );
   let d = startDaemon(t, dir);
-  const first = await waitFor(() => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0], "a running run");
+  const first = await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+    "a running run",
+  );
   killJobs(t, () => [first.pgid]);
   d.kill("SIGKILL");
   await d.exited;
   assert.ok(alive(first.pid), "the job outlives its daemon (own process group)");
   d = startDaemon(t, dir);
   // While the orphan lives, every slot is skipped with the orphan as the holder.
-  await waitFor(() => rows(dir, "SELECT * FROM runs WHERE status = 'skipped' AND started_at > ?", first.started_at).length >= 2, "skips behind the orphan");
+  await waitFor(
+    () =>
+      rows(dir, "SELECT * FROM runs WHERE status = 'skipped' AND started_at > ?", first.started_at)
+        .length >= 2,
+    "skips behind the orphan",
+  );
   const running = rows(dir, "SELECT * FROM runs WHERE status = 'running'");
-  assert.deepEqual(running.map((r) => r.id), [first.id], "no second copy");
-  assert.match(rows(dir, "SELECT reason FROM runs WHERE status = 'skipped' ORDER BY id DESC LIMIT 1")[0].reason, new RegExp(`run ${first.id} holds`));
-  assert.equal(JSON.parse(cli(["status", "-c", cfg, "--json"]).stdout).jobs[0].lock.run_id, first.id);
+  assert.deepEqual(
+    running.map((r) => r.id),
+    [first.id],
+    "no second copy",
+  );
+  assert.match(
+    rows(dir, "SELECT reason FROM runs WHERE status = 'skipped' ORDER BY id DESC LIMIT 1")[0]
+      .reason,
+    new RegExp(`run ${first.id} holds`),
+  );
+  assert.equal(
+    JSON.parse(cli(["status", "-c", cfg, "--json"]).stdout).jobs[0].lock.run_id,
+    first.id,
+  );
   fs.writeFileSync(flag, "");
-  const ended = await waitFor(() => rows(dir, "SELECT * FROM runs WHERE id = ? AND status != 'running'", first.id)[0], "the orphan's end recorded");
+  const ended = await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status != 'running'", first.id)[0],
+    "the orphan's end recorded",
+  );
   assert.equal(ended.status, "failed");
   assert.equal(ended.exit_code, 4, "exit status learned from the run's exit file");
   d.kill("SIGTERM");
@@ -79,7 +101,10 @@ test("daemon and jobs SIGKILLed together: the run is recorded interrupted and re
     `heartbeat: 1s\njobs:\n  work:\n    schedule: "0 0 1 1 *"\n    command: "echo attempt=$CRONVISOR_ATTEMPT trigger=$CRONVISOR_TRIGGER; sleep 30"\n    catchup: once\n    catchup_window: 1h\n    kill_grace: 1s\n`,
   );
   const run = spawnCli(["run", "work", "-c", cfg], { detached: true });
-  const first = await waitFor(() => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0], "the manual run");
+  const first = await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+    "the manual run",
+  );
   // SIGKILL the owner and its job's whole group at once: nothing is left to record the end.
   // The owner first: killed second, it could still see its child die and record that.
   process.kill(run.pid, "SIGKILL");
@@ -87,11 +112,22 @@ test("daemon and jobs SIGKILLed together: the run is recorded interrupted and re
   await run.exited;
   await waitFor(() => !alive(first.pid), "job gone");
   const d = startDaemon(t, dir);
-  const resumed = await waitFor(() => rows(dir, "SELECT * FROM runs WHERE trigger = 'resume' AND pid IS NOT NULL")[0], "a resume run");
+  const resumed = await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE trigger = 'resume' AND pid IS NOT NULL")[0],
+    "a resume run",
+  );
   killJobs(t, () => [resumed.pgid]);
-  assert.equal(rows(dir, "SELECT status FROM runs WHERE id = ?", first.id)[0].status, "interrupted");
+  assert.equal(
+    rows(dir, "SELECT status FROM runs WHERE id = ?", first.id)[0].status,
+    "interrupted",
+  );
   assert.equal(resumed.attempt, 2);
-  await waitFor(() => fs.existsSync(resumed.log_path) && fs.readFileSync(resumed.log_path, "utf8").includes("trigger=resume"), "resume log");
+  await waitFor(
+    () =>
+      fs.existsSync(resumed.log_path) &&
+      fs.readFileSync(resumed.log_path, "utf8").includes("trigger=resume"),
+    "resume log",
+  );
   d.kill("SIGTERM");
   await d.exited;
 });
@@ -126,14 +162,20 @@ for (const [policy, expectRuns] of [
     await waitFor(() => rows(dir, "SELECT pid FROM daemon")[0]?.pid === d.pid, "daemon up");
     await waitFor(
       () =>
-        rows(dir, "SELECT COUNT(*) n FROM runs WHERE trigger = 'catchup' AND status = 'ok'")[0].n === expectRuns &&
+        rows(dir, "SELECT COUNT(*) n FROM runs WHERE trigger = 'catchup' AND status = 'ok'")[0]
+          .n === expectRuns &&
         rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'missed'")[0].n === 10 - expectRuns,
       `${expectRuns} catch-up runs`,
     );
     d.kill("SIGTERM");
     await d.exited;
-    const missed = rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'missed' AND reason = 'daemon down'")[0].n;
-    const caught = rows(dir, "SELECT slot FROM runs WHERE trigger = 'catchup' ORDER BY id").map((r) => r.slot);
+    const missed = rows(
+      dir,
+      "SELECT COUNT(*) n FROM runs WHERE status = 'missed' AND reason = 'daemon down'",
+    )[0].n;
+    const caught = rows(dir, "SELECT slot FROM runs WHERE trigger = 'catchup' ORDER BY id").map(
+      (r) => r.slot,
+    );
     assert.equal(missed + caught.length, 10, "every missed slot has exactly one disposition");
     assert.equal(caught.length, expectRuns);
     if (policy === "once") assert.equal(caught[0], lastSlot, "once runs the latest missed slot");
@@ -143,10 +185,16 @@ for (const [policy, expectRuns] of [
 
 test("a slot stamp in the future (clock was wrong) does not block the job", async (t) => {
   const dir = tmpdir(t);
-  writeConfig(dir, `heartbeat: 1s\njobs:\n  f:\n    schedule: "* * * * * *"\n    command: "true"\n`);
+  writeConfig(
+    dir,
+    `heartbeat: 1s\njobs:\n  f:\n    schedule: "* * * * * *"\n    command: "true"\n`,
+  );
   fakeDowntime(dir, "f", -86_400_000); // scanned_to = tomorrow
   const d = startDaemon(t, dir);
-  await waitFor(() => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1, "runs despite the future stamp");
+  await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1,
+    "runs despite the future stamp",
+  );
   assert.match(d.err, /in the future/);
   d.kill("SIGTERM");
   await d.exited;
@@ -169,11 +217,19 @@ test("SIGTERM: a job that traps TERM cleans up within the grace; one that ignore
   assert.equal(exit.code, 0);
   assert.equal(fs.readFileSync(cleaned, "utf8"), "bye\n");
   for (const r of running) assert.equal(alive(r.pid), false);
-  const after = rows(dir, "SELECT job, status, reason FROM runs WHERE id IN (?, ?) ORDER BY job", running[0].id, running[1].id);
-  assert.deepEqual(after.map((r) => [r.job, r.status]), [
-    ["polite", "killed"],
-    ["stubborn", "killed"],
-  ]);
+  const after = rows(
+    dir,
+    "SELECT job, status, reason FROM runs WHERE id IN (?, ?) ORDER BY job",
+    running[0].id,
+    running[1].id,
+  );
+  assert.deepEqual(
+    after.map((r) => [r.job, r.status]),
+    [
+      ["polite", "killed"],
+      ["stubborn", "killed"],
+    ],
+  );
   assert.equal(rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'running'")[0].n, 0);
 });
 
@@ -182,19 +238,31 @@ test("SIGHUP with a broken config keeps the old schedule and shows the error; a 
   const good = `heartbeat: 1s\njobs:\n  a:\n    schedule: "* * * * * *"\n    command: "true"\n`;
   const cfg = writeConfig(dir, good);
   const d = startDaemon(t, dir);
-  await waitFor(() => rows(dir, "SELECT * FROM runs WHERE job = 'a' AND status = 'ok'").length >= 1, "a runs");
+  await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE job = 'a' AND status = 'ok'").length >= 1,
+    "a runs",
+  );
   writeConfig(dir, `${good}  b:\n    schedule: "* * * * * *"\n    comand: oops\n`);
   const r = cli(["reload", "-c", cfg]);
   assert.equal(r.code, 2);
   d.kill("SIGHUP");
-  const errRow = await waitFor(() => rows(dir, "SELECT config_error FROM daemon")[0]?.config_error, "config_error recorded");
+  const errRow = await waitFor(
+    () => rows(dir, "SELECT config_error FROM daemon")[0]?.config_error,
+    "config_error recorded",
+  );
   assert.match(errRow, /comand/);
   const n = rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'a' AND status = 'ok'")[0].n;
-  await waitFor(() => rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'a' AND status = 'ok'")[0].n > n, "old schedule still runs");
+  await waitFor(
+    () => rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'a' AND status = 'ok'")[0].n > n,
+    "old schedule still runs",
+  );
   writeConfig(dir, `${good}  b:\n    schedule: "* * * * * *"\n    command: "true"\n`);
   const ok = cli(["reload", "-c", cfg]);
   assert.equal(ok.code, 0, ok.stderr);
-  await waitFor(() => rows(dir, "SELECT * FROM runs WHERE job = 'b' AND status = 'ok'").length >= 1, "the new job runs");
+  await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE job = 'b' AND status = 'ok'").length >= 1,
+    "the new job runs",
+  );
   assert.equal(rows(dir, "SELECT config_error FROM daemon")[0].config_error, null);
   d.kill("SIGTERM");
   await d.exited;
@@ -207,18 +275,35 @@ test("overlap policies: queue waits for one, replace kills the old run (fence re
     `heartbeat: 1s\njobs:\n  q:\n    schedule: "* * * * * *"\n    command: sleep 2.5\n    overlap: queue\n  r:\n    schedule: "*/2 * * * * *"\n    command: sleep 30\n    overlap: replace\n    kill_grace: 1s\n  a:\n    schedule: "* * * * * *"\n    command: sleep 2.5\n    overlap: allow\n`,
   );
   const d = startDaemon(t, dir);
-  await waitFor(() => rows(dir, "SELECT * FROM runs WHERE job = 'r' AND status = 'killed' AND reason = 'replaced'").length >= 1, "a replaced run");
-  await waitFor(() => rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'a' AND status = 'running'")[0].n >= 2, "concurrent allow runs");
-  await waitFor(() => rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'q' AND status = 'ok'")[0].n >= 2, "queued runs complete");
+  await waitFor(
+    () =>
+      rows(dir, "SELECT * FROM runs WHERE job = 'r' AND status = 'killed' AND reason = 'replaced'")
+        .length >= 1,
+    "a replaced run",
+  );
+  await waitFor(
+    () => rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'a' AND status = 'running'")[0].n >= 2,
+    "concurrent allow runs",
+  );
+  await waitFor(
+    () => rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'q' AND status = 'ok'")[0].n >= 2,
+    "queued runs complete",
+  );
   d.kill("SIGTERM");
   await d.exited;
   const replaced = rows(dir, "SELECT * FROM runs WHERE job = 'r' AND reason = 'replaced'")[0];
   assert.equal(replaced.revoked, 1);
   // queue: a run starts right after the previous ends (never two at once), extra slots skipped.
   const q = rows(dir, "SELECT * FROM runs WHERE job = 'q' AND status = 'ok' ORDER BY id");
-  for (let i = 1; i < q.length; i++) assert.ok(q[i].started_at >= q[i - 1].finished_at - 5, "queue never overlaps");
-  assert.ok(rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'q' AND status = 'skipped'")[0].n >= 1, "a full queue skips");
-  const allowFences = rows(dir, "SELECT fence FROM runs WHERE job = 'a' AND fence IS NOT NULL").map((r) => r.fence);
+  for (let i = 1; i < q.length; i++)
+    assert.ok(q[i].started_at >= q[i - 1].finished_at - 5, "queue never overlaps");
+  assert.ok(
+    rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'q' AND status = 'skipped'")[0].n >= 1,
+    "a full queue skips",
+  );
+  const allowFences = rows(dir, "SELECT fence FROM runs WHERE job = 'a' AND fence IS NOT NULL").map(
+    (r) => r.fence,
+  );
   assert.equal(new Set(allowFences).size, allowFences.length, "each allow run has its own fence");
 });
 
@@ -236,19 +321,30 @@ test("retries: a failing run is retried with backoff, CRONVISOR_ATTEMPT counting
   await d.exited;
   // ...a catch-up of a missed slot does.
   const store = Store.open(path.join(dir, ".cronvisor"), { create: false });
-  store.db.prepare("UPDATE jobs SET scanned_to = ? WHERE name = 'flaky'").run(Date.UTC(new Date().getUTCFullYear(), 0, 1) - 1000);
+  store.db
+    .prepare("UPDATE jobs SET scanned_to = ? WHERE name = 'flaky'")
+    .run(Date.UTC(new Date().getUTCFullYear(), 0, 1) - 1000);
   store.close();
-  writeConfig(dir, fs.readFileSync(cfg, "utf8").replace("retries", "catchup_window: 366d\n    retries"));
+  writeConfig(
+    dir,
+    fs.readFileSync(cfg, "utf8").replace("retries", "catchup_window: 366d\n    retries"),
+  );
   const d2 = startDaemon(t, dir);
   const runs = await waitFor(() => {
-    const r = rows(dir, "SELECT * FROM runs WHERE job = 'flaky' AND trigger IN ('catchup', 'retry') ORDER BY id");
+    const r = rows(
+      dir,
+      "SELECT * FROM runs WHERE job = 'flaky' AND trigger IN ('catchup', 'retry') ORDER BY id",
+    );
     return r.length === 3 && r.every((x) => x.status === "failed") ? r : null;
   }, "a run and two retries");
-  assert.deepEqual(runs.map((r) => [r.trigger, r.attempt]), [
-    ["catchup", 1],
-    ["retry", 2],
-    ["retry", 3],
-  ]);
+  assert.deepEqual(
+    runs.map((r) => [r.trigger, r.attempt]),
+    [
+      ["catchup", 1],
+      ["retry", 2],
+      ["retry", 3],
+    ],
+  );
   assert.ok(runs[2].started_at - runs[1].finished_at >= 390, "backoff doubles");
   assert.equal(runs[1].slot, runs[0].slot, "a retry keeps its slot");
   assert.equal(fs.readFileSync(runs[2].log_path, "utf8"), "attempt=3 trigger=retry\n");

@@ -133,8 +133,15 @@ test("4 concurrent once calls on one key run the command once", async (t) => {
   const cmd = ["once", "the-key", "--", "sh", "-c", `echo $$ >> ${out}; sleep 0.5`];
   const results = await Promise.all([1, 2, 3, 4].map(() => cliAsync(cmd, env)));
   const codes = results.map((r) => r.code).sort();
-  assert.equal(fs.readFileSync(out, "utf8").trim().split("\n").length, 1, "the command ran exactly once");
-  assert.ok(codes.every((c) => c === 0 || c === 75), `exit codes: ${codes}`);
+  assert.equal(
+    fs.readFileSync(out, "utf8").trim().split("\n").length,
+    1,
+    "the command ran exactly once",
+  );
+  assert.ok(
+    codes.every((c) => c === 0 || c === 75),
+    `exit codes: ${codes}`,
+  );
   assert.ok(store.isMarked("enrich", "the-key"));
   // --wait: a second caller waits for the holder, then finds the key done and skips.
   const waited = await Promise.all([
@@ -145,7 +152,13 @@ test("4 concurrent once calls on one key run the command once", async (t) => {
     waited.map((r) => r.code),
     [0, 0],
   );
-  assert.equal(fs.readFileSync(out, "utf8").split("\n").filter((l) => l === "k2").length, 1);
+  assert.equal(
+    fs
+      .readFileSync(out, "utf8")
+      .split("\n")
+      .filter((l) => l === "k2").length,
+    1,
+  );
   store.close();
 });
 
