@@ -88,3 +88,13 @@ export function alive(pid) {
     return false;
   }
 }
+
+/** SIGKILL a whole process group. Refuses 0/1/null: `kill(-0)` would kill the test runner's own group. */
+export function killGroup(pgid) {
+  if (!Number.isInteger(pgid) || pgid <= 1) return;
+  try {
+    process.kill(-pgid, "SIGKILL");
+  } catch {
+    // already gone
+  }
+}

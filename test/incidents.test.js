@@ -85,11 +85,7 @@ jobs:
     );
     // The daemon first, so it cannot record the job's death: both die at once, as on a reclaimed host.
     d.kill("SIGKILL");
-    try {
-      process.kill(-run.pgid, "SIGKILL");
-    } catch {
-      // the run had just ended
-    }
+    killGroup(run.pgid);
     await d.exited;
     await waitFor(() => !alive(run.pid), "the job's death");
     killed++;

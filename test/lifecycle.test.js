@@ -6,7 +6,7 @@ import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
 import { Store } from "../dist/store.js";
-import { alive, cli, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import { alive, cli, killGroup, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 function rows(dir, sql, ...args) {
   const file = path.join(dir, ".cronvisor", "cronvisor.db");
@@ -34,13 +34,7 @@ function startDaemon(t, dir) {
 /** Kill every process whose environment says it belongs to this state dir (test cleanup). */
 function killJobs(t, pids) {
   t.after(() => {
-    for (const p of pids()) {
-      try {
-        process.kill(-p, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    }
+    for (const p of pids()) killGroup(p);
   });
 }
 
@@ -108,7 +102,7 @@ test("daemon and jobs SIGKILLed together: the run is recorded interrupted and re
   // SIGKILL the owner and its job's whole group at once: nothing is left to record the end.
   // The owner first: killed second, it could still see its child die and record that.
   process.kill(run.pid, "SIGKILL");
-  process.kill(-first.pgid, "SIGKILL");
+  killGroup(first.pgid);
   await run.exited;
   await waitFor(() => !alive(first.pid), "job gone");
   const d = startDaemon(t, dir);
