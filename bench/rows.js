@@ -1,0 +1,830 @@
+// The benchmarks of issue 7, one function per row group. Each returns table rows:
+// { what, cvx, base, baseName, ratio, target, pass, note }. cronvisor and its baseline run in the
+// same invocation, alternating (A B B A ...) so that load from elsewhere on the machine falls on
+// both alike.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import {
+  BENCH,
+  ROOT,
+  bin,
+  cleanEnv,
+  dist,
+  jobName,
+  median,
+  nextPhase,
+  openDb,
+  procCpu,
+  procMem,
+  readStamps,
+  sleep,
+  sleepUntil,
+  startDaemon,
+  stopDaemon,
+  summary,
+  timeRun,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./lib.js";
+
+const importDist = (file) => import(pathToFileURL(dist(file)).href);
+const range = (n) => Array.from({ length: n }, (_, i) => i);
+const perSecond = (n, command, extra) =>
+  range(n).map((i) => ({ name: jobName(i), schedule: "* * * * * *", command, extra }));
+
+/** Options shared by every row: { quick, log, nodeArgs (e.g. --cpu-prof for the daemons) }. */
+let O = { quick: false, log: () => {}, nodeArgs: [] };
+export function configure(o) {
+  O = { ...O, ...o };
+}
+
+function row(what, cvx, base, baseName, target, pass, note = "", unit = "") {
+  const ratio = Number.isFinite(cvx) && Number.isFinite(base) && base > 0 ? cvx / base : NaN;
+  return { what, cvx, base, baseName, unit, ratio, target, pass, note };
+}
+
+// ---- the 50-job daemons: cronvisor and the bare croner+spawn daemon ---------------------------
+
+/**
+ * Run cronvisor with `jobs` per-second jobs for `seconds`, measured from the middle of a second
+ * to the middle of a second (so the window holds whole seconds of steady work). `during` may
+ * start load (mark loops) for the window and returns its stopper.
+ */
+async function cvxSegment({ jobs, command, seconds, stamps, during }) {
+  const dir = tmpdir();
+  const stampFile = path.join(dir, "stamps.txt");
+  const argv = stamps ? stamps.argv(stampFile) : command;
+  const cfg = writeConfig(dir, { jobs: perSecond(jobs, argv) });
+  const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs });
+  const state = path.join(dir, "state");
+  try {
+    const stopLoad = during ? await during(state) : null;
+    const T0 = nextPhase(0.5, 2500);
+    await sleepUntil(T0);
+    const c0 = procCpu(d.pid);
+    const T1 = T0 + seconds * 1000;
+    await sleepUntil(T1);
+    const c1 = procCpu(d.pid);
+    const load = stopLoad ? await stopLoad() : null;
+    // Let the last runs of the window end before reading what they recorded.
+    await sleep(1500);
+    const db = await openDb(state);
+    const done = db
+      .prepare(
+        "SELECT COUNT(*) AS n FROM runs WHERE finished_at >= ? AND finished_at < ? AND status NOT IN ('skipped', 'missed')",
+      )
+      .get(T0, T1).n;
+    const byStatus = Object.fromEntries(
+      db
+        .prepare(
+          "SELECT status, COUNT(*) AS n FROM runs WHERE slot >= ? AND slot < ? AND job != 'bench-marks' GROUP BY status",
+        )
+        .all(T0, T1)
+        .map((r) => [r.status, r.n]),
+    );
+    db.close();
+    const late = stamps ? readStamps(stampFile, { from: T0, to: T1 }) : null;
+    return {
+      cpu: c1.total - c0.total,
+      cpuSelf: c1.self - c0.self,
+      done,
+      byStatus,
+      late,
+      load,
+      slots: jobs * seconds,
+    };
+  } finally {
+    await stopDaemon(d);
+  }
+}
+
+async function bareSegment({ jobs, command, seconds, stamps }) {
+  const dir = tmpdir();
+  const stampFile = path.join(dir, "stamps.txt");
+  const argv = stamps ? stamps.argv(stampFile) : command;
+  const child = spawn(
+    process.execPath,
+    [path.join(BENCH, "bare-daemon.js"), "--jobs", String(jobs), "--", ...argv],
+    {
+      env: cleanEnv(),
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  const exited = new Promise((r) => child.on("exit", r));
+  const counts = async () => {
+    const before = out.length;
+    child.kill("SIGUSR2");
+    await waitFor(() => out.length > before && out.endsWith("\n"), "bare daemon counts", 5000, 5);
+    return JSON.parse(out.slice(before).trim().split("\n").pop());
+  };
+  try {
+    await waitFor(() => out.includes("ready"), "bare daemon", 30_000);
+    const T0 = nextPhase(0.5, 2500);
+    await sleepUntil(T0);
+    const c0 = procCpu(child.pid);
+    const n0 = await counts();
+    const T1 = T0 + seconds * 1000;
+    await sleepUntil(T1);
+    const c1 = procCpu(child.pid);
+    const n1 = await counts();
+    const late = stamps ? readStamps(stampFile, { from: T0, to: T1 }) : null;
+    return { cpu: c1.total - c0.total, done: n1.exited - n0.exited, late, slots: jobs * seconds };
+  } finally {
+    child.kill("SIGTERM");
+    await exited;
+  }
+}
+
+/** Alternate cronvisor and a baseline for `rounds` rounds (A B, B A, ...). */
+async function alternate(rounds, a, b) {
+  const ra = [];
+  const rb = [];
+  for (let r = 0; r < rounds; r++) {
+    if (r % 2 === 0) {
+      ra.push(await a(r));
+      rb.push(await b(r));
+    } else {
+      rb.push(await b(r));
+      ra.push(await a(r));
+    }
+  }
+  return [ra, rb];
+}
+
+const sum = (xs, f) => xs.reduce((s, x) => s + f(x), 0);
+const lostOf = (byStatus) =>
+  Object.entries(byStatus)
+    .filter(([k]) => k !== "ok")
+    .map(([k, n]) => `${n} ${k}`)
+    .join(", ");
+
+export async function perRun() {
+  const jobs = 50;
+  const seconds = O.quick ? 5 : 15;
+  const rounds = 2;
+  O.log(
+    `per-run cost: ${jobs} jobs x every second, ${rounds} x ${seconds} s each for cronvisor and bare`,
+  );
+  const [cv, bare] = await alternate(
+    rounds,
+    () => cvxSegment({ jobs, command: ["/bin/true"], seconds }),
+    () => bareSegment({ jobs, command: ["/bin/true"], seconds }),
+  );
+  const cvPer = (sum(cv, (s) => s.cpu) / sum(cv, (s) => s.done)) * 1000;
+  const barePer = (sum(bare, (s) => s.cpu) / sum(bare, (s) => s.done)) * 1000;
+  const statuses = {};
+  for (const s of cv)
+    for (const [k, n] of Object.entries(s.byStatus)) statuses[k] = (statuses[k] ?? 0) + n;
+  const lost = lostOf(statuses);
+  const r = row(
+    "per-run cost: CPU ms per run (daemon + children), 50 jobs x 1/s, /bin/true",
+    cvPer,
+    barePer,
+    "bare croner+spawn",
+    "≤ 1.3×",
+    cvPer / barePer <= 1.3,
+    `runs measured: cronvisor ${sum(cv, (s) => s.done)} of ${sum(cv, (s) => s.slots)} slots, bare ${sum(bare, (s) => s.done)}; daemon's own share ${((sum(cv, (s) => s.cpuSelf) / sum(cv, (s) => s.done)) * 1000).toFixed(2)} ms${lost ? `; slots not run: ${lost}` : ""}`,
+    "ms",
+  );
+  return [r];
+}
+
+export async function lateness(stamps) {
+  const jobs = 50;
+  const seconds = O.quick ? 4 : 10;
+  const rounds = 2;
+  O.log(
+    `slot-to-spawn lateness: ${jobs} jobs due at once, ${rounds} x ${seconds} s each; child = ${stamps.kind}`,
+  );
+  const [cv, bare] = await alternate(
+    rounds,
+    () => cvxSegment({ jobs, seconds, stamps }),
+    () => bareSegment({ jobs, seconds, stamps }),
+  );
+  const cvLate = cv.flatMap((s) => s.late.late);
+  const bareLate = bare.flatMap((s) => s.late.late);
+  const c = summary(cvLate);
+  const b = summary(bareLate);
+  return [
+    row(
+      "slot-to-spawn lateness p99 (ms), 50 jobs due at once",
+      c.p99,
+      b.p99,
+      "bare croner+spawn",
+      "≤ 1.2×",
+      c.p99 / b.p99 <= 1.2,
+      `p50 ${c.p50.toFixed(1)} vs ${b.p50.toFixed(1)} ms; max ${c.max.toFixed(0)} vs ${b.max.toFixed(0)} ms; children started: cronvisor ${c.n} of ${jobs * seconds * rounds}, bare ${b.n}; child = ${stamps.kind}`,
+      "ms",
+    ),
+  ];
+}
+
+// ---- scheduler lateness ---------------------------------------------------------------------
+
+function runSched(impl, jobs, seconds) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      [
+        path.join(BENCH, "sched.js"),
+        "--impl",
+        impl,
+        "--jobs",
+        String(jobs),
+        "--seconds",
+        String(seconds),
+        "--root",
+        ROOT,
+      ],
+      { env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] },
+    );
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (err += d));
+    const t = setTimeout(() => child.kill("SIGKILL"), 240_000);
+    child.on("exit", (code) => {
+      clearTimeout(t);
+      if (code !== 0) reject(new Error(`sched.js ${impl} ${jobs}: exit ${code}: ${err}`));
+      else resolve(JSON.parse(out.trim().split("\n").pop()));
+    });
+  });
+}
+
+/**
+ * The real daemon with `jobs` paused per-second jobs: every slot goes through tick -> due ->
+ * fire and is recorded `skipped (paused)` in the store. Lateness = the disposition's recorded
+ * time - its slot (millisecond resolution).
+ */
+async function pausedDaemon(jobs, seconds) {
+  const dir = tmpdir();
+  const cfg = writeConfig(dir, { jobs: perSecond(jobs, ["/bin/true"], { paused: true }) });
+  const t0 = performance.now();
+  const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs, timeoutMs: 600_000 });
+  const startMs = performance.now() - t0;
+  const state = path.join(dir, "state");
+  try {
+    const from = (Math.floor(Date.now() / 1000) + 2) * 1000;
+    const to = from + seconds * 1000;
+    await sleepUntil(to + 3000);
+    const rss = procMem(d.pid).rssMiB;
+    const db = await openDb(state);
+    const rows = db
+      .prepare(
+        "SELECT job, slot, started_at FROM runs WHERE status = 'skipped' AND slot >= ? AND slot < ?",
+      )
+      .all(from, to);
+    const missed = db
+      .prepare("SELECT COUNT(*) AS n FROM runs WHERE status = 'missed' AND slot >= ? AND slot < ?")
+      .get(from, to).n;
+    db.close();
+    const s = summary(rows.map((r) => r.started_at - r.slot));
+    return {
+      impl: "cronvisor daemon",
+      ...s,
+      delivered: rows.length,
+      expected: jobs * seconds,
+      missed,
+      startMs,
+      rssMiB: rss,
+    };
+  } finally {
+    // A daemon deep in a long tick answers SIGTERM only when the tick ends: kill it.
+    await stopDaemon(d, { kill: true });
+  }
+}
+
+export async function scheduler() {
+  const seconds = O.quick ? 3 : 6;
+  const out = [];
+  for (const jobs of [1000, 10000]) {
+    const res = {};
+    for (const impl of ["floor", "croner", "node-cron", "cronvisor"]) {
+      O.log(`scheduler lateness: ${impl}, ${jobs} jobs, ${seconds} s`);
+      res[impl] = await runSched(impl, jobs, seconds);
+    }
+    O.log(`scheduler lateness: cronvisor daemon (paused jobs), ${jobs} jobs, ${seconds} s`);
+    res.daemon = await pausedDaemon(jobs, seconds);
+    const floor = res.floor;
+    const fmt = (r) =>
+      `p50/p99/max ${r.p50?.toFixed(1)}/${r.p99?.toFixed(1)}/${r.max?.toFixed(0)} ms, ${((100 * r.delivered) / r.expected).toFixed(1)}% delivered`;
+    const note = (r) => `${fmt(r)}; floor ${fmt(floor)}`;
+    const delivered = (r) => r.delivered === r.expected;
+    out.push(
+      row(
+        `scheduler lateness p99 (ms), ${jobs} jobs x 1/s: cronvisor scheduling path (tick/due, no store)`,
+        res.cronvisor.p99,
+        floor.p99,
+        "one-timer floor",
+        "≤ 2×, 100%",
+        res.cronvisor.p99 / floor.p99 <= 2 && delivered(res.cronvisor),
+        note(res.cronvisor),
+        "ms",
+      ),
+      row(
+        `scheduler lateness p99 (ms), ${jobs} jobs x 1/s: cronvisor daemon (paused jobs: tick + store)`,
+        res.daemon.p99,
+        floor.p99,
+        "one-timer floor",
+        "≤ 2×, 100%",
+        res.daemon.p99 / floor.p99 <= 2 && delivered(res.daemon),
+        `${note(res.daemon)}; ${res.daemon.missed} recorded missed; start-up ${(res.daemon.startMs / 1000).toFixed(1)} s`,
+        "ms",
+      ),
+      row(
+        `scheduler lateness p99 (ms), ${jobs} jobs x 1/s: croner, one Cron per job`,
+        res.croner.p99,
+        floor.p99,
+        "one-timer floor",
+        "(reference)",
+        null,
+        `${note(res.croner)}; RSS ${res.croner.rssMiB.toFixed(0)} MiB`,
+        "ms",
+      ),
+      row(
+        `scheduler lateness p99 (ms), ${jobs} jobs x 1/s: node-cron`,
+        res["node-cron"].p99,
+        floor.p99,
+        "one-timer floor",
+        "(reference)",
+        null,
+        `${note(res["node-cron"])}; RSS ${res["node-cron"].rssMiB.toFixed(0)} MiB`,
+        "ms",
+      ),
+    );
+  }
+  return out;
+}
+
+// ---- idle cost ------------------------------------------------------------------------------
+
+/** An hourly pattern whose minute is as far from now as possible: nothing fires while we watch. */
+function quietHourly() {
+  const m = (new Date().getUTCMinutes() + 30) % 60;
+  return `${m} * * * *`;
+}
+
+async function idleDaemon(jobs, seconds) {
+  const dir = tmpdir();
+  const schedule = quietHourly();
+  const cfg = writeConfig(dir, {
+    jobs: range(jobs).map((i) => ({ name: jobName(i), schedule, command: ["/bin/true"] })),
+  });
+  const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs, timeoutMs: 600_000 });
+  // The floor: an idle Node process with one timer, watched over the same window.
+  const idle = spawn(process.execPath, ["-e", "setInterval(() => {}, 1 << 30)"], {
+    env: cleanEnv(),
+    stdio: "ignore",
+  });
+  try {
+    await sleep(5000);
+    const c0 = procCpu(d.pid);
+    const i0 = procCpu(idle.pid);
+    await sleep(seconds * 1000);
+    const c1 = procCpu(d.pid);
+    const i1 = procCpu(idle.pid);
+    return {
+      cpuPct: ((c1.total - c0.total) / seconds) * 100,
+      idleCpuPct: ((i1.total - i0.total) / seconds) * 100,
+      rss: procMem(d.pid).rssMiB,
+      idleRss: procMem(idle.pid).rssMiB,
+    };
+  } finally {
+    idle.kill("SIGKILL");
+    await stopDaemon(d);
+  }
+}
+
+export async function idleCost() {
+  const seconds = O.quick ? 15 : 60;
+  O.log(`idle cost: 1,000 hourly jobs, ${seconds} s idle`);
+  const k1 = await idleDaemon(1000, seconds);
+  O.log("idle cost: 10,000 hourly jobs (RSS)");
+  const k10 = await idleDaemon(10000, O.quick ? 5 : 10);
+  return [
+    row(
+      "idle CPU, 1,000 hourly jobs (% of one core)",
+      k1.cpuPct,
+      k1.idleCpuPct,
+      "idle node -e setInterval",
+      "≤ 0.1%",
+      k1.cpuPct <= 0.1,
+      `${seconds} s window; /proc utime+stime, 10 ms resolution (one tick = ${(1 / seconds).toFixed(3)}%)`,
+      "%",
+    ),
+    row(
+      "idle RSS, 1,000 hourly jobs (MiB)",
+      k1.rss,
+      k1.idleRss,
+      "idle node -e setInterval",
+      "≤ 65 MiB",
+      k1.rss <= 65,
+      "",
+      "MiB",
+    ),
+    row(
+      "idle RSS, 10,000 hourly jobs (MiB)",
+      k10.rss,
+      k10.idleRss,
+      "idle node -e setInterval",
+      "≤ 150 MiB",
+      k10.rss <= 150,
+      `idle CPU at 10,000 jobs: ${k10.cpuPct.toFixed(2)}%`,
+      "MiB",
+    ),
+  ];
+}
+
+// ---- throughput -----------------------------------------------------------------------------
+
+/** Every feature the config offers, on (except `user`, which needs root and a second account). */
+function fullFeatureJobs(n, dir) {
+  const envFile = path.join(dir, "job.env");
+  fs.writeFileSync(envFile, "SECRET=from-env-file\n");
+  return range(n).map((i) => ({
+    name: jobName(i),
+    schedule: "* * * * * *",
+    command: ["/bin/echo", "tick"],
+    extra: {
+      env: { MODE: "bench" },
+      env_file: envFile,
+      timeout: "30s",
+      kill_grace: "2s",
+      overlap: "skip",
+      catchup: "once",
+      retries: { attempts: 1, backoff: "1s" },
+      health: { success_within: "1h", progress_within: "10m", repeat_limit: 3 },
+      log: { max_size: "1MB", keep_runs: 5 },
+    },
+  }));
+}
+
+async function throughputStep(n, seconds) {
+  const dir = tmpdir();
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const cfg = writeConfig(dir, {
+    jobs: fullFeatureJobs(n, dir),
+    top: { http: `127.0.0.1:${port}`, alerts: [{ command: "/bin/true" }] },
+  });
+  const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs });
+  try {
+    const from = (Math.floor(Date.now() / 1000) + 3) * 1000;
+    const to = from + seconds * 1000;
+    await sleepUntil(to + 2500);
+    const db = await openDb(path.join(dir, "state"));
+    const by = Object.fromEntries(
+      db
+        .prepare(
+          "SELECT status, COUNT(*) AS n FROM runs WHERE slot >= ? AND slot < ? AND trigger = 'schedule' GROUP BY status",
+        )
+        .all(from, to)
+        .map((r) => [r.status, r.n]),
+    );
+    db.close();
+    const expected = n * seconds;
+    const ok = by.ok ?? 0;
+    return { n, ok, expected, by, keptUp: ok === expected };
+  } finally {
+    await stopDaemon(d, { kill: true });
+  }
+}
+
+/** Node's own ceiling: /bin/true spawned back to back from one process (no scheduler at all). */
+async function nodeSpawnRate(n = 300) {
+  const script = `
+    const { spawn } = require("node:child_process");
+    let done = 0; const t0 = performance.now();
+    for (let i = 0; i < ${n}; i++) spawn("/bin/true").on("exit", () => {
+      if (++done === ${n}) console.log(${n} / ((performance.now() - t0) / 1000));
+    });`;
+  return Number(timeRun(process.execPath, ["-e", script]).stdout.trim());
+}
+
+export async function throughput() {
+  const seconds = O.quick ? 3 : 5;
+  const steps = O.quick ? [50, 100, 200, 400] : [50, 100, 200, 300, 400, 500, 600, 800];
+  let best = 0;
+  const tried = [];
+  for (const n of steps) {
+    O.log(`throughput: ${n} jobs x every second, every feature on, ${seconds} s`);
+    const s = await throughputStep(n, seconds);
+    tried.push(
+      `${n}/s: ${s.keptUp ? "kept up" : `${lostOf(s.by) || "none recorded"} of ${s.expected}`}`,
+    );
+    if (!s.keptUp) break;
+    best = n;
+  }
+  const spawnRate = await nodeSpawnRate();
+  return [
+    row(
+      "throughput: runs/s sustained with no slot skipped (every feature on)",
+      best,
+      spawnRate,
+      "Node spawn(/bin/true) ceiling",
+      "≥ 400/s",
+      best >= 400,
+      tried.join("; "),
+      "/s",
+    ),
+  ];
+}
+
+// ---- marker calls ---------------------------------------------------------------------------
+
+/** A store with one running run (owned by this process, so its fence is live). */
+async function runningRun(stateDir, job = "bench") {
+  const { Store } = await importDist("store.js");
+  const store = Store.open(stateDir, { create: true });
+  const res = store.startRun({
+    job,
+    slot: null,
+    claimSlot: false,
+    trigger: "manual",
+    attempt: 1,
+    now: Date.now(),
+    owner: { pid: process.pid, start: null },
+    lock: false,
+    holderAlive: () => true,
+    logPath: (id) => path.join(stateDir, `${id}.log`),
+  });
+  const env = {
+    CRONVISOR_STATE_DIR: stateDir,
+    CRONVISOR_JOB: job,
+    CRONVISOR_RUN_ID: String(res.run.id),
+    CRONVISOR_FENCE: String(res.run.fence),
+  };
+  return { store, run: res.run, env };
+}
+
+export async function markers() {
+  const out = [];
+  const dir = tmpdir();
+  const state = path.join(dir, "state");
+  const { store, run, env } = await runningRun(state);
+  // 1. `cronvisor mark KEY` vs the minimal writer, interleaved; and `node -e 0` for scale.
+  const n = O.quick ? 7 : 15;
+  const cliMs = [];
+  const minMs = [];
+  const nodeMs = [];
+  for (let i = 0; i < n; i++) {
+    cliMs.push(timeRun(process.execPath, [...O.nodeArgs, bin(), "mark", `cli-${i}`], { env }).ms);
+    minMs.push(
+      timeRun(process.execPath, [path.join(BENCH, "min-mark.js"), state, "bench", `min-${i}`], {
+        env,
+      }).ms,
+    );
+    nodeMs.push(timeRun(process.execPath, ["-e", "0"]).ms);
+  }
+  const cli = median(cliMs);
+  const min = median(minMs);
+  out.push(
+    row(
+      "`cronvisor mark KEY` wall (ms), inside a run",
+      cli,
+      min,
+      "min-mark.js (open, 1 insert)",
+      "≤ 1.2×",
+      cli / min <= 1.2,
+      `median of ${n}; node -e 0: ${median(nodeMs).toFixed(1)} ms; NODE_EXTRA_CA_CERTS unset`,
+      "ms",
+    ),
+  );
+  // 2. `mark --stdin`: one process, one durable commit (and one ack line) per key.
+  const keys = O.quick ? 1000 : 5000;
+  const input = range(keys)
+    .map((i) => `stdin-${i}`)
+    .join("\n");
+  const st = timeRun(process.execPath, [bin(), "mark", "--stdin"], { env, input: `${input}\n` });
+  const acked = st.stdout.split("\n").filter(Boolean).length;
+  const { fsyncCommitMs } = await import("./lib.js");
+  const floor = await fsyncCommitMs(dir);
+  const rate = keys / (st.ms / 1000);
+  out.push(
+    row(
+      "`mark --stdin` keys/s (each key durable before its ack)",
+      rate,
+      1000 / floor.wallMs,
+      "one fsync'd commit per key, in-process",
+      "≥ 5,000/s",
+      rate >= 5000 && acked === keys,
+      `${keys} keys in ${(st.ms / 1000).toFixed(2)} s incl. start-up; ${acked} acked; one WAL+FULL commit here: ${floor.wallMs.toFixed(3)} ms wall, ${floor.cpuMs.toFixed(3)} ms CPU`,
+      "/s",
+    ),
+  );
+  // 3. The library: Markers#markDone(key) per call vs one fsync'd one-row commit, in blocks.
+  const { Markers } = await importDist("index.js");
+  const m = Markers.open({ stateDir: state, job: "bench", run: { id: run.id, fence: run.fence } });
+  const { default: Database } = await import("better-sqlite3");
+  const raw = new Database(path.join(dir, "raw.db"));
+  raw.pragma("journal_mode = WAL");
+  raw.pragma("synchronous = FULL");
+  raw.exec(
+    "CREATE TABLE markers (job TEXT NOT NULL, key TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY (job, key)) WITHOUT ROWID",
+  );
+  const ins = raw.prepare("INSERT INTO markers (job, key, created_at) VALUES (?, ?, ?)");
+  const blocks = O.quick ? 4 : 8;
+  const per = 50;
+  let libMs = 0;
+  let rawMs = 0;
+  for (let b = 0; b < blocks; b++) {
+    let t = performance.now();
+    for (let i = 0; i < per; i++) m.markDone(`lib-${b}-${i}`);
+    libMs += performance.now() - t;
+    t = performance.now();
+    for (let i = 0; i < per; i++) ins.run("bench", `raw-${b}-${i}`, Date.now());
+    rawMs += performance.now() - t;
+  }
+  m.close();
+  raw.close();
+  store.close();
+  const lib = libMs / (blocks * per);
+  const rw = rawMs / (blocks * per);
+  out.push(
+    row(
+      "library markDone(key) per call (ms)",
+      lib,
+      rw,
+      "one fsync'd 1-row commit",
+      "≤ 1.5×",
+      lib / rw <= 1.5,
+      `${blocks * per} calls each, alternating blocks of ${per}`,
+      "ms",
+    ),
+  );
+  return out;
+}
+
+// ---- marks vs the daemon --------------------------------------------------------------------
+
+/** Four shells looping on `cronvisor mark` inside a run of the daemon's store. */
+async function markLoops(state) {
+  const { store, env } = await runningRun(state, "bench-marks");
+  const loops = range(4).map((l) =>
+    spawn(
+      "/bin/sh",
+      [
+        "-c",
+        `i=0; while :; do i=$((i+1)); "$0" "$1" mark "l${l}-$i" || exit 1; done`,
+        process.execPath,
+        bin(),
+      ],
+      {
+        env: cleanEnv(env),
+        stdio: "ignore",
+        detached: true,
+      },
+    ),
+  );
+  const t0 = Date.now();
+  return async () => {
+    for (const l of loops) {
+      try {
+        process.kill(-l.pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+    const n = store.markerCount("bench-marks");
+    store.close();
+    return { marks: n, perSec: n / ((Date.now() - t0) / 1000) };
+  };
+}
+
+export async function marksVsDaemon(stamps) {
+  const jobs = 50;
+  const seconds = O.quick ? 4 : 10;
+  const rounds = 2;
+  O.log(
+    `marks vs the daemon: ${jobs} jobs, with and without 4 shells looping on \`mark\`, ${rounds} x ${seconds} s each`,
+  );
+  const [withMarks, without] = await alternate(
+    rounds,
+    () => cvxSegment({ jobs, seconds, stamps, during: markLoops }),
+    () => cvxSegment({ jobs, seconds, stamps }),
+  );
+  const w = summary(withMarks.flatMap((s) => s.late.late));
+  const wo = summary(without.flatMap((s) => s.late.late));
+  const marks = withMarks.reduce((s, x) => s + x.load.marks, 0);
+  const perSec = withMarks.reduce((s, x) => s + x.load.perSec, 0) / rounds;
+  return [
+    row(
+      "slot-to-spawn p99 (ms) while 4 shells loop on `mark`",
+      w.p99,
+      wo.p99,
+      "cronvisor without the loops",
+      "≤ 1.1×",
+      w.p99 / wo.p99 <= 1.1,
+      `p50 ${w.p50.toFixed(1)} vs ${wo.p50.toFixed(1)} ms; ${marks} marks written meanwhile (${perSec.toFixed(0)}/s); 2 cores shared by 4 mark loops`,
+      "ms",
+    ),
+  ];
+}
+
+// ---- status ---------------------------------------------------------------------------------
+
+/** A store with `jobs` jobs and `runs` finished runs (some failed) plus markers, by bulk insert. */
+export async function fillStore(dir, jobs, runs) {
+  const schedule = "0 * * * *";
+  const cfg = writeConfig(dir, {
+    jobs: range(jobs).map((i) => ({ name: jobName(i), schedule, command: ["/bin/true"] })),
+  });
+  const state = path.join(dir, "state");
+  const { Store } = await importDist("store.js");
+  Store.open(state, { create: true }).close(); // the schema, exactly as src/store.ts makes it
+  const { default: Database } = await import("better-sqlite3");
+  const db = new Database(path.join(state, "cronvisor.db"));
+  db.pragma("journal_mode = WAL");
+  const per = Math.ceil(runs / jobs);
+  const now = Date.now();
+  const base = Math.floor(now / 3_600_000) * 3_600_000 - per * 3_600_000;
+  const insJob = db.prepare(
+    "INSERT INTO jobs (name, paused, fence, scanned_to, last_success_at, last_progress_at, first_seen_at) VALUES (?, 0, ?, ?, ?, ?, ?)",
+  );
+  const insRun =
+    db.prepare(`INSERT INTO runs (job, slot, trigger, status, reason, exit_code, attempt, started_at,
+      finished_at, duration_ms, fence, revoked, owner_pid, owner_start, pid, pid_start, pgid, log_path, log_bytes,
+      progress_at, markers_new, markers_skipped)
+    VALUES (?, ?, 'schedule', ?, ?, ?, 1, ?, ?, ?, ?, 1, 1, '1', ?, '2', ?, ?, 120, ?, ?, ?)`);
+  const insSlot = db.prepare("INSERT INTO slots (job, slot, run_id) VALUES (?, ?, ?)");
+  const insMarker = db.prepare(
+    "INSERT INTO markers (job, key, run_id, fence, created_at) VALUES (?, ?, ?, ?, ?)",
+  );
+  db.transaction(() => {
+    for (let j = 0; j < jobs; j++)
+      insJob.run(jobName(j), per, base + per * 3_600_000, now - 3_600_000, now - 3_600_000, base);
+    let n = 0;
+    // Runs in time order across jobs, as a daemon writes them.
+    for (let k = 0; k < per && n < runs; k++) {
+      const slot = base + k * 3_600_000;
+      for (let j = 0; j < jobs && n < runs; j++, n++) {
+        const failed = (j + k) % 10 === 0;
+        const job = jobName(j);
+        const id = insRun.run(
+          job,
+          slot,
+          failed ? "failed" : "ok",
+          failed ? "exit 1" : null,
+          failed ? 1 : 0,
+          slot + 5,
+          slot + 1005,
+          1000,
+          k + 1,
+          10000 + n,
+          10000 + n,
+          path.join(state, "logs", job, `${n + 1}.log`),
+          slot + 900,
+          k % 5 === 0 ? 2 : 0,
+          k % 5 === 0 ? 8 : 0,
+        ).lastInsertRowid;
+        insSlot.run(job, slot, id);
+        if (k % 5 === 0)
+          for (let x = 0; x < 2; x++) insMarker.run(job, `item-${k}-${x}`, id, k + 1, slot + 500);
+      }
+    }
+    db.prepare(
+      "INSERT INTO daemon (id, pid, pid_start, started_at, heartbeat_at, heartbeat_ms, stopped_at, config_file) VALUES (1, 1, 'x', ?, ?, 10000, ?, ?)",
+    ).run(now - 86_400_000, now - 60_000, now - 60_000, cfg);
+  })();
+  db.pragma("wal_checkpoint(TRUNCATE)");
+  db.close();
+  return cfg;
+}
+
+export async function status() {
+  const dir = tmpdir();
+  const t0 = performance.now();
+  const cfg = await fillStore(dir, 1000, 100_000);
+  O.log(
+    `status: store filled with 1,000 jobs and 100,000 runs in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+  );
+  const n = O.quick ? 5 : 9;
+  const st = [];
+  const node = [];
+  let bytes = 0;
+  for (let i = 0; i < n; i++) {
+    const r = timeRun(process.execPath, [...O.nodeArgs, bin(), "status", "--json", "-c", cfg]);
+    bytes = r.stdout.length;
+    st.push(r.ms);
+    node.push(timeRun(process.execPath, ["-e", "0"]).ms);
+  }
+  const JSONok =
+    JSON.parse(timeRun(process.execPath, [bin(), "status", "--json", "-c", cfg]).stdout).jobs
+      .length === 1000;
+  return [
+    row(
+      "`status --json` wall (ms), 1,000 jobs, 100,000 runs",
+      median(st),
+      median(node),
+      "node -e 0",
+      "≤ 2×",
+      median(st) / median(node) <= 2 && JSONok,
+      `median of ${n}; output ${(bytes / 1024).toFixed(0)} KiB, 1,000 jobs listed: ${JSONok}; NODE_EXTRA_CA_CERTS unset`,
+      "ms",
+    ),
+  ];
+}

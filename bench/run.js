@@ -1,0 +1,137 @@
+// `npm run bench`: cronvisor next to the floor it is built on, measured in the same run, as one
+// table. Not part of CI. See BENCHMARKS.md for what each row measures and the last results.
+//
+//   node bench/run.js [--quick] [--only NAME[,NAME...]] [--json FILE] [--root DIR] [--tmp DIR]
+//                     [--profile DIR]
+//
+// NAME: per-run lateness scheduler idle throughput markers marks-daemon status
+// --quick      shorter windows (about 4 minutes instead of about 10)
+// --root DIR   measure the cronvisor checkout in DIR (its dist/ and bin/), e.g. a patched copy
+// --tmp DIR    where state dirs go (default: the OS temp dir; the disk matters: every mark fsyncs)
+// --profile D  run the daemons and CLI calls under `node --cpu-prof --cpu-prof-dir D`
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import {
+  cleanup,
+  fsyncCommitMs,
+  machine,
+  setRoot,
+  setTmp,
+  stampCommand,
+  tmpBase,
+  ROOT,
+} from "./lib.js";
+import * as rows from "./rows.js";
+
+const argv = process.argv.slice(2);
+const flag = (name) => argv.includes(`--${name}`);
+const opt = (name) => {
+  const i = argv.indexOf(`--${name}`);
+  return i < 0 ? null : argv[i + 1];
+};
+
+const ALL = [
+  "per-run",
+  "lateness",
+  "scheduler",
+  "idle",
+  "throughput",
+  "markers",
+  "marks-daemon",
+  "status",
+];
+const only = opt("only")?.split(",") ?? ALL;
+for (const n of only) {
+  if (!ALL.includes(n)) {
+    process.stderr.write(`unknown benchmark ${JSON.stringify(n)}; one of: ${ALL.join(" ")}\n`);
+    process.exit(2);
+  }
+}
+if (opt("root")) setRoot(opt("root"));
+if (opt("tmp")) setTmp(opt("tmp"));
+const quick = flag("quick");
+const profileDir = opt("profile");
+if (profileDir) fs.mkdirSync(profileDir, { recursive: true });
+const started = Date.now();
+const log = (s) =>
+  process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
+rows.configure({
+  quick,
+  log,
+  nodeArgs: profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : [],
+});
+
+process.on("SIGINT", () => {
+  cleanup();
+  process.exit(130);
+});
+
+const m = machine();
+const scratch = fs.mkdtempSync(path.join(tmpBase(), "cvx-bench-scratch-"));
+const fsync = await fsyncCommitMs(scratch);
+const load0 = os.loadavg();
+const header = [
+  `cronvisor benchmarks${quick ? " (--quick)" : ""}: ${new Date().toISOString()}`,
+  `machine: ${m.cores} cores, ${m.model}, ${m.memGiB.toFixed(0)} GiB RAM, Linux ${m.kernel}; Node ${m.node}`,
+  `disk: ${m.disk}; one WAL+synchronous=FULL commit: ${fsync.wallMs.toFixed(3)} ms wall, ${fsync.cpuMs.toFixed(3)} ms CPU`,
+  `cronvisor under test: ${ROOT}`,
+  "NODE_EXTRA_CA_CERTS is unset for every process started here (it triples Node's start-up in this environment).",
+];
+for (const h of header) log(h);
+
+const stamps = stampCommand(scratch);
+const plan = {
+  "per-run": () => rows.perRun(),
+  lateness: () => rows.lateness(stamps),
+  scheduler: () => rows.scheduler(),
+  idle: () => rows.idleCost(),
+  throughput: () => rows.throughput(),
+  markers: () => rows.markers(),
+  "marks-daemon": () => rows.marksVsDaemon(stamps),
+  status: () => rows.status(),
+};
+
+const results = [];
+for (const name of ALL) {
+  if (!only.includes(name)) continue;
+  const t0 = Date.now();
+  try {
+    const r = await plan[name]();
+    for (const x of r) results.push({ group: name, ...x });
+  } catch (e) {
+    log(`${name}: failed: ${e.stack ?? e}`);
+    results.push({ group: name, what: `${name}: ERROR ${e.message.split("\n")[0]}`, pass: false });
+  } finally {
+    cleanup(); // the state dirs of this benchmark (the scratch dir lives for the whole run)
+  }
+  log(`${name}: done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+}
+const load1 = os.loadavg();
+
+// ---- the table ------------------------------------------------------------------------------
+
+const num = (v, unit) => {
+  if (v === null || v === undefined || !Number.isFinite(v)) return "-";
+  const d = Math.abs(v) >= 100 ? 0 : Math.abs(v) >= 10 ? 1 : Math.abs(v) >= 1 ? 2 : 3;
+  return `${v.toFixed(d)}${unit === "%" ? "%" : ""}`;
+};
+const lines = [
+  "| benchmark | cronvisor | baseline | ratio | target | result | notes |",
+  "| --- | ---: | --- | ---: | --- | --- | --- |",
+];
+for (const r of results) {
+  const result = r.pass === null || r.pass === undefined ? "ref" : r.pass ? "pass" : "**MISS**";
+  lines.push(
+    `| ${r.what} | ${num(r.cvx, r.unit)} | ${r.base === undefined ? "" : `${num(r.base, r.unit)} (${r.baseName})`} | ${Number.isFinite(r.ratio) ? `${r.ratio.toFixed(2)}×` : "-"} | ${r.target ?? ""} | ${result} | ${r.note ?? ""} |`,
+  );
+}
+const footer = `load average (1 min) ${load0[0].toFixed(2)} at start, ${load1[0].toFixed(2)} at end; whole run ${((Date.now() - started) / 1000).toFixed(0)} s`;
+process.stdout.write(`${header.join("\n")}\n\n${lines.join("\n")}\n\n${footer}\n`);
+if (opt("json")) {
+  fs.writeFileSync(
+    opt("json"),
+    `${JSON.stringify({ header, machine: m, fsync, results, load: [load0, load1] }, null, 2)}\n`,
+  );
+}
+fs.rmSync(scratch, { recursive: true, force: true });

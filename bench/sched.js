@@ -1,0 +1,170 @@
+// Scheduler lateness in one process: N no-op jobs, each due every second, and for every fire the
+// time from its slot to the moment the scheduler hands it over ("tick handled - slot"). Run as a
+// child of bench/run.js, one scheduler per process:
+//
+//   node bench/sched.js --impl floor|croner|node-cron|cronvisor --jobs 1000 --seconds 8 [--root DIR]
+//
+// - floor: one setTimeout armed for the next whole second, then a loop over the jobs. Nothing
+//   can do less per slot, so this is the floor the others are compared with.
+// - croner: one `new Cron("* * * * * *", fn)` per job (croner's own timers).
+// - node-cron: one `cron.schedule("* * * * * *", fn)` per job.
+// - cronvisor: the daemon's scheduling path, without the store: dist/schedule.js with the
+//   supervisor's one timer (arm), tick and due (src/supervisor.ts), up to the call of fire().
+//   Kept line for line with supervisor.ts; the real daemon (with the store) is measured by
+//   bench/run.js with paused jobs.
+//
+// Prints one JSON line: { impl, jobs, seconds, n, p50, p99, max, delivered, expected, dup,
+// setupMs, rssMiB }.
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const arg = (name, dflt) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i < 0 ? dflt : process.argv[i + 1];
+};
+const impl = arg("impl", "floor");
+const jobs = Number(arg("jobs", "1000"));
+const seconds = Number(arg("seconds", "8"));
+const warmup = Number(arg("warmup", "1"));
+const root = path.resolve(
+  arg("root", path.join(path.dirname(new URL(import.meta.url).pathname), "..")),
+);
+
+// Wall time with sub-millisecond resolution, aligned to Date.now() at a millisecond edge.
+const offset = (() => {
+  const d = Date.now();
+  while (Date.now() === d) {
+    // spin to the edge
+  }
+  return Date.now() - performance.now();
+})();
+const wall = () => performance.now() + offset;
+
+// The measured window: whole seconds [from, to). Set once the jobs exist.
+let from = Infinity;
+let to = Infinity;
+const late = [];
+const lastSlot = new Float64Array(jobs).fill(-1);
+let delivered = 0;
+let dup = 0;
+/** A fire of job i for `slot`, handled now. */
+function record(i, slot) {
+  const t = wall();
+  if (slot < from || slot >= to) return;
+  if (lastSlot[i] === slot) {
+    dup++;
+    return;
+  }
+  lastSlot[i] = slot;
+  delivered++;
+  late.push(t - slot);
+}
+
+const stoppers = [];
+const t0 = performance.now();
+
+if (impl === "floor") {
+  let timer;
+  const arm = () => {
+    const next = Math.floor(Date.now() / 1000) * 1000 + 1000;
+    timer = setTimeout(() => {
+      for (let i = 0; i < jobs; i++) record(i, next);
+      arm();
+    }, next - Date.now());
+  };
+  arm();
+  stoppers.push(() => clearTimeout(timer));
+} else if (impl === "croner") {
+  const { Cron } = await import("croner");
+  for (let i = 0; i < jobs; i++) {
+    // croner fires at or after the slot (never before): the slot is the whole second.
+    const c = new Cron("* * * * * *", () => record(i, Math.floor(Date.now() / 1000) * 1000));
+    stoppers.push(() => c.stop());
+  }
+} else if (impl === "node-cron") {
+  const { default: cron } = await import("node-cron");
+  for (let i = 0; i < jobs; i++) {
+    // node-cron passes the slot it runs as ctx.date.
+    const t = cron.schedule("* * * * * *", (ctx) => record(i, ctx.date.getTime()), {
+      suppressMissedWarning: true,
+    });
+    t.on("execution:missed", () => {});
+    stoppers.push(() => t.destroy());
+  }
+} else if (impl === "cronvisor") {
+  const { nextSlot, missedSlots } = await import(
+    pathToFileURL(path.join(root, "dist", "schedule.js")).href
+  );
+  // Constants and logic as in src/supervisor.ts (arm, tick, due); fire() is record().
+  const MAX_SLEEP_MS = 30_000;
+  const MISSED_ROWS = 100;
+  const now = Date.now;
+  const nextAfter = (cfg, at) => nextSlot(cfg, new Date(at))?.getTime() ?? null;
+  const states = [];
+  const start = now();
+  for (let i = 0; i < jobs; i++) {
+    const cfg = { pattern: "* * * * * *", timezone: "UTC" };
+    states.push({ i, cfg, next: nextAfter(cfg, start) });
+  }
+  let timer = null;
+  const due = (st, n) => {
+    const first = st.next;
+    const passed = missedSlots(st.cfg, new Date(first - 1), new Date(n), MISSED_ROWS);
+    const slots = passed.slots.map((d) => d.getTime());
+    const slot = slots.pop() ?? first;
+    st.next = nextAfter(st.cfg, Math.max(n, slot));
+    record(st.i, slot);
+  };
+  const tick = () => {
+    try {
+      const n = now();
+      for (const st of states) {
+        if (st.next === null || st.next > n) continue;
+        due(st, n);
+      }
+    } finally {
+      arm();
+    }
+  };
+  const arm = () => {
+    if (timer) clearTimeout(timer);
+    let d = Infinity;
+    for (const st of states) if (st.next !== null && st.next < d) d = st.next;
+    timer = setTimeout(tick, Math.max(0, Math.min(d - now(), MAX_SLEEP_MS)));
+  };
+  arm();
+  stoppers.push(() => clearTimeout(timer));
+} else {
+  process.stderr.write(`unknown --impl ${impl}\n`);
+  process.exit(2);
+}
+
+const setupMs = performance.now() - t0;
+from = (Math.floor(Date.now() / 1000) + 1 + warmup) * 1000;
+to = from + seconds * 1000;
+// Late fires of the last slots still count: wait a grace period after the window.
+const graceMs = 3000;
+setTimeout(
+  () => {
+    for (const s of stoppers) s();
+    const sorted = Float64Array.from(late).sort();
+    const at = (p) =>
+      sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)] : NaN;
+    const out = {
+      impl,
+      jobs,
+      seconds,
+      n: late.length,
+      p50: at(0.5),
+      p99: at(0.99),
+      max: sorted.length ? sorted[sorted.length - 1] : NaN,
+      delivered,
+      expected: jobs * seconds,
+      dup,
+      setupMs,
+      rssMiB: process.memoryUsage().rss / 2 ** 20,
+    };
+    process.stdout.write(`${JSON.stringify(out)}\n`, () => process.exit(0));
+  },
+  to + graceMs - Date.now(),
+);
