@@ -32,7 +32,7 @@ export interface ImportResult {
   warnings: string[];
 }
 
-export const SCHEMA_COMMENT =
+const SCHEMA_COMMENT =
   " yaml-language-server: $schema=./node_modules/cronvisor/schema/jobs.schema.json";
 
 /** cron's own default: do_command.c runs `$SHELL -c cmd`, with SHELL=/bin/sh unless set. */
@@ -336,7 +336,7 @@ function compress(values: number[]): string {
  * unescaped `%` becomes a newline, `\%` becomes `%`, and a newline is added at the end unless
  * the text already ends with one. An empty rest means no stdin at all.
  */
-export function splitPercent(raw: string): { command: string; stdin: string | null } {
+function splitPercent(raw: string): { command: string; stdin: string | null } {
   let command = "";
   let escaped = false;
   let i = 0;
@@ -562,7 +562,7 @@ function timeoutMs(text: string): number | null {
 }
 
 /** 300000 -> `5m`: the largest unit that is exact, as cronvisor's durations are written. */
-export function formatMs(ms: number): string {
+function formatMs(ms: number): string {
   for (const [unit, size] of [
     ["d", 86_400_000],
     ["h", 3_600_000],
