@@ -36,14 +36,17 @@ function findJob(config: Config, name: string): JobConfig {
   const job = config.jobs.find((j) => j.name === name);
   if (!job) {
     const names = config.jobs.map((j) => j.name).join(", ");
-    throw new CliError(`no job named ${JSON.stringify(name)} in ${config.file} (jobs: ${names || "none"})`, EXIT.usage);
+    throw new CliError(
+      `no job named ${JSON.stringify(name)} in ${config.file} (jobs: ${names || "none"})`,
+      EXIT.usage,
+    );
   }
   return job;
 }
 
-async function openStore(config: Config, create = false) {
+async function openStore(config: Config, create = false, check = false) {
   const { Store } = await import("./store.js");
-  return Store.open(config.stateDir, { create, busyTimeoutMs: 5000 });
+  return Store.open(config.stateDir, { create, busyTimeoutMs: 5000, check });
 }
 
 const withConfig = (cmd: Command): Command =>
@@ -56,10 +59,13 @@ const out = (s: string): void => {
 function table(rows: string[][]): string {
   const widths: number[] = [];
   for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ")).join("\n");
+  return rows
+    .map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  "))
+    .join("\n");
 }
 
-const when = (iso: string | null): string => (iso === null ? "-" : iso.replace("T", " ").replace(/\.\d{3}Z$/, "Z"));
+const when = (iso: string | null): string =>
+  iso === null ? "-" : iso.replace("T", " ").replace(/\.\d{3}Z$/, "Z");
 
 export function buildProgram(): Command {
   const program = new Command();
@@ -71,7 +77,10 @@ export function buildProgram(): Command {
     .version("0.1.0")
     .enablePositionalOptions()
     .showHelpAfterError()
-    .addHelpText("after", "\nExample:\n  cronvisor validate -c jobs.yaml && cronvisor daemon -c jobs.yaml");
+    .addHelpText(
+      "after",
+      "\nExample:\n  cronvisor validate -c jobs.yaml && cronvisor daemon -c jobs.yaml",
+    );
 
   withConfig(program.command("daemon"))
     .description("run the supervisor in the foreground (systemd runs it)")
@@ -89,7 +98,12 @@ export function buildProgram(): Command {
       const now = new Date();
       const rows = [["JOB", "TIMEZONE", "NEXT"]];
       for (const j of config.jobs) {
-        const next = j.pattern === null ? "@reboot (once per boot)" : nextSlots(j, now, 3).map((d) => d.toISOString()).join(", ");
+        const next =
+          j.pattern === null
+            ? "@reboot (once per boot)"
+            : nextSlots(j, now, 3)
+                .map((d) => d.toISOString())
+                .join(", ");
         rows.push([j.name, j.timezone, next]);
       }
       out(`${config.file}: ok, ${config.jobs.length} job(s)`);
@@ -101,9 +115,14 @@ export function buildProgram(): Command {
     .option("--json", "machine-readable output")
     .option("--check", "exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (for monitoring)")
     .addHelpText("after", "\nExample:\n  cronvisor status --check || echo unhealthy")
-    .action(async (jobName: string | undefined, o: { config?: string; json?: boolean; check?: boolean }) => {
-      await status(jobName ?? null, o);
-    });
+    .action(
+      async (
+        jobName: string | undefined,
+        o: { config?: string; json?: boolean; check?: boolean },
+      ) => {
+        await status(jobName ?? null, o);
+      },
+    );
 
   withConfig(program.command("run <job>"))
     .description("run a job now, under the same lock and records as a tick; prints its output")
@@ -127,36 +146,52 @@ export function buildProgram(): Command {
     .option("--limit <n>", "how many", "20")
     .option("--json", "machine-readable output")
     .addHelpText("after", "\nExample:\n  cronvisor history backup --limit 5")
-    .action(async (jobName: string | undefined, o: { config?: string; limit: string; json?: boolean }) => {
-      const config = await load(o.config);
-      if (jobName) findJob(config, jobName);
-      const limit = positiveInt(o.limit, "--limit");
-      const store = await openStoreOrEmpty(config);
-      const { historyEntry } = await import("./status.js");
-      const rows = store ? store.history(jobName ?? null, limit).map(historyEntry) : [];
-      const events = store ? store.events(jobName ?? null, limit) : [];
-      store?.close();
-      if (o.json) return out(JSON.stringify(rows, null, 2));
-      const t = [["RUN", "JOB", "STATUS", "TRIGGER", "SLOT", "STARTED", "DURATION", "MARKERS", "REASON"]];
-      for (const r of rows) {
-        t.push([
-          String(r.run_id),
-          r.job,
-          r.status,
-          r.trigger ?? "-",
-          when(r.slot),
-          when(r.started_at),
-          r.duration_ms === null ? "-" : `${(r.duration_ms / 1000).toFixed(1)}s`,
-          `${r.markers_new} new/${r.markers_skipped} done`,
-          r.reason ?? (r.exit_code !== null ? `exit ${r.exit_code}` : ""),
-        ]);
-      }
-      out(rows.length === 0 ? "no runs recorded" : table(t));
-      if (events.length > 0) {
-        out("\nEVENTS");
-        out(table(events.map((e) => [when(new Date(e.at).toISOString()), e.job ?? "-", e.kind, e.detail ?? ""])));
-      }
-    });
+    .action(
+      async (
+        jobName: string | undefined,
+        o: { config?: string; limit: string; json?: boolean },
+      ) => {
+        const config = await load(o.config);
+        if (jobName) findJob(config, jobName);
+        const limit = positiveInt(o.limit, "--limit");
+        const store = await openStoreOrEmpty(config);
+        const { historyEntry } = await import("./status.js");
+        const rows = store ? store.history(jobName ?? null, limit).map(historyEntry) : [];
+        const events = store ? store.events(jobName ?? null, limit) : [];
+        store?.close();
+        if (o.json) return out(JSON.stringify(rows, null, 2));
+        const t = [
+          ["RUN", "JOB", "STATUS", "TRIGGER", "SLOT", "STARTED", "DURATION", "MARKERS", "REASON"],
+        ];
+        for (const r of rows) {
+          t.push([
+            String(r.run_id),
+            r.job,
+            r.status,
+            r.trigger ?? "-",
+            when(r.slot),
+            when(r.started_at),
+            r.duration_ms === null ? "-" : `${(r.duration_ms / 1000).toFixed(1)}s`,
+            `${r.markers_new} new/${r.markers_skipped} done`,
+            r.reason ?? (r.exit_code !== null ? `exit ${r.exit_code}` : ""),
+          ]);
+        }
+        out(rows.length === 0 ? "no runs recorded" : table(t));
+        if (events.length > 0) {
+          out("\nEVENTS");
+          out(
+            table(
+              events.map((e) => [
+                when(new Date(e.at).toISOString()),
+                e.job ?? "-",
+                e.kind,
+                e.detail ?? "",
+              ]),
+            ),
+          );
+        }
+      },
+    );
 
   withConfig(program.command("logs <job>"))
     .description("print a run's log (default: the latest run)")
@@ -166,7 +201,12 @@ export function buildProgram(): Command {
     .action(async (name: string, o: { config?: string; run?: string; follow?: boolean }) => {
       const config = await load(o.config);
       findJob(config, name);
-      await logs(config, name, o.run === undefined ? null : positiveInt(o.run, "--run"), o.follow ?? false);
+      await logs(
+        config,
+        name,
+        o.run === undefined ? null : positiveInt(o.run, "--run"),
+        o.follow ?? false,
+      );
     });
 
   withConfig(program.command("next [job]"))
@@ -174,27 +214,56 @@ export function buildProgram(): Command {
     .option("--count <n>", "how many per job", "5")
     .option("--json", "machine-readable output")
     .addHelpText("after", "\nExample:\n  cronvisor next backup --count 10")
-    .action(async (jobName: string | undefined, o: { config?: string; count: string; json?: boolean }) => {
-      const config = await load(o.config);
-      const jobs = jobName ? [findJob(config, jobName)] : config.jobs;
-      const count = positiveInt(o.count, "--count");
-      const { nextSlots } = await import("./schedule.js");
-      const now = new Date();
-      const list = jobs.map((j) => ({ job: j.name, timezone: j.timezone, next: nextSlots(j, now, count).map((d) => d.toISOString()) }));
-      if (o.json) return out(JSON.stringify(list, null, 2));
-      for (const j of list) {
-        const cfg = jobs.find((x) => x.name === j.job) as JobConfig;
-        out(`${j.job} (${cfg.schedule}, ${j.timezone})`);
-        if (cfg.pattern === null) out("  @reboot: once per machine boot");
-        for (const t of j.next) out(`  ${t}  ${localTime(t, j.timezone)}`);
-      }
-    });
+    .action(
+      async (
+        jobName: string | undefined,
+        o: { config?: string; count: string; json?: boolean },
+      ) => {
+        const config = await load(o.config);
+        const jobs = jobName ? [findJob(config, jobName)] : config.jobs;
+        const count = positiveInt(o.count, "--count");
+        const { nextSlots } = await import("./schedule.js");
+        const now = new Date();
+        const list = jobs.map((j) => ({
+          job: j.name,
+          timezone: j.timezone,
+          next: nextSlots(j, now, count).map((d) => d.toISOString()),
+        }));
+        if (o.json) return out(JSON.stringify(list, null, 2));
+        for (const j of list) {
+          const cfg = jobs.find((x) => x.name === j.job) as JobConfig;
+          out(`${j.job} (${cfg.schedule}, ${j.timezone})`);
+          if (cfg.pattern === null) out("  @reboot: once per machine boot");
+          for (const t of j.next) out(`  ${t}  ${localTime(t, j.timezone)}`);
+        }
+      },
+    );
 
   for (const [name, args, desc, example] of [
-    ["mark", "[keys...]", "record done-markers durably (fsync'd) before exiting 0", "cronvisor mark invoice-42"],
-    ["check", "<key>", "exit 0 if KEY is marked, 1 if not", "cronvisor check invoice-42 || send-invoice 42"],
-    ["once", "<key> [cmd...]", "run CMD only if KEY is not marked; mark KEY right after CMD exits 0", "cronvisor once upload-7 -- ./upload.sh 7"],
-    ["progress", "[message]", "report progress for the current run", "cronvisor progress \"row 118 of 200\""],
+    [
+      "mark",
+      "[keys...]",
+      "record done-markers durably (fsync'd) before exiting 0",
+      "cronvisor mark invoice-42",
+    ],
+    [
+      "check",
+      "<key>",
+      "exit 0 if KEY is marked, 1 if not",
+      "cronvisor check invoice-42 || send-invoice 42",
+    ],
+    [
+      "once",
+      "<key> [cmd...]",
+      "run CMD only if KEY is not marked; mark KEY right after CMD exits 0",
+      "cronvisor once upload-7 -- ./upload.sh 7",
+    ],
+    [
+      "progress",
+      "[message]",
+      "report progress for the current run",
+      'cronvisor progress "row 118 of 200"',
+    ],
   ] as const) {
     const cmd = withConfig(program.command(`${name} ${args}`))
       .description(`${desc}; inside a job it needs no options`)
@@ -202,8 +271,10 @@ export function buildProgram(): Command {
       .addHelpText("after", `\nExample:\n  ${example}`)
       .allowUnknownOption(true)
       .passThroughOptions(true);
-    if (name === "mark") cmd.option("--stdin", "one key per line; each is acknowledged on stdout when it is on disk");
-    if (name === "once") cmd.option("--wait", "wait for another `once` holding KEY instead of exiting 75");
+    if (name === "mark")
+      cmd.option("--stdin", "one key per line; each is acknowledged on stdout when it is on disk");
+    if (name === "once")
+      cmd.option("--wait", "wait for another `once` holding KEY instead of exiting 75");
     cmd.action(async (...a: unknown[]) => {
       const o = a[a.length - 2] as { config?: string; job?: string };
       await markerCommand(name, o);
@@ -227,10 +298,22 @@ export function buildProgram(): Command {
       const config = await load(o.config);
       findJob(config, name);
       const store = await openStoreOrEmpty(config);
-      const list = (store?.markers(name) ?? []).map((m) => ({ key: m.key, run_id: m.run_id, fence: m.fence, created_at: new Date(m.created_at).toISOString() }));
+      const list = (store?.markers(name) ?? []).map((m) => ({
+        key: m.key,
+        run_id: m.run_id,
+        fence: m.fence,
+        created_at: new Date(m.created_at).toISOString(),
+      }));
       store?.close();
       if (o.json) return out(JSON.stringify(list, null, 2));
-      out(list.length === 0 ? `no markers for ${name}` : table([["KEY", "RUN", "MARKED AT"], ...list.map((m) => [m.key, String(m.run_id ?? "-"), when(m.created_at)])]));
+      out(
+        list.length === 0
+          ? `no markers for ${name}`
+          : table([
+              ["KEY", "RUN", "MARKED AT"],
+              ...list.map((m) => [m.key, String(m.run_id ?? "-"), when(m.created_at)]),
+            ]),
+      );
     });
 
   withConfig(program.command("unmark <job> <key>"))
@@ -240,7 +323,12 @@ export function buildProgram(): Command {
       const config = await load(o.config);
       findJob(config, name);
       const store = await openStore(config, true);
-      const removed = store.removeMarker(name, key, Date.now(), `${process.env.USER ?? "operator"} pid ${process.pid}`);
+      const removed = store.removeMarker(
+        name,
+        key,
+        Date.now(),
+        `${process.env.USER ?? "operator"} pid ${process.pid}`,
+      );
       store.close();
       out(removed ? `unmarked ${key} in ${name}` : `${key} was not marked in ${name}`);
     });
@@ -253,12 +341,20 @@ export function buildProgram(): Command {
     .addHelpText("after", "\nExample:\n  crontab -l | cronvisor import-crontab - > jobs.yaml")
     .action(async (file: string | undefined, o: { system?: boolean; skipInvalid?: boolean }) => {
       const { importCrontab } = await import("./crontab.js");
-      const src = file === undefined || file === "-" ? "/dev/stdin" : file;
-      const text = fs.readFileSync(src, "utf8");
-      const res = importCrontab(text, { file: file ?? "-", system: o.system, skipInvalid: o.skipInvalid });
+      // fd 0, not /dev/stdin: a pipe from spawn() cannot be reopened by path.
+      const text = fs.readFileSync(file === undefined || file === "-" ? 0 : file, "utf8");
+      const res = importCrontab(text, {
+        file: file ?? "-",
+        system: o.system,
+        skipInvalid: o.skipInvalid,
+      });
       for (const w of res.warnings) process.stderr.write(`cronvisor: ${w}\n`);
       if (res.errors.length > 0) {
-        throw new CliError(res.errors.map((e) => `${file ?? "-"}:${e.line}: ${e.message}`).join("\n"), EXIT.usage);
+        throw new CliError(
+          // Each message already names its line ("line 7: ...").
+          res.errors.map((e) => `${file ?? "-"}: ${e.message}`).join("\n"),
+          EXIT.usage,
+        );
       }
       process.stdout.write(res.yaml);
     });
@@ -268,7 +364,8 @@ export function buildProgram(): Command {
 
 function positiveInt(v: string, flag: string): number {
   const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new CliError(`${flag} must be a positive integer, got ${JSON.stringify(v)}`, EXIT.usage);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new CliError(`${flag} must be a positive integer, got ${JSON.stringify(v)}`, EXIT.usage);
   return n;
 }
 
@@ -320,7 +417,8 @@ async function runDaemon(file: string): Promise<void> {
   try {
     sup.start();
   } catch (e) {
-    if (e instanceof DaemonBusyError || e instanceof StoreError) throw new CliError(e.message, EXIT.fail);
+    if (e instanceof DaemonBusyError || e instanceof StoreError)
+      throw new CliError(e.message, EXIT.fail);
     throw e;
   }
   let signals = 0;
@@ -342,16 +440,27 @@ async function runDaemon(file: string): Promise<void> {
 
 async function monitorHooks(config: Config) {
   const { createMonitor } = await import("./monitor.js");
-  return createMonitor(config);
+  try {
+    return await createMonitor(config);
+  } catch (e) {
+    // A configured endpoint that cannot listen is an error at start, not a silent gap in monitoring.
+    throw new CliError(`cronvisor: ${(e as Error).message}`, EXIT.fail);
+  }
 }
 
 async function runNow(config: Config, job: JobConfig): Promise<number> {
   const { launch } = await import("./execute.js");
   const { startTimeOf } = await import("./proc.js");
-  const store = await openStore(config, true);
+  // Checked like the daemon's: a run must not write its records into a corrupt store.
+  const store = await openStore(config, true, true);
   try {
     const res = launch(
-      { config, store, owner: { pid: process.pid, start: startTimeOf(process.pid) }, now: Date.now },
+      {
+        config,
+        store,
+        owner: { pid: process.pid, start: startTimeOf(process.pid) },
+        now: Date.now,
+      },
       job,
       { slot: null, claimSlot: false, trigger: "manual", attempt: 1, echo: process.stdout },
     );
@@ -368,7 +477,9 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
     process.on("SIGINT", stop);
     process.on("SIGTERM", stop);
     const row = await res.finished;
-    process.stderr.write(`cronvisor: run ${row.id} of ${job.name}: ${row.status}${row.reason ? ` (${row.reason})` : ""}\n`);
+    process.stderr.write(
+      `cronvisor: run ${row.id} of ${job.name}: ${row.status}${row.reason ? ` (${row.reason})` : ""}\n`,
+    );
     return exitCodeOf(row.status, row.exit_code, row.signal);
   } finally {
     store.close();
@@ -387,13 +498,19 @@ const signalNumbers: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGKILL: 9
 
 function runDetached(config: Config, job: JobConfig): number {
   // A detached `cronvisor run` owns the run, so its end is recorded even though we return now.
-  const child = spawn(process.execPath, [process.argv[1] as string, "run", job.name, "-c", config.file], {
-    detached: true,
-    stdio: "ignore",
-    env: process.env,
-  });
+  const child = spawn(
+    process.execPath,
+    [process.argv[1] as string, "run", job.name, "-c", config.file],
+    {
+      detached: true,
+      stdio: "ignore",
+      env: process.env,
+    },
+  );
   child.unref();
-  out(`started ${job.name} in the background (pid ${child.pid}); see: cronvisor history ${job.name} -c ${config.file}`);
+  out(
+    `started ${job.name} in the background (pid ${child.pid}); see: cronvisor history ${job.name} -c ${config.file}`,
+  );
   return EXIT.ok;
 }
 
@@ -405,7 +522,10 @@ async function reload(file: string): Promise<void> {
   // Find the daemon through the store of the config's state dir (or, if the new config is
   // broken, there is no state dir to read: say so).
   if (!res.config) {
-    throw new CliError(`${res.errors.map(formatConfigError).join("\n")}\nthe running daemon keeps its old config`, EXIT.usage);
+    throw new CliError(
+      `${res.errors.map(formatConfigError).join("\n")}\nthe running daemon keeps its old config`,
+      EXIT.usage,
+    );
   }
   const store = await openStoreOrEmpty(res.config);
   const d = store?.daemon();
@@ -417,54 +537,83 @@ async function reload(file: string): Promise<void> {
   out(`sent SIGHUP to daemon ${d.pid}`);
 }
 
-async function status(jobName: string | null, o: { config?: string; json?: boolean; check?: boolean }): Promise<void> {
+async function status(
+  jobName: string | null,
+  o: { config?: string; json?: boolean; check?: boolean },
+): Promise<void> {
+  // `--check` answers for monitoring (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN) whatever goes wrong:
+  // its first output line is the verdict, the human status follows as detail.
+  const verdict = (why: string, code: number = EXIT.unknown): void => {
+    out(`${code === 2 ? "CRITICAL" : "UNKNOWN"}: ${why}`);
+    process.exitCode = code;
+  };
   let config: Config;
   try {
     config = await load(o.config);
   } catch (e) {
     if (o.check && e instanceof CliError) {
       process.stderr.write(`${e.message}\n`);
-      out("UNKNOWN: the config cannot be read");
-      process.exitCode = EXIT.unknown;
-      return;
+      return verdict("the config cannot be read");
     }
     throw e;
   }
   if (jobName) findJob(config, jobName);
-  const store = await openStoreOrEmpty(config);
-  if (!store) {
-    if (o.check) {
-      out(`UNKNOWN: no state store in ${config.stateDir}`);
-      process.exitCode = EXIT.unknown;
-      return;
+  const { StoreError } = await import("./store.js");
+  let store;
+  try {
+    store = await openStoreOrEmpty(config);
+  } catch (e) {
+    // A store that exists but cannot be read stops the daemon too: CRITICAL. A busy one: UNKNOWN.
+    if (o.check && e instanceof StoreError) {
+      return verdict(e.message, e.code === "busy" ? EXIT.unknown : 2);
     }
-    throw new CliError(`no state store in ${config.stateDir}: the daemon has never run`, EXIT.unknown);
+    throw e;
   }
-  const { buildStatus, checkCode } = await import("./status.js");
-  const report = buildStatus(config, store, Date.now(), jobName);
-  const detail = jobName ? store.history(jobName, 10) : [];
-  store.close();
+  if (!store) {
+    if (o.check) return verdict(`no state store in ${config.stateDir} (has the daemon ever run?)`);
+    throw new CliError(
+      `no state store in ${config.stateDir}: the daemon has never run`,
+      EXIT.unknown,
+    );
+  }
+  const { buildStatus, checkCode, checkSummary } = await import("./status.js");
+  let report;
+  let detail;
+  try {
+    report = buildStatus(config, store, Date.now(), jobName);
+    detail = jobName ? store.history(jobName, 10) : [];
+  } finally {
+    store.close();
+  }
+  if (o.check && !o.json) out(checkSummary(report));
   if (o.json) out(JSON.stringify(report, null, 2));
   else {
     const { renderStatus } = await import("./render.js");
-    out(renderStatus(report, detail, { color: Boolean(process.stdout.isTTY) && !process.env.NO_COLOR }));
+    // hasColors() is false with NO_COLOR, NODE_DISABLE_COLORS or TERM=dumb (and honours FORCE_COLOR).
+    const color = Boolean(process.stdout.isTTY) && process.stdout.hasColors();
+    out(renderStatus(report, detail, { color }));
   }
-  if (o.check) {
-    const code = checkCode(report);
-    if (!o.json) {
-      const bad = report.jobs.filter((j) => ["late", "stuck", "failing", "repeating"].includes(j.health));
-      out(code === 2 ? `CRITICAL: daemon ${report.daemon.state}` : code === 1 ? `WARNING: ${bad.map((j) => `${j.name} ${j.health}`).join(", ")}` : "OK");
-    }
-    process.exitCode = code;
-  }
+  if (o.check) process.exitCode = checkCode(report);
 }
 
-async function logs(config: Config, job: string, runId: number | null, follow: boolean): Promise<void> {
+async function logs(
+  config: Config,
+  job: string,
+  runId: number | null,
+  follow: boolean,
+): Promise<void> {
   const store = await openStoreOrEmpty(config);
-  const run = store ? (runId === null ? store.history(job, 50).find((r) => r.log_path !== null) : store.run(runId)) : undefined;
+  const run = store
+    ? runId === null
+      ? store.history(job, 50).find((r) => r.log_path !== null)
+      : store.run(runId)
+    : undefined;
   if (!store || !run || run.job !== job || run.log_path === null) {
     store?.close();
-    throw new CliError(runId === null ? `no runs of ${job} yet` : `no run ${runId} of ${job}`, EXIT.fail);
+    throw new CliError(
+      runId === null ? `no runs of ${job} yet` : `no run ${runId} of ${job}`,
+      EXIT.fail,
+    );
   }
   let offset = 0;
   const pump = (): void => {
@@ -503,7 +652,8 @@ async function setPaused(name: string, o: { config?: string }, paused: boolean):
   const store = await openStore(config, true);
   store.setPaused(name, paused, Date.now());
   store.close();
-  if (!paused && job.paused) out(`note: ${name} has paused: true in ${config.file}; it stays paused until that is removed`);
+  if (!paused && job.paused)
+    out(`note: ${name} has paused: true in ${config.file}; it stays paused until that is removed`);
   out(`${name} ${paused ? "paused" : "resumed"}`);
 }
 
@@ -526,11 +676,16 @@ async function markerCommand(name: string, o: { config?: string; job?: string })
   if (o.job !== undefined) {
     const config = await load(o.config);
     findJob(config, o.job);
-    const inRun = process.env.CRONVISOR_JOB === o.job && process.env.CRONVISOR_RUN_ID && process.env.CRONVISOR_FENCE;
+    const inRun =
+      process.env.CRONVISOR_JOB === o.job &&
+      process.env.CRONVISOR_RUN_ID &&
+      process.env.CRONVISOR_FENCE;
     target = {
       stateDir: config.stateDir,
       job: o.job,
-      run: inRun ? { id: Number(process.env.CRONVISOR_RUN_ID), fence: Number(process.env.CRONVISOR_FENCE) } : null,
+      run: inRun
+        ? { id: Number(process.env.CRONVISOR_RUN_ID), fence: Number(process.env.CRONVISOR_FENCE) }
+        : null,
     };
   }
   process.exitCode = await runMarkerCommand([name, ...rest], target);
@@ -539,12 +694,18 @@ async function markerCommand(name: string, o: { config?: string; job?: string })
 export async function main(argv: string[]): Promise<void> {
   const program = buildProgram();
   program.exitOverride();
+  // Subcommands were built before the override and do not inherit it: without their own, a usage
+  // error (`check` with no KEY) exits 1, which `check` means as "not marked".
+  for (const c of program.commands) c.exitOverride();
   program.configureOutput({ writeErr: (s) => process.stderr.write(s) });
   try {
     await program.parseAsync(argv);
   } catch (e) {
     if (e instanceof CommanderError) {
-      const code = e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.exitCode === 0 ? 0 : EXIT.usage;
+      const code =
+        e.code === "commander.helpDisplayed" || e.code === "commander.version" || e.exitCode === 0
+          ? 0
+          : EXIT.usage;
       process.exit(code);
     }
     if (e instanceof CliError) {
