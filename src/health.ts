@@ -1,112 +1,225 @@
 // Health is derived from what runs produced, never from what a worker says about itself: a pure
-// function of store rows and `now`, so it can be tested without a clock or a daemon.
+// function of store rows and `now`, so it can be tested without a clock or a daemon. `status`,
+// `--check`, the alerts and the metrics all read the words from here, so they cannot disagree.
+//
+// The rules (docs/health.md explains them to operators):
+//   paused     the job is paused (config or `cronvisor pause`); it outranks every other word
+//   stuck      a live run has shown no progress (start, marker, `progress`) for progress_within
+//   failing    the newest run with a verdict (ok, failed, timeout, spawn_failed) did not succeed;
+//              killed and interrupted runs carry no verdict on the job's own code (an operator
+//              stopped the daemon, a replace policy, a crash) and are looked past
+//   repeating  a marker key was attempted more than repeat_limit times without being marked, and
+//              is still being attempted (its last attempt is no older than the start of the
+//              newest finished run: a key the job has given up on stops counting)
+//   late       no success for success_within, counted from the last success or, if there never
+//              was one, from when the job was first seen (the daemon's first start with it in the
+//              config, the reload that added it, or its first manual run); never from the current
+//              daemon's start, so a restart neither hides lateness nor makes it flap
+//   never-run  no run at all yet, and nothing above applies
+//   ok         none of the above
+// A run that has lasted more than SLOW_FACTOR x the p95 of the job's recent successes is reported
+// as a problem sentence without changing the word: slow is a warning sign, not a failure.
 import type { DaemonRow, RunRow } from "./store.js";
 import type { JobConfig } from "./types.js";
 
 export type HealthWord = "ok" | "late" | "stuck" | "failing" | "repeating" | "paused" | "never-run";
 export type DaemonState = "running" | "unresponsive" | "down";
 
+/** Worst first: the first word that applies is the job's health. */
+export const HEALTH_ORDER: readonly HealthWord[] = [
+  "paused",
+  "stuck",
+  "failing",
+  "repeating",
+  "late",
+  "never-run",
+  "ok",
+];
+/** The words that make `status --check` say WARNING (and that alerts announce). */
+export const WARNING_WORDS: readonly HealthWord[] = ["stuck", "failing", "repeating", "late"];
+
 /** No beat for more than this many intervals while the pid lives: stalled or SIGSTOPped. */
 export const UNRESPONSIVE_BEATS = 3;
 /** A running run longer than this multiple of its recent p95 is flagged slow. */
-const SLOW_FACTOR = 2;
-const SLOW_MIN_SAMPLES = 5;
+export const SLOW_FACTOR = 2;
+/** Fewer successful runs than this say nothing about what is usual. */
+export const SLOW_MIN_SAMPLES = 5;
+/** Runs shorter than this are never called slow (a 20 ms job taking 50 ms is noise). */
+const SLOW_FLOOR_MS = 1000;
+/** Statuses that judge the job's own code; the others (killed, interrupted) are looked past. */
+const VERDICTS: ReadonlySet<string> = new Set(["ok", "failed", "timeout", "spawn_failed"]);
 
 export function daemonState(row: DaemonRow | null, pidAlive: boolean, now: number): DaemonState {
   if (!row || row.pid === null || row.stopped_at !== null || !pidAlive) return "down";
-  const interval = row.heartbeat_ms ?? 10_000;
-  if (row.heartbeat_at === null || now - row.heartbeat_at > UNRESPONSIVE_BEATS * interval) return "unresponsive";
-  return "running";
+  return beating(row, now) ? "running" : "unresponsive";
 }
+
+/** Has the daemon beaten within UNRESPONSIVE_BEATS intervals? (The pid check is the caller's.) */
+export function beating(
+  row: Pick<DaemonRow, "heartbeat_at" | "heartbeat_ms">,
+  now: number,
+): boolean {
+  const interval = row.heartbeat_ms ?? 10_000;
+  return row.heartbeat_at !== null && now - row.heartbeat_at <= UNRESPONSIVE_BEATS * interval;
+}
+
+/** The columns of a run that health reads (so tests can build rows by hand). */
+export type RunFacts = Pick<
+  RunRow,
+  "id" | "status" | "reason" | "started_at" | "finished_at" | "duration_ms" | "progress_at"
+>;
 
 export interface JobFacts {
   now: number;
   job: Pick<JobConfig, "name" | "health">;
   paused: boolean;
-  /** When the daemon (or, failing that, the job's first sighting) started watching this job. */
-  watchedSince: number | null;
+  /** When the job was first seen (its row's first_seen_at). */
+  firstSeenAt: number | null;
   lastSuccessAt: number | null;
-  /** Finished runs that had a process, newest first. */
-  recent: RunRow[];
-  running: RunRow[];
-  repeating: { key: string; count: number }[];
+  /** Finished runs that had a process, newest first (the caller decides how many: 20 is plenty). */
+  recent: RunFacts[];
+  /** Runs whose processes (or supervisor) still live, oldest first. */
+  running: RunFacts[];
+  /** Marker keys attempted more than `health.repeat_limit` times without being marked. */
+  attempts: { key: string; count: number; last_at: number }[];
+}
+
+/** One reason behind the health word, as a plain sentence. `word` null: worth saying, not a health word. */
+export interface Finding {
+  word: HealthWord | null;
+  runId: number | null;
+  message: string;
 }
 
 export interface Assessment {
+  /** The worst word that applies. */
   health: HealthWord;
+  /** Every word that applies, worst first (`ok` only when nothing else does). */
+  words: HealthWord[];
+  /** Every finding's sentence, worst first. */
   problems: string[];
+  findings: Finding[];
+  /** p95 of recent successful durations, when there are enough of them to say. */
+  p95DurationMs: number | null;
+  /** Running runs past SLOW_FACTOR x p95. */
+  slowRunIds: number[];
 }
 
-const ago = (ms: number): string => {
+/** `42s`, `7m`, `3h`, `2d`: short and rounded, for sentences. */
+export function humanDuration(ms: number): string {
   const s = Math.round(ms / 1000);
   if (s < 120) return `${s}s`;
   if (s < 7200) return `${Math.round(s / 60)}m`;
   if (s < 172_800) return `${Math.round(s / 3600)}h`;
   return `${Math.round(s / 86_400)}d`;
-};
+}
+
+const describeRun = (r: RunFacts): string =>
+  `run ${r.id}: ${r.status}${r.reason ? `, ${r.reason}` : ""}`;
 
 /** The health word (worst first) and every problem, as plain sentences. */
 export function assessJob(f: JobFacts): Assessment {
-  const problems: string[] = [];
-  const words = new Set<HealthWord>();
+  const findings: Finding[] = [];
   const { now, job } = f;
+  const add = (word: HealthWord | null, runId: number | null, message: string): void => {
+    findings.push({ word, runId, message });
+  };
 
-  if (f.paused) {
-    words.add("paused");
-    problems.push("paused: its slots are skipped until `cronvisor resume`");
-  }
+  if (f.paused) add("paused", null, "paused: its slots are skipped until `cronvisor resume`");
 
   const within = job.health.progressWithinMs;
+  const p95 = percentile95(
+    f.recent.filter((r) => r.status === "ok").map((r) => r.duration_ms ?? 0),
+  );
+  const slowRunIds: number[] = [];
   for (const r of f.running) {
-    const since = r.progress_at ?? r.started_at;
+    const since = Math.max(r.progress_at ?? r.started_at, r.started_at);
     if (within !== null && now - since > within) {
-      words.add("stuck");
-      problems.push(`run ${r.id} has shown no progress for ${ago(now - since)} (limit ${ago(within)})`);
+      add(
+        "stuck",
+        r.id,
+        `run ${r.id} has shown no progress for ${humanDuration(now - since)} (limit ${humanDuration(within)})`,
+      );
     }
-    const p95 = percentile95(f.recent.filter((x) => x.status === "ok").map((x) => x.duration_ms ?? 0));
-    if (p95 !== null && now - r.started_at > SLOW_FACTOR * Math.max(p95, 1000)) {
-      problems.push(`run ${r.id} has run ${ago(now - r.started_at)}, over ${SLOW_FACTOR}× its usual ${ago(p95)} (p95)`);
+    if (p95 !== null && now - r.started_at > SLOW_FACTOR * Math.max(p95, SLOW_FLOOR_MS)) {
+      slowRunIds.push(r.id);
+      add(
+        null,
+        r.id,
+        `run ${r.id} has run ${humanDuration(now - r.started_at)}, over ${SLOW_FACTOR}× its usual ${humanDuration(p95)} (p95 of recent successes)`,
+      );
     }
   }
 
-  const last = f.recent[0];
-  if (last && last.status !== "ok") {
+  const verdicts = f.recent.filter((r) => VERDICTS.has(r.status));
+  const verdict = verdicts[0];
+  if (verdict && verdict.status !== "ok") {
     let n = 0;
-    while (n < f.recent.length && f.recent[n]?.status !== "ok") n++;
-    words.add("failing");
-    problems.push(
-      `the last ${n === 1 ? "run" : `${n} runs`} failed (run ${last.id}: ${last.status}${last.reason ? `, ${last.reason}` : ""})`,
+    while (n < verdicts.length && verdicts[n]?.status !== "ok") n++;
+    add(
+      "failing",
+      verdict.id,
+      n === 1
+        ? `the last run failed (${describeRun(verdict)})`
+        : `the last ${n} runs failed (latest ${describeRun(verdict)})`,
     );
   }
+  const newest = f.recent[0];
+  if (newest && !VERDICTS.has(newest.status) && f.running.length === 0) {
+    add(null, newest.id, `the last run was ${newest.status} (${describeRun(newest)})`);
+  }
 
-  if (f.repeating.length > 0) {
-    words.add("repeating");
-    const [worst] = f.repeating;
-    problems.push(
-      `${f.repeating.length} key(s) attempted more than ${job.health.repeatLimit} times without being marked done (worst: ${JSON.stringify(worst?.key)} ${worst?.count} times)`,
+  const limit = job.health.repeatLimit;
+  const stillTried = newest ? newest.started_at : -Infinity;
+  const repeating = f.attempts
+    .filter((a) => a.count > limit && a.last_at >= stillTried)
+    .sort((a, b) => b.count - a.count || (a.key < b.key ? -1 : 1));
+  const worst = repeating[0];
+  if (worst) {
+    add(
+      "repeating",
+      newest?.id ?? null,
+      `${repeating.length === 1 ? "1 key was" : `${repeating.length} keys were`} attempted more than ${limit} times without being marked done (worst: ${JSON.stringify(worst.key)}, ${worst.count} times)`,
     );
   }
 
   const sw = job.health.successWithinMs;
   if (sw !== null) {
-    const ref = f.lastSuccessAt ?? f.watchedSince;
+    const ref = f.lastSuccessAt ?? f.firstSeenAt;
     if (ref !== null && now - ref > sw) {
-      words.add("late");
-      problems.push(
+      add(
+        "late",
+        null,
         f.lastSuccessAt === null
-          ? `no successful run since it was first watched ${ago(now - ref)} ago (limit ${ago(sw)})`
-          : `last success ${ago(now - ref)} ago (limit ${ago(sw)})`,
+          ? `no successful run since it was first seen ${humanDuration(now - ref)} ago (limit ${humanDuration(sw)})`
+          : `last success ${humanDuration(now - ref)} ago (limit ${humanDuration(sw)})`,
       );
     }
   }
 
-  if (f.recent.length === 0 && f.running.length === 0 && words.size === 0) words.add("never-run");
+  if (f.recent.length === 0 && f.running.length === 0 && !findings.some((x) => x.word !== null)) {
+    add("never-run", null, "it has not run yet");
+  }
 
-  const order: HealthWord[] = ["paused", "stuck", "failing", "repeating", "late", "never-run"];
-  return { health: order.find((w) => words.has(w)) ?? "ok", problems };
+  // Worst first; notes (word null) after the word they explain least: at the end.
+  const rank = (x: Finding): number =>
+    x.word === null ? HEALTH_ORDER.length : HEALTH_ORDER.indexOf(x.word);
+  findings.sort((a, b) => rank(a) - rank(b));
+  const words = HEALTH_ORDER.filter((w) => findings.some((x) => x.word === w));
+  if (words.length === 0) words.push("ok");
+  return {
+    health: words[0] as HealthWord,
+    words,
+    // `never-run` is a state, not a problem: it is not listed among the problems.
+    problems: findings.filter((x) => x.word !== "never-run").map((x) => x.message),
+    findings,
+    p95DurationMs: p95,
+    slowRunIds,
+  };
 }
 
-function percentile95(xs: number[]): number | null {
+/** Nearest-rank p95; null with fewer than SLOW_MIN_SAMPLES samples. */
+export function percentile95(xs: number[]): number | null {
   if (xs.length < SLOW_MIN_SAMPLES) return null;
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil(0.95 * s.length) - 1)] ?? null;

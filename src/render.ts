@@ -1,73 +1,144 @@
-// The human view of `status`: the daemon line on top, then one line per job, health first.
-// Colour only on a terminal and never with NO_COLOR.
+// The human view of `status`: the daemon line on top, then one line per job, health first, then
+// each problem as a sentence. `status JOB` adds the job's detail and its last runs. Colour only
+// when asked (the CLI asks on a terminal that has colours: not with NO_COLOR or TERM=dumb).
 import type { RunRow } from "./store.js";
-import { historyEntry, type StatusReport } from "./status.js";
+import { historyEntry, type JobReport, type StatusReport } from "./status.js";
+
+const RED = "31";
+const GREEN = "32";
+const YELLOW = "33";
+const CYAN = "36";
 
 const COLORS: Record<string, string> = {
-  ok: "32",
-  running: "32",
-  paused: "36",
-  "never-run": "36",
-  late: "33",
-  repeating: "33",
-  stuck: "31",
-  failing: "31",
-  unresponsive: "31",
-  down: "31",
+  ok: GREEN,
+  running: GREEN,
+  paused: CYAN,
+  "never-run": CYAN,
+  late: YELLOW,
+  repeating: YELLOW,
+  stuck: RED,
+  failing: RED,
+  unresponsive: RED,
+  down: RED,
 };
 
-const age = (s: number | null): string => {
+/** `42s`, `7m`, `3h`, `2d`. */
+export function age(s: number | null): string {
   if (s === null) return "-";
   if (s < 120) return `${Math.round(s)}s`;
   if (s < 7200) return `${Math.round(s / 60)}m`;
   if (s < 172_800) return `${Math.round(s / 3600)}h`;
   return `${Math.round(s / 86_400)}d`;
-};
+}
 
-const ago = (iso: string | null, now: number): string => (iso === null ? "never" : `${age((now - Date.parse(iso)) / 1000)} ago`);
+const ago = (iso: string | null, now: number): string =>
+  iso === null ? "never" : `${age(Math.max(0, now - Date.parse(iso)) / 1000)} ago`;
 
-export function renderStatus(r: StatusReport, detail: RunRow[], opts: { color: boolean; now?: number }): string {
+/** `2026-03-29 01:00Z`: minutes are enough in a table. */
+const short = (iso: string | null): string =>
+  iso === null ? "-" : iso.replace("T", " ").replace(/:\d\d\.\d{3}Z$/, "Z");
+
+export interface RenderOptions {
+  color: boolean;
+  now?: number;
+}
+
+export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOptions): string {
   const now = opts.now ?? Date.now();
-  const paint = (word: string): string => (opts.color && COLORS[word] ? `\x1b[${COLORS[word]}m${word}\x1b[0m` : word);
+  const paint = (word: string): string =>
+    opts.color && COLORS[word] ? `\x1b[${COLORS[word]}m${word}\x1b[0m` : word;
+  const lines: string[] = [daemonLine(r, now, paint)];
   const d = r.daemon;
-  const lines: string[] = [];
-  lines.push(
-    `daemon ${paint(d.state)}${d.pid !== null ? ` pid ${d.pid}` : ""}, heartbeat ${d.heartbeat_age_s === null ? "never" : `${age(d.heartbeat_age_s)} ago`}${d.started_at ? `, started ${ago(d.started_at, now)}` : ""}`,
+  if (d.config_error) {
+    lines.push(`  config error (the daemon keeps its previous config):`);
+    for (const l of d.config_error.split("\n")) lines.push(`    ${l}`);
+  }
+  if (r.jobs.length === 0) {
+    lines.push("no jobs");
+    return lines.join("\n");
+  }
+  const rows: string[][] = [
+    ["HEALTH", "JOB", "LAST RUN", "LAST SUCCESS", "PROGRESS", "MARKERS", "NEXT", "NOW"],
+  ];
+  for (const j of r.jobs) rows.push(jobRow(j, now));
+  const widths: number[] = [];
+  for (const row of rows) row.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
+  rows.forEach((row, n) => {
+    const cells = row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i] ?? 0)));
+    // Pad before painting: escape codes have no width.
+    if (n > 0)
+      cells[0] = paint(row[0] as string) + " ".repeat((widths[0] ?? 0) - (row[0] as string).length);
+    lines.push(cells.join("  ").trimEnd());
+  });
+  for (const j of r.jobs) for (const p of j.problems) lines.push(`  ${j.name}: ${p}`);
+  const one = r.jobs.length === 1 ? r.jobs[0] : undefined;
+  if (one && detail.length > 0) lines.push("", ...jobDetail(one, detail, now));
+  return lines.join("\n");
+}
+
+function daemonLine(r: StatusReport, now: number, paint: (w: string) => string): string {
+  const d = r.daemon;
+  const every = d.heartbeat_interval_s !== null ? ` (every ${age(d.heartbeat_interval_s)})` : "";
+  const beat =
+    d.heartbeat_age_s === null ? "never beat" : `heartbeat ${age(d.heartbeat_age_s)} ago${every}`;
+  switch (d.state) {
+    case "running":
+      return `daemon ${paint("running")}, pid ${d.pid}, ${beat}, started ${ago(d.started_at, now)}`;
+    case "unresponsive":
+      return `daemon ${paint("unresponsive")}: pid ${d.pid} is alive but not beating, ${beat}`;
+    case "down":
+      return `daemon ${paint("down")}: no daemon process${d.heartbeat_age_s === null ? "" : `, last heartbeat ${age(d.heartbeat_age_s)} ago`}`;
+  }
+}
+
+function jobRow(j: JobReport, now: number): string[] {
+  const last = j.last_run;
+  const running = j.running;
+  return [
+    j.health,
+    j.name,
+    last ? `${last.status} ${ago(last.finished_at ?? last.started_at, now)}` : "-",
+    ago(j.last_success_at, now),
+    ago(j.last_progress_at, now),
+    `${j.markers}${last ? ` (+${last.markers_new}, ${last.markers_skipped} done)` : ""}`,
+    j.paused ? "paused" : short(j.next_slot),
+    running
+      ? `run ${running.run_id} for ${age(Math.max(0, now - Date.parse(running.started_at)) / 1000)}, progress ${age(running.progress_age_s)} ago${running.slow ? " (slow)" : ""}${j.running_count > 1 ? ` (+${j.running_count - 1} more)` : ""}`
+      : "",
+  ];
+}
+
+function jobDetail(j: JobReport, detail: RunRow[], now: number): string[] {
+  const out: string[] = [];
+  out.push(`${j.name}: ${j.schedule} (${j.timezone}), next ${short(j.next_slot)}`);
+  out.push(
+    `  lock: ${j.lock ? `held by run ${j.lock.run_id} (pid ${j.lock.pid ?? "-"}) since ${ago(j.lock.since, now)}` : "free"}`,
   );
-  if (d.config_error) lines.push(`  config error (the daemon keeps its previous config):\n    ${d.config_error.split("\n").join("\n    ")}`);
-  const rows: string[][] = [["HEALTH", "JOB", "LAST RUN", "LAST SUCCESS", "PROGRESS", "MARKERS", "NEXT", "NOW"]];
-  for (const j of r.jobs) {
-    const last = j.last_run;
+  if (j.running) {
+    const r = j.running;
+    out.push(
+      `  running: run ${r.run_id}, pid ${r.pid ?? "-"}, started ${ago(r.started_at, now)}, last progress ${ago(r.progress_at, now)}${r.progress_message ? `: ${r.progress_message}` : ""}`,
+    );
+  }
+  out.push(
+    `  markers: ${j.markers} in its namespace; usual duration: ${j.p95_duration_ms === null ? "not known yet" : `${age(j.p95_duration_ms / 1000)} (p95)`}`,
+  );
+  out.push("  recent runs:");
+  const rows = [["RUN", "STATUS", "TRIGGER", "STARTED", "DURATION", "MARKERS", "REASON"]];
+  for (const h of detail.map(historyEntry)) {
     rows.push([
-      j.health,
-      j.name,
-      last ? `${last.status} ${ago(last.finished_at ?? last.started_at, now)}` : "-",
-      ago(j.last_success_at, now),
-      ago(j.last_progress_at, now),
-      `${j.markers}${last ? ` (+${last.markers_new}, ${last.markers_skipped} done)` : ""}`,
-      j.paused ? "paused" : (j.next_slot?.replace("T", " ").replace(/:\d\d\.\d{3}Z$/, "Z") ?? "-"),
-      j.running ? `running ${j.running.run_id} pid ${j.running.pid ?? "-"}, progress ${age(j.running.progress_age_s)} ago` : "",
+      String(h.run_id),
+      h.status,
+      h.trigger ?? "-",
+      short(h.started_at),
+      h.duration_ms === null ? "-" : `${(h.duration_ms / 1000).toFixed(1)}s`,
+      `+${h.markers_new}/${h.markers_skipped} done`,
+      h.reason ?? (h.exit_code !== null ? `exit ${h.exit_code}` : ""),
     ]);
   }
   const widths: number[] = [];
   for (const row of rows) row.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  for (const row of rows) {
-    const cells = row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i] ?? 0)));
-    // Pad before painting: escape codes have no width.
-    if (row !== rows[0]) cells[0] = cells[0]?.replace(row[0] as string, paint(row[0] as string)) ?? "";
-    lines.push(cells.join("  ").trimEnd());
-  }
-  for (const j of r.jobs) for (const p of j.problems) lines.push(`  ${j.name}: ${p}`);
-  if (r.jobs.length === 1 && detail.length > 0) {
-    const j = r.jobs[0];
-    lines.push("");
-    lines.push(`${j?.name}: ${j?.schedule} (${j?.timezone}); lock: ${j?.lock ? `run ${j.lock.run_id} pid ${j.lock.pid ?? "-"} since ${j.lock.since}` : "free"}`);
-    lines.push("recent runs:");
-    for (const h of detail.map(historyEntry)) {
-      lines.push(
-        `  ${String(h.run_id).padStart(6)}  ${h.status.padEnd(12)} ${(h.trigger ?? "-").padEnd(8)} ${h.started_at}  ${h.duration_ms === null ? "-" : `${(h.duration_ms / 1000).toFixed(1)}s`}  +${h.markers_new}/${h.markers_skipped} done  ${h.reason ?? ""}`.trimEnd(),
-      );
-    }
-  }
-  return lines.join("\n");
+  for (const row of rows)
+    out.push(`    ${row.map((c, i) => c.padEnd(widths[i] ?? 0)).join("  ")}`.trimEnd());
+  return out;
 }

@@ -1,12 +1,24 @@
 // What `status` and `history` report, built from the store alone (so they work while the daemon is
-// down) plus the config for schedules. JSON field names are the contract in DESIGN.md.
-import { assessJob, daemonState, type DaemonState, type HealthWord } from "./health.js";
+// down) plus the config for schedules. JSON field names are the contract in DESIGN.md. The daemon's
+// alerts and metrics call `inspectJob` too: one health function for every reader.
+import {
+  assessJob,
+  daemonState,
+  WARNING_WORDS,
+  type Assessment,
+  type DaemonState,
+  type HealthWord,
+} from "./health.js";
 import { groupAlive, isAlive } from "./proc.js";
 import { nextSlot } from "./schedule.js";
-import type { RunRow, Store } from "./store.js";
-import type { Config } from "./types.js";
+import type { DaemonRow, JobRow, RunRow, Store } from "./store.js";
+import type { Config, JobConfig } from "./types.js";
 
-const iso = (t: number | null | undefined): string | null => (t === null || t === undefined ? null : new Date(t).toISOString());
+const iso = (t: number | null | undefined): string | null =>
+  t === null || t === undefined ? null : new Date(t).toISOString();
+
+/** How many finished runs health looks back over (failing streaks, p95 of durations). */
+const RECENT_RUNS = 20;
 
 export interface HistoryEntry {
   run_id: number;
@@ -58,6 +70,17 @@ export interface DaemonReport {
   config_error: string | null;
 }
 
+export interface RunningReport {
+  run_id: number;
+  pid: number | null;
+  started_at: string;
+  progress_at: string | null;
+  progress_age_s: number | null;
+  progress_message: string | null;
+  /** Longer than 2 x the p95 of the job's recent successful runs. */
+  slow: boolean;
+}
+
 export interface JobReport {
   name: string;
   schedule: string;
@@ -67,7 +90,7 @@ export interface JobReport {
   problems: string[];
   next_slot: string | null;
   /** The oldest running run (with `overlap: allow` there may be more: see `running_count`). */
-  running: { run_id: number; pid: number | null; started_at: string; progress_at: string | null; progress_age_s: number | null; progress_message: string | null } | null;
+  running: RunningReport | null;
   running_count: number;
   lock: { run_id: number; pid: number | null; since: string } | null;
   last_run: HistoryEntry | null;
@@ -76,6 +99,8 @@ export interface JobReport {
   markers: number;
   markers_new_last_run: number | null;
   markers_skipped_last_run: number | null;
+  /** p95 of the recent successful runs' durations (null with fewer than 5). */
+  p95_duration_ms: number | null;
 }
 
 export interface StatusReport {
@@ -83,11 +108,50 @@ export interface StatusReport {
   jobs: JobReport[];
 }
 
-export function buildStatus(config: Config, store: Store, now: number, only: string | null = null): StatusReport {
-  const d = store.daemon();
+/** Everything health is judged from for one job, read from the store, plus the judgement. */
+export interface JobInspection {
+  row: JobRow | null;
+  paused: boolean;
+  /** Live runs, oldest first. */
+  running: RunRow[];
+  assessment: Assessment;
+}
+
+/** Read one job's rows and judge its health: the same for `status`, alerts and metrics. */
+export function inspectJob(store: Store, job: JobConfig, now: number): JobInspection {
+  const row = store.job(job.name);
+  const paused = job.paused || row?.paused === 1;
+  // A `running` row whose processes and supervisor are gone is not running: show it as such.
+  const running = store
+    .runningRuns(job.name)
+    .filter(
+      (r) =>
+        (r.pgid !== null && groupAlive(r.pgid)) ||
+        (r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start)),
+    );
+  const recent = store.recentFinished(job.name, RECENT_RUNS);
+  const assessment = assessJob({
+    now,
+    job,
+    paused,
+    firstSeenAt: row?.first_seen_at ?? null,
+    lastSuccessAt: row?.last_success_at ?? null,
+    recent,
+    running,
+    attempts: store.repeatingKeysSince(
+      job.name,
+      job.health.repeatLimit,
+      recent[0]?.started_at ?? 0,
+    ),
+  });
+  return { row, paused, running, assessment };
+}
+
+/** The daemon's state as `status` sees it from outside: the row plus whether its pid lives. */
+export function daemonReport(d: DaemonRow | null, now: number): DaemonReport {
   const pidAlive = d?.pid != null && isAlive(d.pid, d.pid_start);
   const state = daemonState(d, pidAlive, now);
-  const daemon: DaemonReport = {
+  return {
     state,
     pid: state === "down" ? null : (d?.pid ?? null),
     started_at: iso(d?.started_at),
@@ -96,26 +160,20 @@ export function buildStatus(config: Config, store: Store, now: number, only: str
     heartbeat_interval_s: d?.heartbeat_ms != null ? d.heartbeat_ms / 1000 : null,
     config_error: state === "down" ? null : (d?.config_error ?? null),
   };
+}
+
+export function buildStatus(
+  config: Config,
+  store: Store,
+  now: number,
+  only: string | null = null,
+): StatusReport {
+  const d = store.daemon();
+  const daemon = daemonReport(d, now);
   const jobs: JobReport[] = [];
   for (const job of config.jobs) {
     if (only !== null && job.name !== only) continue;
-    const row = store.job(job.name);
-    const paused = job.paused || row?.paused === 1;
-    // A `running` row whose processes and supervisor are gone is not running: show it as such.
-    const running = store.runningRuns(job.name).filter((r) => (r.pgid !== null && groupAlive(r.pgid)) || (r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start)));
-    const recent = store.recentFinished(job.name, 20);
-    const daemonStart = state !== "down" ? (d?.started_at ?? null) : null;
-    const watchedSince = Math.max(daemonStart ?? 0, row?.first_seen_at ?? 0) || null;
-    const { health, problems } = assessJob({
-      now,
-      job,
-      paused,
-      watchedSince,
-      lastSuccessAt: row?.last_success_at ?? null,
-      recent,
-      running,
-      repeating: store.repeatingKeys(job.name, job.health.repeatLimit),
-    });
+    const { row, paused, running, assessment } = inspectJob(store, job, now);
     const last = store.lastRun(job.name);
     const holder = job.overlap === "allow" ? undefined : running[0];
     jobs.push({
@@ -123,37 +181,67 @@ export function buildStatus(config: Config, store: Store, now: number, only: str
       schedule: job.schedule,
       timezone: job.timezone,
       paused,
-      health,
-      problems,
+      health: assessment.health,
+      problems: assessment.problems,
       next_slot: iso(nextSlot(job, new Date(Math.max(now, row?.scanned_to ?? 0)))?.getTime()),
-      running: running[0] ? runningEntry(running[0], now) : null,
+      running: running[0] ? runningEntry(running[0], now, assessment.slowRunIds) : null,
       running_count: running.length,
-      lock: holder ? { run_id: holder.id, pid: holder.pid, since: iso(holder.started_at) as string } : null,
+      lock: holder
+        ? { run_id: holder.id, pid: holder.pid, since: iso(holder.started_at) as string }
+        : null,
       last_run: last ? historyEntry(last) : null,
       last_success_at: iso(row?.last_success_at),
       last_progress_at: iso(row?.last_progress_at),
       markers: store.markerCount(job.name),
       markers_new_last_run: last?.markers_new ?? null,
       markers_skipped_last_run: last?.markers_skipped ?? null,
+      p95_duration_ms: assessment.p95DurationMs,
     });
   }
   return { daemon, jobs };
 }
 
-function runningEntry(r: RunRow, now: number): NonNullable<JobReport["running"]> {
+function runningEntry(r: RunRow, now: number, slow: number[]): RunningReport {
   return {
     run_id: r.id,
     pid: r.pid,
     started_at: iso(r.started_at) as string,
     progress_at: iso(r.progress_at),
-    progress_age_s: r.progress_at !== null ? (now - r.progress_at) / 1000 : null,
+    progress_age_s: r.progress_at !== null ? Math.max(0, (now - r.progress_at) / 1000) : null,
     progress_message: r.progress_msg,
+    slow: slow.includes(r.id),
   };
 }
 
-/** Nagios-style: 0 OK, 1 WARNING (a job late/stuck/failing/repeating), 2 CRITICAL (daemon not beating). */
-export function checkCode(s: StatusReport): 0 | 1 | 2 {
+export type CheckCode = 0 | 1 | 2;
+
+/**
+ * Nagios-style: 2 CRITICAL when the daemon is down or not beating; 1 WARNING when a job is late,
+ * stuck, failing or repeating, or the daemon runs on an old config because a reload failed;
+ * else 0 OK. (3 UNKNOWN, no store, is decided before there is a report.)
+ */
+export function checkCode(s: StatusReport): CheckCode {
   if (s.daemon.state !== "running") return 2;
-  const warn: HealthWord[] = ["late", "stuck", "failing", "repeating"];
-  return s.jobs.some((j) => warn.includes(j.health)) ? 1 : 0;
+  if (s.jobs.some((j) => WARNING_WORDS.includes(j.health)) || s.daemon.config_error !== null)
+    return 1;
+  return 0;
+}
+
+/** The one-line verdict of `--check` (the first line a monitoring agent shows). */
+export function checkSummary(s: StatusReport): string {
+  const code = checkCode(s);
+  const d = s.daemon;
+  if (code === 2) {
+    const age =
+      d.heartbeat_age_s === null
+        ? "never beat"
+        : `last heartbeat ${Math.round(d.heartbeat_age_s)}s ago`;
+    return `CRITICAL: daemon ${d.state} (${age})`;
+  }
+  const bad = s.jobs.filter((j) => WARNING_WORDS.includes(j.health));
+  const parts = bad.map((j) => `${j.name} ${j.health}`);
+  if (d.config_error !== null)
+    parts.push("config reload failed (the daemon runs the previous config)");
+  if (code === 1) return `WARNING: ${parts.join(", ")}`;
+  return `OK: daemon running, ${s.jobs.length} job(s) healthy or idle`;
 }

@@ -63,6 +63,11 @@ const MIGRATIONS: string[] = [
     kind TEXT NOT NULL, detail TEXT);
   CREATE INDEX events_by_job ON events(job, id);
   `,
+  // 2: what the alerts last announced per job (failing, stuck, repeating, late), so a daemon
+  // restart neither repeats an alert nor forgets to send `recovered`.
+  `
+  CREATE TABLE alert_state (job TEXT PRIMARY KEY, active TEXT NOT NULL, since INTEGER NOT NULL) WITHOUT ROWID;
+  `,
 ];
 
 export class StoreError extends Error {
@@ -674,6 +679,85 @@ export class Store {
     return job === null
       ? (this.q("SELECT * FROM events ORDER BY id DESC LIMIT ?").all(limit) as EventRow[])
       : (this.q("SELECT * FROM events WHERE job = ? ORDER BY id DESC LIMIT ?").all(job, limit) as EventRow[]);
+  }
+
+  // ---- monitoring (alerts, metrics): read-mostly queries ---------------------------------------
+
+  /**
+   * Keys attempted more than `limit` times without being marked, whose last attempt is at or
+   * after `since` (still being tried), worst first.
+   */
+  repeatingKeysSince(
+    job: string,
+    limit: number,
+    since: number,
+  ): { key: string; count: number; last_at: number }[] {
+    return this.q(
+      `SELECT key, count, last_at FROM attempts WHERE job = ? AND count > ? AND last_at >= ?
+       ORDER BY count DESC, key LIMIT 10`,
+    ).all(job, limit, since) as { key: string; count: number; last_at: number }[];
+  }
+
+  /** A job's rows (runs and dispositions, any status) with an id above `afterId`, oldest first. */
+  runsAfter(job: string, afterId: number, limit: number): RunRow[] {
+    return this.q("SELECT * FROM runs WHERE job = ? AND id > ? ORDER BY id LIMIT ?").all(
+      job,
+      afterId,
+      limit,
+    ) as RunRow[];
+  }
+
+  /** A job's rows still running or finished at or after `since`, oldest first. */
+  runsRunningOrFinishedSince(job: string, since: number): RunRow[] {
+    return this.q(
+      "SELECT * FROM runs WHERE job = ? AND (status = 'running' OR finished_at >= ?) ORDER BY id",
+    ).all(job, since) as RunRow[];
+  }
+
+  /** The highest row id of a job (0 if none). */
+  maxRunId(job: string): number {
+    return (
+      this.q("SELECT COALESCE(MAX(id), 0) AS n FROM runs WHERE job = ?").get(job) as { n: number }
+    ).n;
+  }
+
+  /** The conditions last announced for a job, comma-separated, and since when; null if never. */
+  alertState(job: string): { active: string; since: number } | null {
+    return (
+      (this.q("SELECT active, since FROM alert_state WHERE job = ?").get(job) as
+        { active: string; since: number } | undefined) ?? null
+    );
+  }
+
+  setAlertState(job: string, active: string, now: number): void {
+    this.q(
+      `INSERT INTO alert_state (job, active, since) VALUES (?, ?, ?)
+       ON CONFLICT (job) DO UPDATE SET active = excluded.active, since = excluded.since`,
+    ).run(job, active, now);
+  }
+
+  /** Per-job gauges for a metrics scrape, in one pass: running runs and markers, by job. */
+  jobGauges(): {
+    name: string;
+    paused: number;
+    last_success_at: number | null;
+    last_progress_at: number | null;
+    running: number;
+    markers: number;
+  }[] {
+    return this.q(
+      `SELECT j.name, j.paused, j.last_success_at, j.last_progress_at,
+         (SELECT COUNT(*) FROM runs r WHERE r.job = j.name AND r.status = 'running') AS running,
+         (SELECT COUNT(*) FROM markers m WHERE m.job = j.name) AS markers
+       FROM jobs j ORDER BY j.name`,
+    ).all() as {
+      name: string;
+      paused: number;
+      last_success_at: number | null;
+      last_progress_at: number | null;
+      running: number;
+      markers: number;
+    }[];
   }
 }
 
