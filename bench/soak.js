@@ -50,7 +50,8 @@ const random = () => {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 const t0 = Date.now();
-const log = (s) => process.stderr.write(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s] ${s}\n`);
+const log = (s) =>
+  process.stderr.write(`[${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s] ${s}\n`);
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cvx-soak-"));
 const state = path.join(dir, "state");
@@ -128,8 +129,10 @@ async function startDaemon() {
   child.on("exit", () => (child.exitedAt = Date.now()));
   const deadline = Date.now() + 60_000;
   while (!fs.readFileSync(daemonLog, "utf8").includes(`daemon ${child.pid} started`)) {
-    if (child.exitedAt !== null) throw new Error(`daemon ${child.pid} exited during start-up; see ${daemonLog}`);
-    if (Date.now() > deadline) throw new Error(`daemon ${child.pid} did not start; see ${daemonLog}`);
+    if (child.exitedAt !== null)
+      throw new Error(`daemon ${child.pid} exited during start-up; see ${daemonLog}`);
+    if (Date.now() > deadline)
+      throw new Error(`daemon ${child.pid} did not start; see ${daemonLog}`);
     await sleep(25);
   }
   starts++;
@@ -143,7 +146,8 @@ function jobPids() {
   for (const p of fs.readdirSync("/proc")) {
     if (!/^\d+$/.test(p) || Number(p) === process.pid) continue;
     try {
-      if (`${fs.readFileSync(`/proc/${p}/environ`, "latin1")}\0`.includes(want)) pids.push(Number(p));
+      if (`${fs.readFileSync(`/proc/${p}/environ`, "latin1")}\0`.includes(want))
+        pids.push(Number(p));
     } catch {
       // gone, or not ours
     }
@@ -176,7 +180,10 @@ async function killDaemon() {
 let Database;
 async function query(sql, ...params) {
   Database ??= (await import("better-sqlite3")).default;
-  const db = new Database(path.join(state, "cronvisor.db"), { readonly: true, fileMustExist: true });
+  const db = new Database(path.join(state, "cronvisor.db"), {
+    readonly: true,
+    fileMustExist: true,
+  });
   db.pragma("busy_timeout = 10000");
   try {
     return db.prepare(sql).all(...params);
@@ -187,7 +194,10 @@ async function query(sql, ...params) {
 
 let round = 1;
 async function advanceRound(allowNext) {
-  const done = await query("SELECT 1 FROM markers WHERE job = 'items' AND key = ?", `round-${round}-done`);
+  const done = await query(
+    "SELECT 1 FROM markers WHERE job = 'items' AND key = ?",
+    `round-${round}-done`,
+  );
   if (done.length === 0) return false;
   if (allowNext) {
     round++;
@@ -199,13 +209,16 @@ async function advanceRound(allowNext) {
 
 // ---- the soak -----------------------------------------------------------------------------------
 
-log(`soak in ${dir}: ${KILLS} kills over ${DURATION_S} s, ${ITEMS} items x ${ITEM_MS} ms, ${TICK_JOBS} per-second jobs, seed ${SEED}`);
+log(
+  `soak in ${dir}: ${KILLS} kills over ${DURATION_S} s, ${ITEMS} items x ${ITEM_MS} ms, ${TICK_JOBS} per-second jobs, seed ${SEED}`,
+);
 await startDaemon();
 const soakStart = Date.now();
 const end = soakStart + DURATION_S * 1000;
-const killAt = Array.from({ length: KILLS }, () => soakStart + 5000 + random() * (DURATION_S * 1000 - 10_000)).sort(
-  (a, b) => a - b,
-);
+const killAt = Array.from(
+  { length: KILLS },
+  () => soakStart + 5000 + random() * (DURATION_S * 1000 - 10_000),
+).sort((a, b) => a - b);
 const kills = { both: 0, daemon: 0, jobs: 0, jobProcesses: 0 };
 for (const at of killAt) {
   while (Date.now() < at) {
@@ -245,10 +258,14 @@ const check = (name, ok, detail) => {
   log(`${ok ? "ok  " : "FAIL"} ${name}: ${detail}`);
 };
 
-const lines = fs.existsSync(itemsLog) ? fs.readFileSync(itemsLog, "utf8").split("\n").filter(Boolean) : [];
+const lines = fs.existsSync(itemsLog)
+  ? fs.readFileSync(itemsLog, "utf8").split("\n").filter(Boolean)
+  : [];
 const effects = new Map();
 for (const l of lines) effects.set(l, (effects.get(l) ?? 0) + 1);
-const markers = new Set((await query("SELECT key FROM markers WHERE job = 'items'")).map((r) => r.key));
+const markers = new Set(
+  (await query("SELECT key FROM markers WHERE job = 'items'")).map((r) => r.key),
+);
 let missing = 0;
 for (let r = 1; r <= round; r++) {
   for (let i = 1; i <= ITEMS; i++) {
@@ -265,7 +282,9 @@ check(
   `${repeats} repeated side effect(s); ${jobKills} kills hit the jobs (${kills.both} daemon+jobs, ${kills.jobs} jobs only), ${kills.daemon} hit the daemon alone`,
 );
 
-const ticks = fs.existsSync(ticksLog) ? fs.readFileSync(ticksLog, "utf8").split("\n").filter(Boolean) : [];
+const ticks = fs.existsSync(ticksLog)
+  ? fs.readFileSync(ticksLog, "utf8").split("\n").filter(Boolean)
+  : [];
 const seen = new Map();
 for (const l of ticks) {
   const [job, slot] = l.split(" ");
@@ -276,7 +295,9 @@ const twiceLog = [...seen.values()].filter((n) => n > 1).length;
 const twiceStore = await query(
   "SELECT job, slot, COUNT(*) AS n FROM runs WHERE job LIKE 'tick%' AND slot IS NOT NULL GROUP BY job, slot HAVING COUNT(*) > 1",
 );
-const reruns = await query("SELECT COUNT(*) AS n FROM runs WHERE job LIKE 'tick%' AND trigger != 'schedule'");
+const reruns = await query(
+  "SELECT COUNT(*) AS n FROM runs WHERE job LIKE 'tick%' AND trigger != 'schedule'",
+);
 check(
   "no slot twice",
   twiceLog === 0 && twiceStore.length === 0 && reruns[0].n === 0,
@@ -286,7 +307,11 @@ check(
 // Every whole second between the first start (+2 s) and the clean stop (-2 s), for every tick job.
 const from = Math.ceil((soakStart + 2000) / 1000) * 1000;
 const to = Math.floor((soakEnd - 2000) / 1000) * 1000;
-const have = await query("SELECT job, COUNT(*) AS n FROM slots WHERE job LIKE 'tick%' AND slot >= ? AND slot < ? GROUP BY job", from, to);
+const have = await query(
+  "SELECT job, COUNT(*) AS n FROM slots WHERE job LIKE 'tick%' AND slot >= ? AND slot < ? GROUP BY job",
+  from,
+  to,
+);
 const expected = (to - from) / 1000;
 const gaps = TICK_JOBS * expected - have.reduce((s, r) => s + r.n, 0);
 const dispo = await query(
@@ -300,7 +325,9 @@ check(
   `${TICK_JOBS} jobs x ${expected} s: ${gaps} slot(s) with none; ${dispo.map((r) => `${r.n} ${r.status}`).join(", ")}`,
 );
 
-const items = await query("SELECT status, COUNT(*) AS n FROM runs WHERE job = 'items' GROUP BY status ORDER BY n DESC");
+const items = await query(
+  "SELECT status, COUNT(*) AS n FROM runs WHERE job = 'items' GROUP BY status ORDER BY n DESC",
+);
 const dlog = fs.readFileSync(daemonLog, "utf8");
 const adopted = (dlog.match(/adopted run/g) ?? []).length;
 const summary = {
