@@ -1,7 +1,383 @@
 // Alerts, pings, metrics and the HTTP endpoint, attached to the daemon through its hooks.
+//
+// The monitor reads the store, never the other way round: every beat it looks at each job's rows
+// (new finished runs feed the counters and `interrupted` alerts; the same `inspectJob` that
+// `status` uses judges the job's health, and a change of condition is an alert). A run's end
+// also triggers an immediate look at its job, so `failed` does not wait for the next beat. The
+// work per beat is bounded (BEAT_BUDGET_MS, then the next beat carries on where it stopped), and
+// everything sent goes through queues that never block: a slow webhook cannot delay a slot.
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import {
+  CONDITIONS,
+  interruptedEvent,
+  makeAlert,
+  origin,
+  Outbox,
+  pingBody,
+  pingKindOf,
+  pingUrl,
+  post,
+  runAlertCommand,
+  runUuid,
+  transitions,
+  type Alert,
+  type Condition,
+  type PingKind,
+  type Transition,
+} from "./alerts.js";
+import { buildJobEnv } from "./env.js";
+import { beating, humanDuration, type Assessment, type HealthWord } from "./health.js";
+import { startHttp, text, type HttpEndpoint, type HttpResponse } from "./http.js";
+import { Metrics } from "./metrics.js";
+import { buildStatus, inspectJob } from "./status.js";
+import type { RunRow, Store } from "./store.js";
 import type { SupervisorHooks } from "./supervisor.js";
-import type { Config } from "./types.js";
+import type { AlertTarget, Config, JobConfig } from "./types.js";
 
-export function createMonitor(_config: Config): SupervisorHooks | undefined {
-  return undefined;
+/** Time a beat may spend judging jobs before it yields to the scheduler (the rest: next beat). */
+const BEAT_BUDGET_MS = 50;
+/** Rows read per query when catching up with a job's new rows. */
+const SCAN_BATCH = 500;
+/** How long `stop` waits for queued alerts and pings. */
+const STOP_DRAIN_MS = 3000;
+const WEBHOOK_TIMEOUT_MS = 10_000;
+const COMMAND_TIMEOUT_MS = 30_000;
+const PING_TIMEOUT_MS = 10_000;
+const ALERT_QUEUE = 1000;
+const PING_QUEUE = 100;
+
+export interface MonitorOptions {
+  log?: (line: string) => void;
+  now?: () => number;
+}
+
+/** Start the HTTP endpoint (if configured) and return the hooks the supervisor calls. */
+export async function createMonitor(
+  config: Config,
+  opts: MonitorOptions = {},
+): Promise<SupervisorHooks> {
+  const m = new Monitor(config, opts);
+  await m.start();
+  return m.hooks;
+}
+
+interface PingItem {
+  job: string;
+  kind: PingKind;
+  runId: number;
+  url: string;
+  body: string;
+}
+
+/** Where the scan of a job's rows stands: every row up to `last` was looked at, except `pending` (running then). */
+interface Cursor {
+  last: number;
+  pending: Set<number>;
+}
+
+export class Monitor {
+  private config: Config;
+  private readonly log: (line: string) => void;
+  private readonly now: () => number;
+  private store: Store | null = null;
+  /** When this daemon started: a job's rows finished before are history, not news. */
+  private startedAt = 0;
+  private readonly cursors = new Map<string, Cursor>();
+  /** The latest health word per job, for the metrics. */
+  private readonly judged = new Map<string, HealthWord>();
+  /** The conditions last announced per job (mirrors the store's alert_state). */
+  private readonly announced = new Map<string, Condition[]>();
+  private next = 0;
+  private targets: { target: AlertTarget; box: Outbox<Alert> }[] = [];
+  private alertsKey: string | null = null;
+  private readonly pings = new Map<string, Outbox<PingItem>>();
+  private http: HttpEndpoint | null = null;
+  readonly metrics: Metrics;
+
+  constructor(config: Config, opts: MonitorOptions = {}) {
+    this.config = config;
+    this.log = opts.log ?? ((l) => process.stderr.write(`${l}\n`));
+    this.now = opts.now ?? Date.now;
+    this.metrics = new Metrics(() =>
+      this.store && this.store.db.open
+        ? {
+            store: this.store,
+            jobs: this.config.jobs.map((j) => j.name),
+            health: (job) => this.judged.get(job) ?? null,
+          }
+        : null,
+    );
+    this.applyConfig(config);
+  }
+
+  readonly hooks: SupervisorHooks = {
+    runStarted: (run, job) => this.ping(job, run, "start"),
+    runEnded: (run, job) => {
+      this.ping(job, run, pingKindOf(run.status));
+      if (this.store) this.watch(job, this.now());
+    },
+    beat: (store, config, now) => {
+      if (this.store !== store) this.attach(store, now);
+      if (config !== this.config) this.applyConfig(config);
+      this.sweep(now);
+    },
+    reloaded: (config) => this.applyConfig(config),
+    stopping: () => this.stop(),
+  };
+
+  async start(): Promise<void> {
+    const bind = this.config.http;
+    if (!bind) return;
+    this.http = await startHttp(bind, this.routes(), this.log);
+    this.log(
+      `cronvisor: http: serving /healthz /status /metrics on ${bind.host.includes(":") ? `[${bind.host}]` : bind.host}:${this.http.port}`,
+    );
+  }
+
+  private attach(store: Store, now: number): void {
+    this.store = store;
+    const d = store.daemon();
+    this.startedAt = d?.pid === process.pid && d.started_at !== null ? d.started_at : now;
+    this.cursors.clear();
+  }
+
+  private applyConfig(config: Config): void {
+    const old = this.config;
+    this.config = config;
+    for (const job of config.jobs) this.metrics.addJob(job.name);
+    if (old !== config && JSON.stringify(old.http) !== JSON.stringify(config.http)) {
+      this.log("cronvisor: http: a changed `http` address takes effect when the daemon restarts");
+    }
+    const key = JSON.stringify(config.alerts);
+    if (key === this.alertsKey) return;
+    this.alertsKey = key;
+    for (const t of this.targets) t.box.close();
+    this.targets = config.alerts.map((target) => ({ target, box: this.alertBox(target) }));
+  }
+
+  // ---- watching the store ---------------------------------------------------------------------
+
+  /** Look at every job, within a time budget: a big config is covered over several beats. */
+  private sweep(now: number): void {
+    const jobs = this.config.jobs;
+    const t0 = performance.now();
+    for (let i = 0; i < jobs.length; i++) {
+      const job = jobs[(this.next + i) % jobs.length] as JobConfig;
+      this.watch(job, now);
+      if (performance.now() - t0 > BEAT_BUDGET_MS && i < jobs.length - 1) {
+        this.next = (this.next + i + 1) % jobs.length;
+        return;
+      }
+    }
+  }
+
+  /** New rows of the job (counters, `interrupted`), then its health (transition alerts). */
+  private watch(job: JobConfig, now: number): void {
+    try {
+      const interrupted = this.scan(job).filter((r) => r.status === "interrupted");
+      this.judge(job, now, interrupted);
+    } catch (e) {
+      this.log(`cronvisor: monitor: ${(e as Error).message} (job: ${job.name})`);
+    }
+  }
+
+  /** The job's rows finished since the last look, each returned once per daemon life. */
+  private scan(job: JobConfig): RunRow[] {
+    const store = this.store as Store;
+    const rows: RunRow[] = [];
+    let c = this.cursors.get(job.name);
+    if (!c) {
+      // First look: rows finished since this daemon started are news (runs it found dead at
+      // start were just recorded `interrupted`); older ones are history.
+      c = { last: store.maxRunId(job.name), pending: new Set() };
+      for (const r of store.runsRunningOrFinishedSince(job.name, this.startedAt)) {
+        if (r.status === "running") c.pending.add(r.id);
+        else rows.push(r);
+      }
+      this.cursors.set(job.name, c);
+    } else {
+      for (const id of c.pending) {
+        const r = store.run(id);
+        if (r?.status === "running") continue;
+        c.pending.delete(id);
+        if (r) rows.push(r);
+      }
+      for (;;) {
+        const batch = store.runsAfter(job.name, c.last, SCAN_BATCH);
+        for (const r of batch) {
+          c.last = r.id;
+          if (r.status === "running") c.pending.add(r.id);
+          else rows.push(r);
+        }
+        if (batch.length < SCAN_BATCH) break;
+      }
+    }
+    for (const r of rows) this.metrics.countRow(r);
+    return rows;
+  }
+
+  private judge(job: JobConfig, now: number, interrupted: RunRow[]): void {
+    const store = this.store as Store;
+    const { paused, assessment } = inspectJob(store, job, now);
+    this.judged.set(job.name, assessment.health);
+    if (this.targets.length === 0) return;
+    for (const r of interrupted) this.raise(job.name, interruptedEvent(r), assessment, now);
+    // A paused job is the operator's: no alerts, and what was announced stays until it resumes.
+    if (paused) return;
+    let before = this.announced.get(job.name);
+    if (before === undefined) {
+      const saved = store.alertState(job.name)?.active ?? "";
+      before = CONDITIONS.filter((c) => saved.split(",").includes(c));
+    }
+    const failing = assessment.findings.find((f) => f.word === "failing");
+    const failingStatus =
+      failing?.runId != null ? (store.run(failing.runId)?.status ?? null) : null;
+    const t = transitions(job.name, before, assessment, failingStatus);
+    this.announced.set(job.name, t.after);
+    if (t.after.join(",") !== before.join(",")) {
+      try {
+        store.setAlertState(job.name, t.after.join(","), now);
+      } catch (e) {
+        // Remembered in memory all the same: no repeats while this daemon lives.
+        this.log(
+          `cronvisor: monitor: could not record alert state: ${(e as Error).message} (job: ${job.name})`,
+        );
+      }
+    }
+    for (const e of t.events) this.raise(job.name, e, assessment, now);
+  }
+
+  // ---- alerts and pings -------------------------------------------------------------------
+
+  private raise(job: string, e: Transition["events"][number], a: Assessment, now: number): void {
+    const alert = makeAlert(job, e, a.health, a.problems, now);
+    this.log(`cronvisor: alert: ${alert.message}`);
+    for (const t of this.targets) t.box.push(alert);
+  }
+
+  private alertBox(target: AlertTarget): Outbox<Alert> {
+    const kind = target.kind;
+    const deliver =
+      target.kind === "webhook"
+        ? (a: Alert) => post(target.url, JSON.stringify(a), "application/json", WEBHOOK_TIMEOUT_MS)
+        : (a: Alert) =>
+            runAlertCommand(
+              {
+                command: target.command,
+                shell: this.config.shell,
+                cwd: path.dirname(this.config.file),
+                // The same hygiene as a job's: a minimal base plus the config's env, no daemon secrets.
+                env: buildJobEnv({
+                  base: process.env,
+                  configEnv: this.config.env,
+                  envFileText: null,
+                  envFilePath: null,
+                  cronvisor: {},
+                  user: null,
+                }),
+                timeoutMs: COMMAND_TIMEOUT_MS,
+              },
+              a,
+            );
+    return new Outbox<Alert>(
+      deliver,
+      (a) => `${a.event} alert for ${a.job}`,
+      {
+        name: target.kind === "webhook" ? `alert webhook ${origin(target.url)}` : "alert command",
+        maxQueue: ALERT_QUEUE,
+        attempts: 5,
+        baseDelayMs: 1000,
+        maxDelayMs: 60_000,
+        log: this.log,
+        onDrop: () => this.metrics.alertsDropped.inc({ target: kind }),
+      },
+      (a, ok) =>
+        (ok ? this.metrics.alertsSent : this.metrics.alertsFailed).inc({
+          event: a.event,
+          target: kind,
+        }),
+    );
+  }
+
+  private ping(job: JobConfig, run: RunRow, kind: PingKind): void {
+    if (job.ping === null) return;
+    let box = this.pings.get(job.name);
+    if (!box) {
+      box = new Outbox<PingItem>(
+        (p) => post(p.url, p.body, "text/plain; charset=utf-8", PING_TIMEOUT_MS),
+        (p) => `${p.kind} ping of run ${p.runId}`,
+        {
+          name: `ping ${origin(job.ping)} (job: ${job.name})`,
+          maxQueue: PING_QUEUE,
+          attempts: 3,
+          baseDelayMs: 1000,
+          maxDelayMs: 10_000,
+          log: this.log,
+        },
+        (p, ok) => {
+          if (!ok) this.metrics.pingsFailed.inc({ job_name: p.job });
+        },
+      );
+      this.pings.set(job.name, box);
+    }
+    try {
+      const url = pingUrl(job.ping, kind, runUuid(this.config.stateDir, run));
+      box.push({ job: job.name, kind, runId: run.id, url, body: pingBody(run, kind) });
+    } catch (e) {
+      this.log(`cronvisor: ping: ${(e as Error).message} (job: ${job.name}, run: ${run.id})`);
+    }
+  }
+
+  // ---- HTTP ------------------------------------------------------------------------------
+
+  private routes(): Record<string, () => HttpResponse | Promise<HttpResponse>> {
+    const starting = text(503, "starting: the daemon has not recorded a heartbeat yet\n");
+    return {
+      "/healthz": () => {
+        const store = this.store;
+        if (!store?.db.open) return starting;
+        const now = this.now();
+        const d = store.daemon();
+        if (!d || d.pid !== process.pid || d.heartbeat_at === null) return starting;
+        const ageText = humanDuration(Math.max(0, now - d.heartbeat_at));
+        return beating(d, now)
+          ? text(200, `ok: beating, last heartbeat ${ageText} ago\n`)
+          : text(
+              503,
+              `not beating: last heartbeat ${ageText} ago (every ${humanDuration(d.heartbeat_ms ?? 0)})\n`,
+            );
+      },
+      "/status": () => {
+        const store = this.store;
+        if (!store?.db.open) return starting;
+        const report = buildStatus(this.config, store, this.now());
+        return {
+          status: 200,
+          contentType: "application/json; charset=utf-8",
+          body: `${JSON.stringify(report, null, 2)}\n`,
+        };
+      },
+      "/metrics": async () => {
+        const body = await this.metrics.render(this.now());
+        return body === null
+          ? starting
+          : { status: 200, contentType: this.metrics.contentType, body };
+      },
+    };
+  }
+
+  // ---- stop ------------------------------------------------------------------------------
+
+  /** Close the endpoint, give queued alerts and pings a moment, then stop retrying. */
+  async stop(): Promise<void> {
+    const http = this.http;
+    this.http = null;
+    await http?.close();
+    const boxes = [...this.targets.map((t) => t.box), ...this.pings.values()];
+    const left = await Promise.all(boxes.map((b) => b.drain(STOP_DRAIN_MS)));
+    const n = left.reduce((a, b) => a + b, 0);
+    if (n > 0) this.log(`cronvisor: monitor: ${n} alert(s)/ping(s) not delivered at stop`);
+    for (const b of boxes) b.close();
+  }
 }

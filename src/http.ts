@@ -1,0 +1,155 @@
+// The read-only HTTP endpoint: GET /healthz, /status, /metrics.
+//
+// Safe by default: it binds where the config says (loopback in every example), answers only GET
+// and HEAD (405 otherwise), changes nothing, and refuses (403) any request whose Host header is not
+// the bound address or localhost, so a web page that rebinds its DNS name to 127.0.0.1 cannot
+// read it through the operator's browser. Bound to a wildcard (0.0.0.0, ::) it also accepts the
+// machine's own addresses and host name, which is what a remote Prometheus sends.
+import http from "node:http";
+import os from "node:os";
+
+export interface HttpResponse {
+  status: number;
+  contentType: string;
+  body: string;
+}
+
+/** One handler per path; each reads, none writes. */
+export type Routes = Record<string, () => HttpResponse | Promise<HttpResponse>>;
+
+export interface HttpEndpoint {
+  /** The address actually bound. */
+  host: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+const WILDCARDS = new Set(["0.0.0.0", "::", "[::]", ""]);
+
+/** The host names a request may name in its Host header, lower case, without brackets. */
+export function allowedHosts(bindHost: string, extra: readonly string[] = []): Set<string> {
+  const hosts = new Set([
+    "localhost",
+    "127.0.0.1",
+    "::1",
+    bindHost.toLowerCase().replace(/^\[(.*)\]$/, "$1"),
+  ]);
+  for (const h of extra) hosts.add(h.toLowerCase());
+  return hosts;
+}
+
+/** The machine's addresses and names, for an endpoint bound to every interface. */
+export function ownAddresses(): string[] {
+  const out = [os.hostname()];
+  for (const list of Object.values(os.networkInterfaces()))
+    for (const a of list ?? []) out.push(a.address);
+  return out;
+}
+
+/**
+ * Is `header` (`127.0.0.1:9464`, `[::1]:9464`, `localhost`) one of `hosts`, on `port` when it
+ * names a port? A missing or malformed header is refused.
+ */
+export function hostAllowed(
+  header: string | undefined,
+  hosts: ReadonlySet<string>,
+  port: number,
+): boolean {
+  if (!header) return false;
+  const m = /^(?:\[([0-9a-f:.]+)\]|([^:[\]]+))(?::(\d+))?$/i.exec(header.trim());
+  if (!m) return false;
+  const name = (m[1] ?? m[2] ?? "").toLowerCase().replace(/\.$/, "");
+  if (m[3] !== undefined && Number(m[3]) !== port) return false;
+  return hosts.has(name);
+}
+
+export function startHttp(
+  bind: { host: string; port: number },
+  routes: Routes,
+  log: (line: string) => void,
+): Promise<HttpEndpoint> {
+  const hosts = allowedHosts(bind.host, WILDCARDS.has(bind.host) ? ownAddresses() : []);
+  const server = http.createServer((req, res) => {
+    void handle(req, res).catch((e: unknown) => {
+      log(`cronvisor: http: ${req.method} ${req.url}: ${(e as Error).message}`);
+      if (!res.headersSent)
+        send(res, req, {
+          status: 500,
+          contentType: "text/plain; charset=utf-8",
+          body: "internal error\n",
+        });
+      else res.destroy();
+    });
+  });
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    if (!hostAllowed(req.headers.host, hosts, bind.port)) {
+      return send(
+        res,
+        req,
+        text(403, "forbidden: the Host header must name this endpoint's address or localhost\n"),
+      );
+    }
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      res.setHeader("Allow", "GET, HEAD");
+      return send(
+        res,
+        req,
+        text(405, "method not allowed: this endpoint is read-only (GET, HEAD)\n"),
+      );
+    }
+    const path = (req.url ?? "/").split("?")[0] as string;
+    const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
+    if (!route)
+      return send(res, req, text(404, `not found; try ${Object.keys(routes).join(" ")}\n`));
+    send(res, req, await route());
+  }
+
+  // Small, read-only answers: no slow clients holding sockets, no request bodies.
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 10_000;
+  server.keepAliveTimeout = 5_000;
+  server.maxConnections = 64;
+  server.maxHeadersCount = 50;
+
+  return new Promise((resolve, reject) => {
+    server.once("error", (e: NodeJS.ErrnoException) => {
+      const why =
+        e.code === "EADDRINUSE"
+          ? "the address is in use (another cronvisor daemon, or another program?)"
+          : e.code === "EADDRNOTAVAIL"
+            ? "no interface has this address"
+            : e.message;
+      reject(new Error(`cannot serve http on ${bind.host}:${bind.port}: ${why}`));
+    });
+    server.listen({ host: bind.host, port: bind.port, exclusive: true }, () => {
+      server.on("error", (e) => log(`cronvisor: http: ${e.message}`));
+      const a = server.address();
+      const port = typeof a === "object" && a ? a.port : bind.port;
+      resolve({
+        host: bind.host,
+        port,
+        close: () =>
+          new Promise<void>((done) => {
+            server.close(() => done());
+            server.closeAllConnections();
+          }),
+      });
+    });
+  });
+}
+
+export function text(status: number, body: string): HttpResponse {
+  return { status, contentType: "text/plain; charset=utf-8", body };
+}
+
+function send(res: http.ServerResponse, req: http.IncomingMessage, r: HttpResponse): void {
+  const body = Buffer.from(r.body, "utf8");
+  res.writeHead(r.status, {
+    "Content-Type": r.contentType,
+    "Content-Length": body.length,
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+  });
+  res.end(req.method === "HEAD" ? undefined : body);
+}

@@ -1,0 +1,258 @@
+// GET /metrics: the Prometheus text format, written by prom-client.
+//
+// Two kinds of numbers. Gauges (up, heartbeat, per-job last success and progress, running runs,
+// markers, paused, health) are read from the store at each scrape. Counters and the duration
+// histogram count the store rows the daemon saw being finished (runs by status, markers written
+// and skipped, skipped and missed slots), fed by the monitor's scan of the store, so runs that
+// another process recorded (`cronvisor run`) count too; like every Prometheus counter they start
+// from zero when the daemon starts.
+//
+// The job is labelled `job_name`, not `job`: Prometheus gives every scraped series its own `job`
+// label (the scrape config's), and a clash would rename ours to `exported_job`.
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { beating, type HealthWord } from "./health.js";
+import type { RunRow, Store } from "./store.js";
+
+/** Seconds: from a quick script to a nightly batch. */
+const DURATION_BUCKETS = [
+  0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 14_400, 43_200, 86_400,
+];
+const RUN_STATUSES = ["ok", "failed", "timeout", "killed", "interrupted", "spawn_failed"] as const;
+
+/** What a scrape reads, taken once per scrape. */
+export interface ScrapeSource {
+  store: Store;
+  /** Configured job names (removed jobs still in the store are not reported). */
+  jobs: string[];
+  /** The latest health word per job, as the monitor last judged it. */
+  health: (job: string) => HealthWord | null;
+}
+
+type Snapshot = {
+  daemon: ReturnType<Store["daemon"]>;
+  jobs: ReturnType<Store["jobGauges"]>;
+  health: (job: string) => HealthWord | null;
+  now: number;
+};
+
+const seconds = (ms: number): number => ms / 1000;
+
+export class Metrics {
+  readonly registry = new Registry();
+  private snap: Snapshot | null = null;
+  private readonly known = new Set<string>();
+  private readonly runs: Counter<"job_name" | "status">;
+  private readonly duration: Histogram<"job_name">;
+  private readonly markersWritten: Counter<"job_name">;
+  private readonly markersSkipped: Counter<"job_name">;
+  private readonly slotsSkipped: Counter<"job_name">;
+  private readonly slotsMissed: Counter<"job_name">;
+  readonly alertsSent: Counter<"event" | "target">;
+  readonly alertsFailed: Counter<"event" | "target">;
+  readonly alertsDropped: Counter<"target">;
+  readonly pingsFailed: Counter<"job_name">;
+
+  constructor(private readonly source: () => ScrapeSource | null) {
+    const registers = [this.registry];
+    const snapshot = (): Snapshot | null => this.snap;
+    const perJob = (
+      name: string,
+      help: string,
+      value: (j: Snapshot["jobs"][number]) => number | null,
+    ): void => {
+      new Gauge<"job_name">({
+        name,
+        help,
+        labelNames: ["job_name"],
+        registers,
+        collect() {
+          this.reset();
+          for (const j of snapshot()?.jobs ?? []) {
+            const v = value(j);
+            if (v !== null) this.set({ job_name: j.name }, v);
+          }
+        },
+      });
+    };
+
+    new Gauge({
+      name: "cronvisor_up",
+      help: "1 while the daemon beats (its heartbeat is no older than 3 intervals), else 0.",
+      registers,
+      collect() {
+        const s = snapshot();
+        this.set(s?.daemon && beating(s.daemon, s.now) ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: "cronvisor_heartbeat_timestamp_seconds",
+      help: "When the daemon last recorded its heartbeat (Unix time).",
+      registers,
+      collect() {
+        this.reset();
+        const at = snapshot()?.daemon?.heartbeat_at;
+        if (at != null) this.set(seconds(at));
+      },
+    });
+    new Gauge({
+      name: "cronvisor_start_time_seconds",
+      help: "When the daemon started (Unix time).",
+      registers,
+      collect() {
+        this.reset();
+        const at = snapshot()?.daemon?.started_at;
+        if (at != null) this.set(seconds(at));
+      },
+    });
+    perJob(
+      "cronvisor_job_last_success_timestamp_seconds",
+      "When the job last finished a run successfully (Unix time); absent if it never did.",
+      (j) => (j.last_success_at === null ? null : seconds(j.last_success_at)),
+    );
+    perJob(
+      "cronvisor_job_last_progress_timestamp_seconds",
+      "The job's last progress: a success, a new marker or a progress call (Unix time).",
+      (j) => (j.last_progress_at === null ? null : seconds(j.last_progress_at)),
+    );
+    perJob("cronvisor_job_running", "Runs of the job running now.", (j) => j.running);
+    perJob("cronvisor_job_markers", "Done-markers in the job's namespace.", (j) => j.markers);
+    perJob(
+      "cronvisor_job_paused",
+      "1 if the job is paused by `cronvisor pause`, else 0.",
+      (j) => j.paused,
+    );
+    new Gauge<"job_name" | "health">({
+      name: "cronvisor_job_health",
+      help: "1 for the job's current health word (ok late stuck failing repeating paused never-run), as `status` shows it.",
+      labelNames: ["job_name", "health"],
+      registers,
+      collect() {
+        this.reset();
+        const s = snapshot();
+        if (!s) return;
+        for (const j of s.jobs) {
+          const h = s.health(j.name);
+          if (h !== null) this.set({ job_name: j.name, health: h }, 1);
+        }
+      },
+    });
+
+    this.runs = new Counter({
+      name: "cronvisor_runs_total",
+      help: "Finished runs by status (ok failed timeout killed interrupted spawn_failed) since the daemon started.",
+      labelNames: ["job_name", "status"],
+      registers,
+    });
+    this.duration = new Histogram({
+      name: "cronvisor_run_duration_seconds",
+      help: "How long finished runs took, since the daemon started.",
+      labelNames: ["job_name"],
+      buckets: DURATION_BUCKETS,
+      registers,
+    });
+    this.markersWritten = new Counter({
+      name: "cronvisor_markers_written_total",
+      help: "Done-markers written by finished runs (new work done).",
+      labelNames: ["job_name"],
+      registers,
+    });
+    this.markersSkipped = new Counter({
+      name: "cronvisor_markers_skipped_total",
+      help: "Marker checks by finished runs that found the key already done (work skipped).",
+      labelNames: ["job_name"],
+      registers,
+    });
+    this.slotsSkipped = new Counter({
+      name: "cronvisor_slots_skipped_total",
+      help: "Slots that did not run because the job was locked (overlap) or paused.",
+      labelNames: ["job_name"],
+      registers,
+    });
+    this.slotsMissed = new Counter({
+      name: "cronvisor_slots_missed_total",
+      help: "Slots recorded missed (the daemon was down or its timer was late).",
+      labelNames: ["job_name"],
+      registers,
+    });
+    this.alertsSent = new Counter({
+      name: "cronvisor_alerts_sent_total",
+      help: "Alerts delivered, by event and target kind (webhook, command).",
+      labelNames: ["event", "target"],
+      registers,
+    });
+    this.alertsFailed = new Counter({
+      name: "cronvisor_alerts_failed_total",
+      help: "Alerts given up on after every retry, by event and target kind.",
+      labelNames: ["event", "target"],
+      registers,
+    });
+    this.alertsDropped = new Counter({
+      name: "cronvisor_alerts_dropped_total",
+      help: "Alerts dropped because a target's queue was full.",
+      labelNames: ["target"],
+      registers,
+    });
+    this.pingsFailed = new Counter({
+      name: "cronvisor_pings_failed_total",
+      help: "healthchecks-style pings given up on after every retry.",
+      labelNames: ["job_name"],
+      registers,
+    });
+  }
+
+  /** Make a job's counters exist at 0, so rate() and absent() work before its first run. */
+  addJob(job: string): void {
+    if (this.known.has(job)) return;
+    this.known.add(job);
+    for (const status of ["ok", "failed"] as const) this.runs.inc({ job_name: job, status }, 0);
+    const l = { job_name: job };
+    this.markersWritten.inc(l, 0);
+    this.markersSkipped.inc(l, 0);
+    this.slotsSkipped.inc(l, 0);
+    this.slotsMissed.inc(l, 0);
+    this.duration.zero(l);
+  }
+
+  /** Count one store row the monitor saw finished (a run, or a skipped/missed slot). */
+  countRow(r: RunRow): void {
+    const l = { job_name: r.job };
+    if (r.status === "skipped") return this.slotsSkipped.inc(l);
+    if (r.status === "missed") return this.slotsMissed.inc(l);
+    if (!(RUN_STATUSES as readonly string[]).includes(r.status)) return;
+    this.runs.inc({ ...l, status: r.status });
+    if (r.duration_ms !== null) this.duration.observe(l, seconds(Math.max(0, r.duration_ms)));
+    if (r.markers_new > 0) this.markersWritten.inc(l, r.markers_new);
+    if (r.markers_skipped > 0) this.markersSkipped.inc(l, r.markers_skipped);
+  }
+
+  /** The text exposition, or null while there is no store to read (before the daemon's first beat). */
+  render(now: number): Promise<string | null> {
+    // One scrape at a time: the gauges read the snapshot across the registry's awaits.
+    const next = this.last.then(() => this.renderNow(now));
+    this.last = next.catch(() => undefined);
+    return next;
+  }
+
+  private last: Promise<unknown> = Promise.resolve();
+
+  private async renderNow(now: number): Promise<string | null> {
+    const src = this.source();
+    if (!src) return null;
+    const wanted = new Set(src.jobs);
+    this.snap = {
+      daemon: src.store.daemon(),
+      jobs: src.store.jobGauges().filter((j) => wanted.has(j.name)),
+      health: src.health,
+      now,
+    };
+    try {
+      return await this.registry.metrics();
+    } finally {
+      this.snap = null;
+    }
+  }
+
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+}
