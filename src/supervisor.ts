@@ -193,6 +193,10 @@ export class Supervisor {
       const now = this.now();
       if (now < this.lastWake - LATE_MS) {
         this.event(null, "clock", `wall clock stepped back ${now - this.lastWake} ms; slots already handled will not run again`);
+        // Plan from the wall clock again: waiting for the old next slots would stall every job for
+        // as long as the step. A slot that already has a disposition is refused by the store.
+        for (const st of this.jobs.values()) st.next = this.nextAfter(st.cfg, now);
+        this.lastWake = now;
       }
       this.lastWake = Math.max(this.lastWake, now);
       for (const st of this.jobs.values()) {
@@ -220,7 +224,7 @@ export class Supervisor {
       this.event(
         st.cfg.name,
         "late",
-        `timer fired ${now - first} ms after slot ${new Date(first).toISOString()} (suspend or clock step); ${slots.length + passed.earlier} older slot(s) recorded missed`,
+        `timer fired ${now - first} ms after slot ${new Date(first).toISOString()} (suspend or clock step); ${passed.earlierCapped ? "more than " : ""}${slots.length + passed.earlier} older slot(s) recorded missed`,
       );
       const store = this.store as Store;
       store.tx(() => {
