@@ -4,7 +4,7 @@
 // scheduled tick exclude each other.
 import fs from "node:fs";
 import path from "node:path";
-import { buildJobEnv, lookupUser } from "./env.js";
+import { buildJobEnv, lookupUser, readEnvFile } from "./env.js";
 import { groupAlive, isAlive } from "./proc.js";
 import { startRun, type RunHandle } from "./runner.js";
 import type { Owner, RunRow, Store } from "./store.js";
@@ -90,7 +90,7 @@ function spawnRun(
   };
   let env: Record<string, string>;
   try {
-    const envFileText = job.envFile === null ? null : fs.readFileSync(job.envFile, "utf8");
+    const envFileText = job.envFile === null ? null : readEnvFile(job.envFile);
     const user = job.user === null ? null : lookupUser(job.user);
     env = buildJobEnv({
       base: process.env,
