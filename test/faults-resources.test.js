@@ -1,0 +1,312 @@
+// Resource faults with real processes (issue 7): a state dir that fills up (a small tmpfs), a
+// daemon out of file descriptors (prlimit --nofile) during a burst of spawns, and a job that
+// writes 2 GB of output. The daemon must stay up, say what went wrong, recover when the resource
+// returns, and keep its memory and its store intact.
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { test } from "node:test";
+import Database from "better-sqlite3";
+import { Store } from "../dist/store.js";
+import { BIN, alive, cleanEnv, cli, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
+
+function q(stateDir, sql, ...args) {
+  const file = path.join(stateDir, "cronvisor.db");
+  if (!fs.existsSync(file)) return [];
+  const db = new Database(file, { readonly: true });
+  db.pragma("busy_timeout = 2000");
+  try {
+    return db.prepare(sql).all(...args);
+  } finally {
+    db.close();
+  }
+}
+
+/** The daemon as a child process; `argv` may put a wrapper (prlimit) in front of node. */
+function daemonProcess(cfg, wrapper = []) {
+  const [cmd, ...args] = [...wrapper, process.execPath, BIN, "daemon", "-c", cfg];
+  const d = spawn(cmd, args, { env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] });
+  d.out = "";
+  d.err = "";
+  d.stdout.on("data", (b) => (d.out += b));
+  d.stderr.on("data", (b) => (d.err += b));
+  d.exited = new Promise((resolve) => d.on("exit", (code, signal) => resolve({ code, signal })));
+  return d;
+}
+
+async function killDaemon(d) {
+  if (d.exitCode === null && d.signalCode === null) {
+    d.kill("SIGKILL");
+    await d.exited;
+  }
+}
+
+async function stopDaemon(d) {
+  d.kill("SIGTERM");
+  const r = await d.exited;
+  assert.equal(r.code, 0, `daemon exit: ${JSON.stringify(r)}\n${d.err}`);
+}
+
+function statusJson(cfg) {
+  const r = cli(["status", "-c", cfg, "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+/** Every `* * * * * *` slot of `job` between its first and last has exactly one disposition. */
+function assertEverySlotOnce(stateDir, job) {
+  const slots = q(
+    stateDir,
+    "SELECT slot FROM runs WHERE job = ? AND trigger = 'schedule' ORDER BY slot",
+    job,
+  ).map((r) => r.slot);
+  assert.ok(slots.length >= 2, `${job}: slots recorded`);
+  const bad = [];
+  for (let i = 1; i < slots.length; i++) {
+    if (slots[i] - slots[i - 1] !== 1000)
+      bad.push(`${new Date(slots[i - 1]).toISOString()} -> ${new Date(slots[i]).toISOString()}`);
+  }
+  assert.deepEqual(bad, [], `${job}: each slot once, none left out`);
+}
+
+/** Write zeros until the file system says ENOSPC. */
+function fill(file) {
+  const fd = fs.openSync(file, "w");
+  try {
+    for (const size of [1 << 16, 4096, 1]) {
+      const buf = Buffer.alloc(size);
+      try {
+        for (;;) fs.writeSync(fd, buf);
+      } catch (e) {
+        if (e.code !== "ENOSPC") throw e;
+      }
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITICAL, it recovers when space returns, the store stays intact", async (t) => {
+  if (process.getuid?.() !== 0) return t.skip("mounting a tmpfs needs root");
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "cvx-disk-"));
+  const mnt = path.join(root, "mnt");
+  fs.mkdirSync(mnt);
+  const m = spawnSync("mount", ["-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", mnt], {
+    encoding: "utf8",
+  });
+  if (m.status !== 0) {
+    fs.rmSync(root, { recursive: true, force: true });
+    return t.skip(`cannot mount a tmpfs here: ${m.stderr.trim() || m.error}`);
+  }
+  let d = null;
+  t.after(async () => {
+    if (d) await killDaemon(d);
+    if (spawnSync("umount", [mnt]).status !== 0) spawnSync("umount", ["-l", mnt]);
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+  const state = path.join(mnt, "state");
+  const cfg = writeConfig(
+    root,
+    `state_dir: ./mnt/state\nheartbeat: 1s\njobs:\n  tick:\n    schedule: "*/2 * * * * *"\n    command: echo tick $CRONVISOR_SLOT\n    catchup: skip\n    log: { keep_runs: 100000 }\n`,
+  );
+  d = daemonProcess(cfg);
+  await waitFor(
+    () => q(state, "SELECT * FROM runs WHERE status = 'ok'").length >= 2,
+    "runs before the disk fills",
+  );
+  // Fill it between two slots (slots are on even seconds), so no run is half-way through.
+  await waitFor(
+    () =>
+      Date.now() % 2000 > 1100 &&
+      Date.now() % 2000 < 1500 &&
+      q(state, "SELECT * FROM runs WHERE status = 'running'").length === 0,
+    "a quiet moment between slots",
+    10_000,
+    10,
+  );
+  fill(path.join(mnt, "filler"));
+  assert.equal(fs.statfsSync(mnt).bavail, 0, "the state dir is full");
+
+  // The store cannot take the heartbeat: status says the daemon is alive but not beating.
+  const st = await waitFor(
+    () => {
+      const s = statusJson(cfg);
+      return s.daemon.state === "unresponsive" ? s : null;
+    },
+    "status: unresponsive",
+    15_000,
+    200,
+  );
+  assert.equal(st.daemon.pid, d.pid);
+  const check = cli(["status", "-c", cfg, "--check"]);
+  assert.equal(check.code, 2, check.stdout + check.stderr);
+  assert.match(check.stdout, /^CRITICAL: daemon unresponsive\b/m);
+  assert.ok(alive(d.pid) && d.exitCode === null, "the daemon stays up");
+  assert.match(d.err, /cronvisor: heartbeat failed: database or disk is full/);
+  assert.match(d.err, /cronvisor: error handling slot: database or disk is full \(job: tick\)/);
+
+  // Space returns: beating again, runs recorded again, with their logs.
+  fs.rmSync(path.join(mnt, "filler"));
+  const freedAt = Date.now();
+  await waitFor(() => statusJson(cfg).daemon.state === "running", "status: running", 15_000, 200);
+  const after = await waitFor(() => {
+    const r = q(
+      state,
+      "SELECT * FROM runs WHERE status = 'ok' AND started_at > ? ORDER BY id",
+      freedAt,
+    );
+    return r.length >= 2 ? r : null;
+  }, "runs after space returned");
+  for (const r of after)
+    assert.equal(fs.readFileSync(r.log_path, "utf8"), `tick ${new Date(r.slot).toISOString()}\n`);
+  await stopDaemon(d);
+  assert.deepEqual(
+    q(state, "SELECT id, status FROM runs WHERE status = 'running'"),
+    [],
+    "every run's end recorded",
+  );
+  assert.deepEqual(q(state, "PRAGMA integrity_check"), [{ integrity_check: "ok" }]);
+  const dup = q(
+    state,
+    "SELECT slot, COUNT(*) n FROM runs WHERE trigger = 'schedule' GROUP BY slot HAVING n > 1",
+  );
+  assert.deepEqual(dup, []);
+});
+
+test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays up, failures are spawn_failed naming EMFILE, every slot has one disposition, and the end of the burst recovers", async (t) => {
+  if (spawnSync("prlimit", ["--version"]).status !== 0)
+    return t.skip("prlimit (util-linux) is not installed");
+  const dir = tmpdir(t);
+  const state = path.join(dir, ".cronvisor");
+  const jobs = Array.from({ length: 30 }, (_, i) => `j${String(i + 1).padStart(2, "0")}`);
+  const cfg = writeConfig(
+    dir,
+    [
+      "heartbeat: 1s",
+      "defaults: { catchup: skip, log: { keep_runs: 100000 } }",
+      "jobs:",
+      ...jobs.flatMap((j) => [`  ${j}:`, '    schedule: "* * * * * *"', '    command: "true"']),
+      "",
+    ].join("\n"),
+  );
+  const d = daemonProcess(cfg, ["prlimit", "--nofile=64:64", "--"]);
+  t.after(() => killDaemon(d));
+  await waitFor(
+    () => q(state, "SELECT COUNT(*) n FROM runs WHERE status = 'spawn_failed'")[0].n >= 5,
+    "spawn failures",
+    30_000,
+    100,
+  );
+  assert.ok(alive(d.pid) && d.exitCode === null, "the daemon stays up");
+  assert.equal(
+    fs.readFileSync(`/proc/${d.pid}/limits`, "utf8").match(/^Max open files\s+(\d+)/m)[1],
+    "64",
+  );
+
+  // The burst ends (all but 5 jobs paused; raising a hard limit needs CAP_SYS_RESOURCE, and Node
+  // raises its soft limit to the hard one at start-up): the same limit now suffices, runs succeed.
+  const active = jobs.slice(0, 5);
+  const store = Store.open(state, { create: false });
+  for (const j of jobs.slice(5)) store.setPaused(j, true, Date.now());
+  store.close();
+  const pausedAt = Date.now();
+  await waitFor(
+    () =>
+      active.every(
+        (j) =>
+          q(
+            state,
+            "SELECT status FROM runs WHERE job = ? AND started_at > ? AND status != 'running' ORDER BY id DESC LIMIT 3",
+            j,
+            pausedAt + 1000,
+          ).filter((r) => r.status === "ok").length === 3,
+      ),
+    "three ok runs in a row of every active job",
+    30_000,
+    100,
+  );
+  assert.ok(alive(d.pid) && d.exitCode === null, "the daemon stays up");
+  await stopDaemon(d);
+
+  const failed = q(state, "SELECT * FROM runs WHERE status = 'spawn_failed'");
+  for (const r of failed) {
+    assert.match(
+      r.reason,
+      new RegExp(`^spawn failed: EMFILE .*\\(job: ${r.job}, run: ${r.id}\\)$`),
+    );
+  }
+  t.diagnostic(
+    JSON.stringify(
+      q(
+        state,
+        "SELECT status, COUNT(*) n, SUM(started_at > ?) after_pause FROM runs GROUP BY status",
+        pausedAt + 1000,
+      ),
+    ),
+  );
+  assert.equal(
+    q(
+      state,
+      "SELECT COUNT(*) n FROM runs WHERE status = 'spawn_failed' AND started_at > ?",
+      pausedAt + 1000,
+    )[0].n,
+    0,
+    "no spawn failure once the burst is over",
+  );
+  assert.equal(
+    q(state, "SELECT COUNT(*) n FROM runs WHERE status = 'running'")[0].n,
+    0,
+    "every run's end recorded",
+  );
+  for (const j of jobs) assertEverySlotOnce(state, j);
+  assert.doesNotMatch(d.err, /error handling slot/, "the store kept every disposition");
+});
+
+test("2 GB of output with log.max_size 1MB: the daemon's RSS stays bounded, the log keeps head + marker + tail, the run is ok", async (t) => {
+  const dir = tmpdir(t);
+  const state = path.join(dir, ".cronvisor");
+  const TOTAL = 2 * 1024 ** 3;
+  const CAP = 1024 ** 2; // 1MB in a config is 2^20 bytes
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s\njobs:\n  spew:\n    schedule: "* * * * * *"\n    command: "if [ -e started ]; then exit 0; fi; : > started; exec head -c 2G /dev/zero"\n    log: { max_size: 1MB }\n`,
+  );
+  const d = spawnCli(["daemon", "-c", cfg]);
+  t.after(() => killDaemon(d));
+  const rssKb = () =>
+    Number(/^VmRSS:\s+(\d+) kB$/m.exec(fs.readFileSync(`/proc/${d.pid}/status`, "utf8"))?.[1] ?? 0);
+  let maxKb = 0;
+  let samples = 0;
+  const run = await waitFor(
+    () => {
+      maxKb = Math.max(maxKb, rssKb());
+      samples++;
+      return q(state, "SELECT * FROM runs WHERE id = 1 AND status != 'running'")[0];
+    },
+    "the 2 GB run's end",
+    90_000,
+    50,
+  );
+  await stopDaemon(d);
+  assert.ok(samples >= 20, `RSS sampled ${samples} times`);
+  assert.ok(maxKb < 200 * 1024, `daemon RSS peaked at ${Math.round(maxKb / 1024)} MiB`);
+  assert.equal(run.status, "ok", run.reason);
+  assert.equal(run.exit_code, 0);
+  assert.equal(run.log_bytes, TOTAL);
+  const log = fs.readFileSync(run.log_path);
+  const marker = `\n[cronvisor: ${TOTAL - CAP} bytes cut]\n`;
+  assert.equal(log.length, CAP + marker.length, "the log is the cap plus one marker line");
+  assert.ok(
+    log.subarray(0, CAP / 2).every((b) => b === 0),
+    "the head is the first output",
+  );
+  assert.equal(log.subarray(CAP / 2, CAP / 2 + marker.length).toString(), marker);
+  assert.ok(
+    log.subarray(CAP / 2 + marker.length).every((b) => b === 0),
+    "the tail is the last output",
+  );
+  assert.ok(!fs.existsSync(`${run.log_path}.tail`), "the ring file is gone");
+  t.diagnostic(`2 GiB in ${run.duration_ms} ms; daemon RSS peak ${Math.round(maxKb / 1024)} MiB`);
+});
