@@ -26,9 +26,12 @@ export interface ScrapeSource {
   jobs: string[];
   /** The latest health word per job, as the monitor last judged it. */
   health: (job: string) => HealthWord | null;
+  /** Jobs paused in the config (the store knows only `cronvisor pause`). */
+  pausedInConfig: ReadonlySet<string>;
 }
 
 type Snapshot = {
+  pausedInConfig: ReadonlySet<string>;
   daemon: ReturnType<Store["daemon"]>;
   jobs: ReturnType<Store["jobGauges"]>;
   health: (job: string) => HealthWord | null;
@@ -118,8 +121,8 @@ export class Metrics {
     perJob("cronvisor_job_markers", "Done-markers in the job's namespace.", (j) => j.markers);
     perJob(
       "cronvisor_job_paused",
-      "1 if the job is paused by `cronvisor pause`, else 0.",
-      (j) => j.paused,
+      "1 if the job is paused (config or `cronvisor pause`), else 0.",
+      (j) => (j.paused === 1 || snapshot()?.pausedInConfig.has(j.name) ? 1 : 0),
     );
     new Gauge<"job_name" | "health">({
       name: "cronvisor_job_health",
@@ -240,6 +243,7 @@ export class Metrics {
     if (!src) return null;
     const wanted = new Set(src.jobs);
     this.snap = {
+      pausedInConfig: src.pausedInConfig,
       daemon: src.store.daemon(),
       jobs: src.store.jobGauges().filter((j) => wanted.has(j.name)),
       health: src.health,

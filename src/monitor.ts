@@ -105,6 +105,7 @@ export class Monitor {
             store: this.store,
             jobs: this.config.jobs.map((j) => j.name),
             health: (job) => this.judged.get(job) ?? null,
+            pausedInConfig: new Set(this.config.jobs.filter((j) => j.paused).map((j) => j.name)),
           }
         : null,
     );

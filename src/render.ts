@@ -92,7 +92,8 @@ function daemonLine(r: StatusReport, now: number, paint: (w: string) => string):
 }
 
 function jobRow(j: JobReport, now: number): string[] {
-  const last = j.last_run;
+  // The run going now is in NOW; LAST RUN is the last one that ended.
+  const last = j.last_finished_run;
   const running = j.running;
   return [
     j.health,
@@ -133,7 +134,7 @@ function jobDetail(j: JobReport, detail: RunRow[], now: number): string[] {
       short(h.started_at),
       h.duration_ms === null ? "-" : `${(h.duration_ms / 1000).toFixed(1)}s`,
       `+${h.markers_new}/${h.markers_skipped} done`,
-      h.reason ?? (h.exit_code !== null ? `exit ${h.exit_code}` : ""),
+      h.reason ?? (h.exit_code !== null && h.status !== "ok" ? `exit ${h.exit_code}` : ""),
     ]);
   }
   const widths: number[] = [];

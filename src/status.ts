@@ -94,6 +94,8 @@ export interface JobReport {
   running_count: number;
   lock: { run_id: number; pid: number | null; since: string } | null;
   last_run: HistoryEntry | null;
+  /** The latest run that has ended (what `last_run` was before a run started). */
+  last_finished_run: HistoryEntry | null;
   last_success_at: string | null;
   last_progress_at: string | null;
   markers: number;
@@ -114,6 +116,8 @@ export interface JobInspection {
   paused: boolean;
   /** Live runs, oldest first. */
   running: RunRow[];
+  /** Finished runs with a process, newest first (the ones health was judged from). */
+  recent: RunRow[];
   assessment: Assessment;
 }
 
@@ -144,7 +148,7 @@ export function inspectJob(store: Store, job: JobConfig, now: number): JobInspec
       recent[0]?.started_at ?? 0,
     ),
   });
-  return { row, paused, running, assessment };
+  return { row, paused, running, recent, assessment };
 }
 
 /** The daemon's state as `status` sees it from outside: the row plus whether its pid lives. */
@@ -173,7 +177,7 @@ export function buildStatus(
   const jobs: JobReport[] = [];
   for (const job of config.jobs) {
     if (only !== null && job.name !== only) continue;
-    const { row, paused, running, assessment } = inspectJob(store, job, now);
+    const { row, paused, running, recent, assessment } = inspectJob(store, job, now);
     const last = store.lastRun(job.name);
     const holder = job.overlap === "allow" ? undefined : running[0];
     jobs.push({
@@ -190,6 +194,7 @@ export function buildStatus(
         ? { run_id: holder.id, pid: holder.pid, since: iso(holder.started_at) as string }
         : null,
       last_run: last ? historyEntry(last) : null,
+      last_finished_run: recent[0] ? historyEntry(recent[0]) : null,
       last_success_at: iso(row?.last_success_at),
       last_progress_at: iso(row?.last_progress_at),
       markers: store.markerCount(job.name),
