@@ -585,6 +585,8 @@ async function status(
   } finally {
     store.close();
   }
+  // The code first: a reader that stops after the verdict line (`| head -1`) must not change it.
+  if (o.check) process.exitCode = checkCode(report);
   if (o.check && !o.json) out(checkSummary(report));
   if (o.json) out(JSON.stringify(report, null, 2));
   else {
@@ -593,7 +595,6 @@ async function status(
     const color = Boolean(process.stdout.isTTY) && process.stdout.hasColors();
     out(renderStatus(report, detail, { color }));
   }
-  if (o.check) process.exitCode = checkCode(report);
 }
 
 async function logs(
