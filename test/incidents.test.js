@@ -14,6 +14,7 @@ import {
   alive,
   cleanEnv,
   cli,
+  killGroup,
   spawnCli,
   tmpdir,
   waitFor,
