@@ -693,6 +693,11 @@ async function markerCommand(name: string, o: { config?: string; job?: string })
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // `cronvisor status --check | head -1`: a reader that goes away is not an error of ours.
+  process.stdout.on("error", (e: NodeJS.ErrnoException) => {
+    if (e.code === "EPIPE") process.exit(process.exitCode ?? 0);
+    throw e;
+  });
   const program = buildProgram();
   program.exitOverride();
   // Subcommands were built before the override and do not inherit it: without their own, a usage
