@@ -162,22 +162,30 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
     15_000,
     100,
   );
-  // The timer fired late: the slots of the stop are recorded, and the event says why.
-  const late = await waitFor(
-    () => q(state, "SELECT * FROM events WHERE job = 'long' AND kind = 'late'")[0],
-    "a late event",
+  // The timer fired late: every slot of the stop is recorded missed, and an event says why.
+  const stopSlots = [];
+  for (let s = Math.ceil((stoppedAt + 1) / 1000) * 1000; s <= contAt - 1000; s += 1000)
+    stopSlots.push(s);
+  assert.ok(stopSlots.length >= 4, `${stopSlots.length} slots passed during the stop`);
+  await waitFor(() => {
+    const rows = q(
+      state,
+      `SELECT slot FROM runs WHERE status = 'missed' AND reason = 'timer late (suspend or clock step)'
+       AND slot >= ? AND slot <= ?`,
+      stopSlots[0],
+      stopSlots[stopSlots.length - 1],
+    );
+    return rows.length === stopSlots.length;
+  }, "every slot of the stop recorded missed");
+  const late = q(state, "SELECT * FROM events WHERE job = 'long' AND kind = 'late' ORDER BY id");
+  assert.ok(
+    late.some((e) =>
+      /^timer fired \d+ ms after slot \S+ \(suspend or clock step\); \d+ older slot\(s\) recorded missed$/.test(
+        e.detail,
+      ),
+    ),
+    JSON.stringify(late),
   );
-  assert.match(
-    late.detail,
-    /^timer fired \d+ ms after slot \S+ \(suspend or clock step\); \d+ older slot\(s\) recorded missed$/,
-  );
-  const missed = q(
-    state,
-    "SELECT slot FROM runs WHERE status = 'missed' AND reason = 'timer late (suspend or clock step)'",
-  );
-  assert.ok(missed.length >= 3, `slots of the stop recorded missed (${missed.length})`);
-  for (const m of missed)
-    assert.ok(m.slot > stoppedAt - 2000 && m.slot < contAt, "missed slots lie within the stop");
   assert.deepEqual(
     q(state, "SELECT id FROM runs WHERE status = 'running'").map((r) => r.id),
     [first.id],
@@ -243,6 +251,9 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
   d.kill("SIGKILL");
   await d.exited;
   assert.ok(alive(first.pid), "the job outlives its daemon");
+  // The downtime must span a slot: the CLI calls below can take less than a second.
+  const lastSlot = q(state, "SELECT MAX(slot) s FROM runs")[0].s;
+  await waitFor(() => Date.now() > lastSlot + 2000, "a slot passes with no daemon");
 
   // No daemon at all: the lock is the live process group, not a lease.
   const st = statusJson(cfg);
@@ -357,9 +368,13 @@ test(
     // Forward one hour.
     const steppedAt = Date.now();
     setClock("+1h");
+    // The step's late event (a loaded machine may add small ones of its own).
     const late = await waitFor(
-      () => q(state, "SELECT * FROM events WHERE job = 'tick' AND kind = 'late'")[0],
-      "a late event",
+      () =>
+        q(state, "SELECT * FROM events WHERE job = 'tick' AND kind = 'late'").find(
+          (e) => Number(/^timer fired (\d+) ms/.exec(e.detail)?.[1]) >= 3_000_000,
+        ),
+      "the step's late event",
     );
     await waitFor(
       () =>
@@ -412,7 +427,12 @@ test(
     else assert.equal(Number(m[4]), passedOver, "the event counts every passed-over slot");
     // The latest passed-over slots are recorded one by one, contiguous up to the slot that ran;
     // no slot of the skipped hour ran.
-    const missed = q(state, "SELECT slot, reason FROM runs WHERE status = 'missed' ORDER BY slot");
+    const missed = q(
+      state,
+      "SELECT slot, reason FROM runs WHERE status = 'missed' AND slot >= ? AND slot < ? ORDER BY slot",
+      due,
+      firstAhead,
+    );
     assert.ok(missed.length >= 1 && missed.length < passedOver);
     for (const r of missed) assert.equal(r.reason, "timer late (suspend or clock step)");
     missed.forEach((r, i) => assert.equal(r.slot, firstAhead - (missed.length - i) * 1000));
