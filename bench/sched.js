@@ -30,15 +30,18 @@ const root = path.resolve(
   arg("root", path.join(path.dirname(new URL(import.meta.url).pathname), "..")),
 );
 
-// Wall time with sub-millisecond resolution, aligned to Date.now() at a millisecond edge.
-const offset = (() => {
+// Wall time with sub-millisecond resolution that never disagrees with Date.now() (the clock the
+// slots are on): performance.now() plus an offset, re-based whenever the two clocks drift apart.
+let offset = Date.now() - performance.now();
+const wall = () => {
   const d = Date.now();
-  while (Date.now() === d) {
-    // spin to the edge
+  let t = performance.now() + offset;
+  if (t < d || t >= d + 1) {
+    offset = d + 0.5 - performance.now();
+    t = d + 0.5;
   }
-  return Date.now() - performance.now();
-})();
-const wall = () => performance.now() + offset;
+  return t;
+};
 
 // The measured window: whole seconds [from, to). Set once the jobs exist.
 let from = Infinity;
