@@ -181,7 +181,10 @@ export class Store {
     const file = storePath(stateDir);
     const exists = fs.existsSync(file);
     if (!exists && !opts.create) {
-      throw new StoreError(`no state store at ${file} (has the daemon or a run ever started?)`, "missing");
+      throw new StoreError(
+        `no state store at ${file} (has the daemon or a run ever started?)`,
+        "missing",
+      );
     }
     if (!exists) fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
     let db: Database.Database;
@@ -328,10 +331,9 @@ export class Store {
   }
 
   ensureJob(name: string, now: number): JobRow {
-    this.q("INSERT INTO jobs (name, first_seen_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING").run(
-      name,
-      now,
-    );
+    this.q(
+      "INSERT INTO jobs (name, first_seen_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+    ).run(name, now);
     return this.job(name) as JobRow;
   }
 
@@ -345,9 +347,10 @@ export class Store {
 
   /** Slots up to `at` have a disposition. Never moves backwards (a clock stepped back). */
   setScannedTo(name: string, at: number): void {
-    this.q(
-      "UPDATE jobs SET scanned_to = MAX(COALESCE(scanned_to, 0), ?) WHERE name = ?",
-    ).run(at, name);
+    this.q("UPDATE jobs SET scanned_to = MAX(COALESCE(scanned_to, 0), ?) WHERE name = ?").run(
+      at,
+      name,
+    );
   }
 
   /** Record that @reboot ran for this boot; false if it already did. */
@@ -388,16 +391,23 @@ export class Store {
     return this.tx(() => {
       this.ensureJob(a.job, a.now);
       if (a.claimSlot && a.slot !== null) {
-        const have = this.q("SELECT run_id FROM slots WHERE job = ? AND slot = ?").get(a.job, a.slot) as
-          | { run_id: number | null }
-          | undefined;
+        const have = this.q("SELECT run_id FROM slots WHERE job = ? AND slot = ?").get(
+          a.job,
+          a.slot,
+        ) as { run_id: number | null } | undefined;
         if (have) return { kind: "duplicate" as const, slotRunId: have.run_id };
       }
       if (a.lock) {
         const holder = this.reapDeadHolders(a.job, a.now, a.holderAlive);
         if (holder) {
           if (a.claimSlot && a.slot !== null) {
-            this.disposition(a.job, a.slot, "skipped", `overlap: run ${holder.id} holds the lock`, a.now);
+            this.disposition(
+              a.job,
+              a.slot,
+              "skipped",
+              `overlap: run ${holder.id} holds the lock`,
+              a.now,
+            );
           }
           return { kind: "locked" as const, holder };
         }
@@ -441,12 +451,21 @@ export class Store {
 
   /** Record that the run's process started (pid + start time: pids are reused). */
   setRunProcess(runId: number, pid: number, pidStart: string | null, pgid: number): void {
-    this.q("UPDATE runs SET pid = ?, pid_start = ?, pgid = ? WHERE id = ?").run(pid, pidStart, pgid, runId);
+    this.q("UPDATE runs SET pid = ?, pid_start = ?, pgid = ? WHERE id = ?").run(
+      pid,
+      pidStart,
+      pgid,
+      runId,
+    );
   }
 
   /** A restarted daemon (or another owner) takes over supervising a live orphan. */
   adoptRun(runId: number, owner: Owner): void {
-    this.q("UPDATE runs SET owner_pid = ?, owner_start = ? WHERE id = ?").run(owner.pid, owner.start, runId);
+    this.q("UPDATE runs SET owner_pid = ?, owner_start = ? WHERE id = ?").run(
+      owner.pid,
+      owner.start,
+      runId,
+    );
   }
 
   /** Revoke the run's fence: its marker writes are refused from now on. */
@@ -496,11 +515,16 @@ export class Store {
   }
 
   /** A slot that did not run: `skipped` (overlap, paused) or `missed` (daemon down). */
-  disposition(job: string, slot: number, status: "skipped" | "missed", reason: string, now: number): boolean {
-    const claimed = this.q("INSERT INTO slots (job, slot, run_id) VALUES (?, ?, NULL) ON CONFLICT DO NOTHING").run(
-      job,
-      slot,
-    );
+  disposition(
+    job: string,
+    slot: number,
+    status: "skipped" | "missed",
+    reason: string,
+    now: number,
+  ): boolean {
+    const claimed = this.q(
+      "INSERT INTO slots (job, slot, run_id) VALUES (?, ?, NULL) ON CONFLICT DO NOTHING",
+    ).run(job, slot);
     if (claimed.changes === 0) return false;
     this.q(
       `INSERT INTO runs (job, slot, trigger, status, reason, attempt, started_at, finished_at, duration_ms)
@@ -510,7 +534,13 @@ export class Store {
     return true;
   }
 
-  recordDisposition(job: string, slot: number, status: "skipped" | "missed", reason: string, now: number): boolean {
+  recordDisposition(
+    job: string,
+    slot: number,
+    status: "skipped" | "missed",
+    reason: string,
+    now: number,
+  ): boolean {
     return this.tx(() => {
       this.ensureJob(job, now);
       return this.disposition(job, slot, status, reason, now);
@@ -528,14 +558,19 @@ export class Store {
   runningRuns(job?: string): RunRow[] {
     return job === undefined
       ? (this.q("SELECT * FROM runs WHERE status = 'running' ORDER BY id").all() as RunRow[])
-      : (this.q("SELECT * FROM runs WHERE status = 'running' AND job = ? ORDER BY id").all(job) as RunRow[]);
+      : (this.q("SELECT * FROM runs WHERE status = 'running' AND job = ? ORDER BY id").all(
+          job,
+        ) as RunRow[]);
   }
 
   /** Newest first. */
   history(job: string | null, limit: number): RunRow[] {
     return job === null
       ? (this.q("SELECT * FROM runs ORDER BY id DESC LIMIT ?").all(limit) as RunRow[])
-      : (this.q("SELECT * FROM runs WHERE job = ? ORDER BY id DESC LIMIT ?").all(job, limit) as RunRow[]);
+      : (this.q("SELECT * FROM runs WHERE job = ? ORDER BY id DESC LIMIT ?").all(
+          job,
+          limit,
+        ) as RunRow[]);
   }
 
   /** The latest run that had a process (not a skipped/missed disposition). */
@@ -587,24 +622,33 @@ export class Store {
   }
 
   /** Insert a marker; returns true if it is new. Counts it on the run and as job progress. */
-  insertMarker(job: string, key: string, runId: number | null, fence: number | null, now: number): boolean {
+  insertMarker(
+    job: string,
+    key: string,
+    runId: number | null,
+    fence: number | null,
+    now: number,
+  ): boolean {
     const info = this.q(
       "INSERT INTO markers (job, key, run_id, fence, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
     ).run(job, key, runId, fence, now);
     if (info.changes === 0) return false;
     this.q("DELETE FROM attempts WHERE job = ? AND key = ?").run(job, key);
     if (runId !== null) {
-      this.q("UPDATE runs SET markers_new = markers_new + 1, progress_at = ? WHERE id = ?").run(now, runId);
+      this.q("UPDATE runs SET markers_new = markers_new + 1, progress_at = ? WHERE id = ?").run(
+        now,
+        runId,
+      );
     }
-    this.q("UPDATE jobs SET last_progress_at = MAX(COALESCE(last_progress_at, 0), ?) WHERE name = ?").run(
-      now,
-      job,
-    );
+    this.q(
+      "UPDATE jobs SET last_progress_at = MAX(COALESCE(last_progress_at, 0), ?) WHERE name = ?",
+    ).run(now, job);
     return true;
   }
 
   countSkipped(runId: number | null, n = 1): void {
-    if (runId !== null) this.q("UPDATE runs SET markers_skipped = markers_skipped + ? WHERE id = ?").run(n, runId);
+    if (runId !== null)
+      this.q("UPDATE runs SET markers_skipped = markers_skipped + ? WHERE id = ?").run(n, runId);
   }
 
   removeMarker(job: string, key: string, now: number, by: string): boolean {
@@ -616,22 +660,33 @@ export class Store {
   }
 
   markers(job: string): MarkerRow[] {
-    return this.q("SELECT key, run_id, fence, created_at FROM markers WHERE job = ? ORDER BY created_at, key").all(
-      job,
-    ) as MarkerRow[];
+    return this.q(
+      "SELECT key, run_id, fence, created_at FROM markers WHERE job = ? ORDER BY created_at, key",
+    ).all(job) as MarkerRow[];
   }
 
   markerCount(job: string): number {
     return (this.q("SELECT COUNT(*) AS n FROM markers WHERE job = ?").get(job) as { n: number }).n;
   }
 
-  claim(job: string, key: string): { pid: number; pid_start: string | null; run_id: number | null } | undefined {
-    return this.q("SELECT pid, pid_start, run_id FROM claims WHERE job = ? AND key = ?").get(job, key) as
-      | { pid: number; pid_start: string | null; run_id: number | null }
-      | undefined;
+  claim(
+    job: string,
+    key: string,
+  ): { pid: number; pid_start: string | null; run_id: number | null } | undefined {
+    return this.q("SELECT pid, pid_start, run_id FROM claims WHERE job = ? AND key = ?").get(
+      job,
+      key,
+    ) as { pid: number; pid_start: string | null; run_id: number | null } | undefined;
   }
 
-  putClaim(job: string, key: string, pid: number, pidStart: string | null, runId: number | null, now: number): void {
+  putClaim(
+    job: string,
+    key: string,
+    pid: number,
+    pidStart: string | null,
+    runId: number | null,
+    now: number,
+  ): void {
     this.q(
       `INSERT INTO claims (job, key, pid, pid_start, run_id, since) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (job, key) DO UPDATE SET pid = excluded.pid, pid_start = excluded.pid_start,
@@ -648,7 +703,11 @@ export class Store {
       `INSERT INTO attempts (job, key, count, last_at) VALUES (?, ?, 1, ?)
        ON CONFLICT (job, key) DO UPDATE SET count = count + 1, last_at = excluded.last_at`,
     ).run(job, key, now);
-    return (this.q("SELECT count FROM attempts WHERE job = ? AND key = ?").get(job, key) as { count: number }).count;
+    return (
+      this.q("SELECT count FROM attempts WHERE job = ? AND key = ?").get(job, key) as {
+        count: number;
+      }
+    ).count;
   }
 
   /** Keys attempted more than `limit` times without being marked, worst first. */
@@ -672,13 +731,21 @@ export class Store {
   // ---- events ------------------------------------------------------------------------------
 
   event(at: number, job: string | null, kind: string, detail: string | null): void {
-    this.q("INSERT INTO events (at, job, kind, detail) VALUES (?, ?, ?, ?)").run(at, job, kind, detail);
+    this.q("INSERT INTO events (at, job, kind, detail) VALUES (?, ?, ?, ?)").run(
+      at,
+      job,
+      kind,
+      detail,
+    );
   }
 
   events(job: string | null, limit: number): EventRow[] {
     return job === null
       ? (this.q("SELECT * FROM events ORDER BY id DESC LIMIT ?").all(limit) as EventRow[])
-      : (this.q("SELECT * FROM events WHERE job = ? ORDER BY id DESC LIMIT ?").all(job, limit) as EventRow[]);
+      : (this.q("SELECT * FROM events WHERE job = ? ORDER BY id DESC LIMIT ?").all(
+          job,
+          limit,
+        ) as EventRow[]);
   }
 
   // ---- monitoring (alerts, metrics): read-mostly queries ---------------------------------------
@@ -770,6 +837,7 @@ function openFailure(file: string, e: unknown): StoreError {
       "corrupt",
     );
   }
-  if (err.code === "SQLITE_BUSY") return new StoreError(`state store ${file} is busy: ${msg}`, "busy");
+  if (err.code === "SQLITE_BUSY")
+    return new StoreError(`state store ${file} is busy: ${msg}`, "busy");
   return new StoreError(`cannot open state store ${file}: ${msg}`, "io");
 }

@@ -115,7 +115,9 @@ export class Supervisor {
     this.lastWake = now;
     this.arm();
     this.beat = setInterval(() => this.heartbeat(), cfg.heartbeatMs);
-    this.log(`cronvisor: daemon ${process.pid} started with ${cfg.jobs.length} job(s), state in ${cfg.stateDir}`);
+    this.log(
+      `cronvisor: daemon ${process.pid} started with ${cfg.jobs.length} job(s), state in ${cfg.stateDir}`,
+    );
   }
 
   // ---- jobs and slots ------------------------------------------------------------------------
@@ -126,7 +128,12 @@ export class Supervisor {
     // A job seen for the first time has missed nothing: its slots count from now.
     if (row.scanned_to === null) store.setScannedTo(cfg.name, now);
     const from = Math.max(now, row.scanned_to ?? now);
-    this.jobs.set(cfg.name, { cfg, next: this.nextAfter(cfg, from), pending: [], retryTimer: null });
+    this.jobs.set(cfg.name, {
+      cfg,
+      next: this.nextAfter(cfg, from),
+      pending: [],
+      retryTimer: null,
+    });
     if (cfg.pattern === null && store.claimReboot(cfg.name, bootId(), now)) {
       this.enqueue(cfg.name, { slot: null, claimSlot: false, trigger: "reboot", attempt: 1 });
     }
@@ -146,8 +153,15 @@ export class Supervisor {
     const row = store.job(st.cfg.name);
     const from = row?.scanned_to ?? now;
     if (from > now + LATE_MS) {
-      store.event(now, st.cfg.name, "clock", `last slot stamp ${new Date(from).toISOString()} is in the future; continuing from now`);
-      this.log(`cronvisor: warning: job ${st.cfg.name} has a slot stamp in the future (clock was wrong?); continuing from now`);
+      store.event(
+        now,
+        st.cfg.name,
+        "clock",
+        `last slot stamp ${new Date(from).toISOString()} is in the future; continuing from now`,
+      );
+      this.log(
+        `cronvisor: warning: job ${st.cfg.name} has a slot stamp in the future (clock was wrong?); continuing from now`,
+      );
       store.setScannedTo(st.cfg.name, now);
       st.next = this.nextAfter(st.cfg, now);
       return;
@@ -170,10 +184,12 @@ export class Supervisor {
         );
       }
       for (const s of missed.slots) {
-        if (!toRun.has(s.getTime())) store.disposition(st.cfg.name, s.getTime(), "missed", "daemon down", now);
+        if (!toRun.has(s.getTime()))
+          store.disposition(st.cfg.name, s.getTime(), "missed", "daemon down", now);
       }
     });
-    for (const slot of runs) this.enqueue(st.cfg.name, { slot, claimSlot: true, trigger: "catchup", attempt: 1 });
+    for (const slot of runs)
+      this.enqueue(st.cfg.name, { slot, claimSlot: true, trigger: "catchup", attempt: 1 });
   }
 
   /** Arm the one timer for the earliest next slot, never for longer than MAX_SLEEP_MS. */
@@ -192,7 +208,11 @@ export class Supervisor {
     try {
       const now = this.now();
       if (now < this.lastWake - LATE_MS) {
-        this.event(null, "clock", `wall clock stepped back ${now - this.lastWake} ms; slots already handled will not run again`);
+        this.event(
+          null,
+          "clock",
+          `wall clock stepped back ${now - this.lastWake} ms; slots already handled will not run again`,
+        );
         // Plan from the wall clock again: waiting for the old next slots would stall every job for
         // as long as the step. A slot that already has a disposition is refused by the store.
         for (const st of this.jobs.values()) st.next = this.nextAfter(st.cfg, now);
@@ -228,7 +248,8 @@ export class Supervisor {
       );
       const store = this.store as Store;
       store.tx(() => {
-        for (const s of slots) store.disposition(st.cfg.name, s, "missed", "timer late (suspend or clock step)", now);
+        for (const s of slots)
+          store.disposition(st.cfg.name, s, "missed", "timer late (suspend or clock step)", now);
       });
     }
     this.fire(st, slot);
@@ -244,7 +265,9 @@ export class Supervisor {
     const p: Pending = { slot, claimSlot: true, trigger: "schedule", attempt: 1 };
     if (st.cfg.jitterMs > 0) {
       // The slot stays the nominal time; only the start moves.
-      this.later(Math.floor(Math.random() * st.cfg.jitterMs), () => this.startOrQueue(st.cfg.name, p));
+      this.later(Math.floor(Math.random() * st.cfg.jitterMs), () =>
+        this.startOrQueue(st.cfg.name, p),
+      );
     } else {
       this.startOrQueue(st.cfg.name, p);
     }
@@ -303,14 +326,22 @@ export class Supervisor {
   private startNow(name: string, p: Pending): void {
     const st = this.jobs.get(name);
     if (!st || this.stopping) return;
-    const out = launch(this.ctx, st.cfg, { slot: p.slot, claimSlot: p.claimSlot, trigger: p.trigger, attempt: p.attempt });
+    const out = launch(this.ctx, st.cfg, {
+      slot: p.slot,
+      claimSlot: p.claimSlot,
+      trigger: p.trigger,
+      attempt: p.attempt,
+    });
     if (out.kind === "locked") {
       // The disposition (`skipped`) was recorded in the same transaction that saw the lock.
-      if (p.slot === null || !p.claimSlot) this.log(`cronvisor: ${p.trigger} of ${name} skipped: run ${out.holder.id} holds the lock`);
+      if (p.slot === null || !p.claimSlot)
+        this.log(`cronvisor: ${p.trigger} of ${name} skipped: run ${out.holder.id} holds the lock`);
       return;
     }
     if (out.kind === "duplicate") {
-      this.log(`cronvisor: slot ${new Date(p.slot ?? 0).toISOString()} of ${name} already has a disposition; not run again`);
+      this.log(
+        `cronvisor: slot ${new Date(p.slot ?? 0).toISOString()} of ${name} already has a disposition; not run again`,
+      );
       return;
     }
     const a: Active = { run: out.run, job: st.cfg, handle: out.handle, finished: out.finished };
@@ -333,17 +364,29 @@ export class Supervisor {
       this.log(`cronvisor: pruning old runs failed: ${(e as Error).message} (job: ${name})`);
     }
     if (!st || this.stopping) return;
-    if ((row.status === "failed" || row.status === "timeout") && row.attempt <= st.cfg.retries.attempts) {
+    if (
+      (row.status === "failed" || row.status === "timeout") &&
+      row.attempt <= st.cfg.retries.attempts
+    ) {
       const delay = st.cfg.retries.backoffMs * 2 ** (row.attempt - 1);
       const at = this.now() + delay;
       // A retry never outlives the next slot (unless runs may overlap anyway).
       if (st.cfg.overlap === "allow" || st.next === null || at < st.next) {
         st.retryTimer = this.later(delay, () => {
           st.retryTimer = null;
-          this.enqueue(name, { slot: row.slot, claimSlot: false, trigger: "retry", attempt: row.attempt + 1 });
+          this.enqueue(name, {
+            slot: row.slot,
+            claimSlot: false,
+            trigger: "retry",
+            attempt: row.attempt + 1,
+          });
         });
       } else {
-        this.event(name, "retry", `retry ${row.attempt} of run ${row.id} dropped: it would start after the next slot`);
+        this.event(
+          name,
+          "retry",
+          `retry ${row.attempt} of run ${row.id} dropped: it would start after the next slot`,
+        );
       }
     }
     const next = st.pending.shift();
@@ -375,7 +418,13 @@ export class Supervisor {
       const result: RunResult =
         code === null
           ? endResult(r, now, "interrupted", "its processes died with the daemon", null)
-          : endResult(r, now, code === 0 ? "ok" : "failed", `exit ${code} (recorded after a daemon restart)`, code);
+          : endResult(
+              r,
+              now,
+              code === 0 ? "ok" : "failed",
+              `exit ${code} (recorded after a daemon restart)`,
+              code,
+            );
       store.finishRun(r.id, result);
       fs.rmSync(exitFileFor(this.config.stateDir, r.id), { force: true });
       if (result.status === "interrupted" && st) this.resume(st, r, now);
@@ -386,7 +435,12 @@ export class Supervisor {
     if (st.cfg.catchup === "skip") return;
     const slotTime = r.slot ?? r.started_at;
     if (slotTime < now - st.cfg.catchupWindowMs) return;
-    this.enqueue(st.cfg.name, { slot: r.slot, claimSlot: false, trigger: "resume", attempt: r.attempt + 1 });
+    this.enqueue(st.cfg.name, {
+      slot: r.slot,
+      claimSlot: false,
+      trigger: "resume",
+      attempt: r.attempt + 1,
+    });
   }
 
   private adopt(r: RunRow, job: JobConfig): void {
@@ -404,8 +458,20 @@ export class Supervisor {
       const now = this.now();
       const result =
         code === null
-          ? endResult(r, now, "interrupted", "adopted after a daemon restart; exit status unknown", null)
-          : endResult(r, now, code === 0 ? "ok" : "failed", code === 0 ? null : `exit ${code}`, code);
+          ? endResult(
+              r,
+              now,
+              "interrupted",
+              "adopted after a daemon restart; exit status unknown",
+              null,
+            )
+          : endResult(
+              r,
+              now,
+              code === 0 ? "ok" : "failed",
+              code === 0 ? null : `exit ${code}`,
+              code,
+            );
       try {
         store.finishRun(r.id, result);
       } catch (e) {
@@ -436,9 +502,13 @@ export class Supervisor {
   /** A file an external `stat`-based check can watch, independent of SQLite. */
   private writeHeartbeatFile(now: number): void {
     try {
-      fs.writeFileSync(path.join(this.config.stateDir, "heartbeat"), `${process.pid} ${new Date(now).toISOString()}\n`, {
-        mode: 0o600,
-      });
+      fs.writeFileSync(
+        path.join(this.config.stateDir, "heartbeat"),
+        `${process.pid} ${new Date(now).toISOString()}\n`,
+        {
+          mode: 0o600,
+        },
+      );
     } catch {
       // a full disk: the store row is the primary beat; status reads that
     }
@@ -605,4 +675,3 @@ function endResult(
     logTruncated: false,
   };
 }
-
