@@ -582,6 +582,12 @@ async function status(
   try {
     report = buildStatus(config, store, Date.now(), jobName);
     detail = jobName ? store.history(jobName, 10) : [];
+  } catch (e) {
+    // Pages that fail only when read (a store corrupted in the middle): the daemon cannot run
+    // on it either. One line, no stack.
+    const msg = `cannot read the state store in ${config.stateDir}: ${(e as Error).message}`;
+    if (o.check) return verdict(msg, 2);
+    throw new CliError(`cronvisor: ${msg}`, EXIT.fail);
   } finally {
     store.close();
   }

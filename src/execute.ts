@@ -150,11 +150,12 @@ function recordEnd(ctx: RunContext, runId: number, result: RunResult): RunRow {
   try {
     ctx.store.finishRun(runId, result);
   } catch (e) {
-    // A full disk or a busy store must not lose the run: the row stays `running`, and the
-    // next reap (the daemon's heartbeat, or the next lock check) records it from what it finds.
+    // A full disk or a busy store must not lose the run: the row stays `running` and the exit
+    // file stays, and the daemon's next reap (every heartbeat) records the end from the file.
     process.stderr.write(
       `cronvisor: could not record the end of run ${runId}: ${(e as Error).message}\n`,
     );
+    return { ...(ctx.store.run(runId) as RunRow), status: "running" };
   }
   try {
     fs.rmSync(exitFileFor(ctx.config.stateDir, runId), { force: true });

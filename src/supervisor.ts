@@ -65,6 +65,8 @@ interface JobState {
   /** Slots waiting for the job's current run to end: `queue` overlap, `catchup: all`, resumes. */
   pending: Pending[];
   retryTimer: NodeJS.Timeout | null;
+  /** A slot could not be recorded (the store refused a write): record the gap when it can. */
+  gap: boolean;
 }
 
 export class DaemonBusyError extends Error {}
@@ -82,6 +84,8 @@ export class Supervisor {
   private lastWake = 0;
   private stopping: Promise<void> | null = null;
   private readonly timers = new Set<NodeJS.Timeout>();
+  /** Results of runs whose end the store refused (a full disk): retried every heartbeat. */
+  private readonly unrecorded = new Map<number, { result: RunResult; job: JobConfig }>();
 
   constructor(private readonly opts: SupervisorOptions) {
     this.config = opts.config;
@@ -115,6 +119,8 @@ export class Supervisor {
     this.lastWake = now;
     this.arm();
     this.beat = setInterval(() => this.heartbeat(), cfg.heartbeatMs);
+    // Monitors (HTTP, alerts) get their first beat now, not one interval later.
+    this.hook("beat", (h) => h.beat?.(store, this.config, now));
     this.log(
       `cronvisor: daemon ${process.pid} started with ${cfg.jobs.length} job(s), state in ${cfg.stateDir}`,
     );
@@ -133,6 +139,7 @@ export class Supervisor {
       next: this.nextAfter(cfg, from),
       pending: [],
       retryTimer: null,
+      gap: false,
     });
     if (cfg.pattern === null && store.claimReboot(cfg.name, bootId(), now)) {
       this.enqueue(cfg.name, { slot: null, claimSlot: false, trigger: "reboot", attempt: 1 });
@@ -226,6 +233,7 @@ export class Supervisor {
         } catch (e) {
           this.log(`cronvisor: error handling slot: ${(e as Error).message} (job: ${st.cfg.name})`);
           st.next = this.nextAfter(st.cfg, now);
+          st.gap = true;
         }
       }
     } finally {
@@ -236,6 +244,7 @@ export class Supervisor {
   /** A job's slot is due. If the timer woke late (suspend, clock step), older slots are missed. */
   private due(st: JobState, now: number): void {
     const first = st.next as number;
+    if (st.gap) this.recordGap(st, first, now);
     const passed = missedSlots(st.cfg, new Date(first - 1), new Date(now), MISSED_ROWS);
     const slots = passed.slots.map((d) => d.getTime());
     const slot = slots.pop() ?? first;
@@ -253,6 +262,28 @@ export class Supervisor {
       });
     }
     this.fire(st, slot);
+  }
+
+  /**
+   * Slots that came due while the store could not be written (a full disk) never got a
+   * disposition: once a write works again, record them `missed` with the reason.
+   */
+  private recordGap(st: JobState, before: number, now: number): void {
+    const store = this.store as Store;
+    const from = store.job(st.cfg.name)?.scanned_to ?? before;
+    const gap = missedSlots(st.cfg, new Date(from), new Date(before - 1), MISSED_ROWS);
+    store.tx(() => {
+      for (const s of gap.slots) {
+        store.disposition(
+          st.cfg.name,
+          s.getTime(),
+          "missed",
+          "the store could not be written (disk full?)",
+          now,
+        );
+      }
+    });
+    st.gap = false;
   }
 
   private fire(st: JobState, slot: number): void {
@@ -347,7 +378,11 @@ export class Supervisor {
     const a: Active = { run: out.run, job: st.cfg, handle: out.handle, finished: out.finished };
     this.active.set(out.run.id, a);
     this.hook("runStarted", (h) => h.runStarted?.(out.run, st.cfg));
-    a.finished = out.finished.then((row) => this.ended(a, row));
+    a.finished = out.finished.then(async (row) => {
+      if (row.status === "running")
+        this.unrecorded.set(row.id, { result: await out.handle.done, job: st.cfg });
+      this.ended(a, row);
+    });
   }
 
   /** A run ended and is recorded: retries, the next waiting slot, retention. */
@@ -403,8 +438,11 @@ export class Supervisor {
   private adoptOrphans(): void {
     const store = this.store as Store;
     for (const r of store.runningRuns()) {
-      if (this.active.has(r.id)) continue;
-      if (r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start)) continue; // its owner records it
+      if (this.active.has(r.id) || this.unrecorded.has(r.id)) continue;
+      // Another live owner records its own runs. A run this daemon owns but no longer watches
+      // is one whose end could not be recorded (a full disk): it is reaped like an orphan.
+      const mine = r.owner_pid === this.owner.pid && r.owner_start === this.owner.start;
+      if (!mine && r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start)) continue;
       const st = this.jobs.get(r.job);
       const job = st?.cfg ?? null;
       if (r.pgid !== null && groupAlive(r.pgid)) {
@@ -422,11 +460,12 @@ export class Supervisor {
               r,
               now,
               code === 0 ? "ok" : "failed",
-              `exit ${code} (recorded after a daemon restart)`,
+              `exit ${code} (recorded late, from its exit file)`,
               code,
             );
       store.finishRun(r.id, result);
       fs.rmSync(exitFileFor(this.config.stateDir, r.id), { force: true });
+      if (st) this.hook("runEnded", (h) => h.runEnded?.(store.run(r.id) as RunRow, st.cfg));
       if (result.status === "interrupted" && st) this.resume(st, r, now);
     }
   }
@@ -485,6 +524,20 @@ export class Supervisor {
     a.finished = finished.then((row) => this.ended(a, row));
   }
 
+  /** Retry recording the ends the store refused; the lock is free once they are recorded. */
+  private recordUnrecorded(): void {
+    const store = this.store as Store;
+    for (const [id, { result, job }] of this.unrecorded) {
+      store.finishRun(id, result); // throws while the disk is still full: next beat, again
+      this.unrecorded.delete(id);
+      fs.rmSync(exitFileFor(this.config.stateDir, id), { force: true });
+      this.log(
+        `cronvisor: recorded the end of run ${id} (${result.status}) after the store recovered`,
+      );
+      this.hook("runEnded", (h) => h.runEnded?.(store.run(id) as RunRow, job));
+    }
+  }
+
   // ---- liveness ---------------------------------------------------------------------------
 
   private heartbeat(): void {
@@ -492,6 +545,7 @@ export class Supervisor {
       const now = this.now();
       (this.store as Store).heartbeat(process.pid, now, this.config.heartbeatMs);
       this.writeHeartbeatFile(now);
+      this.recordUnrecorded();
       this.adoptOrphans();
       this.hook("beat", (h) => h.beat?.(this.store as Store, this.config, now));
     } catch (e) {
@@ -540,6 +594,7 @@ export class Supervisor {
           next: this.nextAfter(job, Math.max(now, store.job(job.name)?.scanned_to ?? now)),
           pending: prev.pending,
           retryTimer: prev.retryTimer,
+          gap: prev.gap,
         });
       } else {
         this.addJob(job, now);
