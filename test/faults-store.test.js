@@ -58,13 +58,7 @@ test("a run that ends while the state dir is full is recorded once space returns
       await d.exited;
     }
     // Never the kill(1) binary here: procps-ng `kill -KILL -PGID` sends kill(-1), to every process.
-    if (Number.isInteger(pgid) && pgid > 1) {
-      try {
-        process.kill(-pgid, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    }
+    killGroup(pgid);
     if (spawnSync("umount", [mnt]).status !== 0) spawnSync("umount", ["-l", mnt]);
     fs.rmSync(root, { recursive: true, force: true });
   });
