@@ -96,6 +96,8 @@ const yaml = [
   `    command: ${JSON.stringify(["/bin/sh", path.join(dir, "items.sh")])}`,
   "    catchup: once",
   "    kill_grace: 2s",
+  // Keep every run row (the default prunes to 100 per job): the checks read them all.
+  "    log: { keep_runs: 10000000 }",
 ];
 for (let i = 0; i < TICK_JOBS; i++) {
   yaml.push(
@@ -104,6 +106,7 @@ for (let i = 0; i < TICK_JOBS; i++) {
     `    command: ${JSON.stringify(["/bin/sh", "-c", 'echo "$CRONVISOR_JOB $CRONVISOR_SLOT $CRONVISOR_RUN_ID $CRONVISOR_TRIGGER" >> "$SOAK/ticks.log"'])}`,
     // An interrupted per-second run is not run again: any slot seen twice is a fault.
     "    catchup: skip",
+    "    log: { keep_runs: 10000000 }",
   );
 }
 const config = path.join(dir, "jobs.yaml");
