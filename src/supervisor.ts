@@ -584,6 +584,12 @@ export class Supervisor {
     const old = this.jobs;
     const keep = new Map(old);
     this.jobs.clear();
+    if (res.config.stateDir !== this.config.stateDir) {
+      // The store, logs and locks stay where this daemon holds them.
+      this.log(
+        `cronvisor: a changed state_dir (${res.config.stateDir}) takes effect when the daemon restarts`,
+      );
+    }
     this.config = { ...res.config, stateDir: this.config.stateDir };
     for (const job of res.config.jobs) {
       const prev = keep.get(job.name);
