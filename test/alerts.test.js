@@ -5,9 +5,18 @@ import fs from "node:fs";
 import http from "node:http";
 import path from "node:path";
 import { test } from "node:test";
-import Database from "better-sqlite3";
 import { Outbox, pingUrl, runUuid, transitions } from "../dist/alerts.js";
-import { cli, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import {
+  cli,
+  killGroup,
+  killGroupsAfter,
+  rows,
+  startDaemon,
+  stopDaemon,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 // ---- the rules, without a daemon ---------------------------------------------------------------
 
@@ -177,34 +186,6 @@ async function receiver(t, answer = () => 200) {
   return { got, url: `http://127.0.0.1:${server.address().port}` };
 }
 
-function startDaemon(t, cfg, env = {}) {
-  const d = spawnCli(["daemon", "-c", cfg], { env });
-  t.after(async () => {
-    if (d.exitCode === null && d.signalCode === null) {
-      d.kill("SIGKILL");
-      await d.exited;
-    }
-  });
-  return d;
-}
-
-async function stopDaemon(d) {
-  d.kill("SIGTERM");
-  const r = await d.exited;
-  assert.equal(r.code, 0, `daemon exit ${JSON.stringify(r)}\n${d.err}`);
-}
-
-function rows(dir, sql, ...args) {
-  const file = path.join(dir, ".cronvisor", "cronvisor.db");
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true });
-  db.pragma("busy_timeout = 2000");
-  try {
-    return db.prepare(sql).all(...args);
-  } finally {
-    db.close();
-  }
-}
 const count = (dir, sql, ...args) => rows(dir, sql, ...args)[0]?.n ?? 0;
 const heartbeat = (dir) => rows(dir, "SELECT heartbeat_at FROM daemon")[0]?.heartbeat_at ?? 0;
 
@@ -368,17 +349,11 @@ test("command alert: `interrupted` once, with the event in env vars and JSON on 
       )[0],
     "a running run",
   );
-  t.after(() => {
-    try {
-      process.kill(-run.pgid, "SIGKILL");
-    } catch {
-      // gone
-    }
-  });
+  killGroupsAfter(t, [run.pgid]);
   // The daemon and the job die together: the next daemon finds the run dead and records it interrupted.
   d.kill("SIGKILL");
   await d.exited;
-  process.kill(-run.pgid, "SIGKILL");
+  killGroup(run.pgid);
   d = startDaemon(t, cfg, env);
   const logFile = path.join(dir, "alerts.log");
   const text = await waitFor(

@@ -6,30 +6,17 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import Database from "better-sqlite3";
-import { BIN, ROOT, cli, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import { BIN, ROOT, cli, query, startDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 const FIXTURES = path.join(ROOT, "test", "fixtures", "faults");
-
-function q(stateDir, sql, ...args) {
-  const file = path.join(stateDir, "cronvisor.db");
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true });
-  db.pragma("busy_timeout = 2000");
-  try {
-    return db.prepare(sql).all(...args);
-  } finally {
-    db.close();
-  }
-}
 
 /** What marker commands may write: markers, claims, attempts, and counts on runs. */
 function markerState(stateDir) {
   return {
-    markers: q(stateDir, "SELECT job, key FROM markers ORDER BY key"),
-    claims: q(stateDir, "SELECT job, key FROM claims"),
-    attempts: q(stateDir, "SELECT job, key, count FROM attempts"),
-    runs: q(
+    markers: query(stateDir, "SELECT job, key FROM markers ORDER BY key"),
+    claims: query(stateDir, "SELECT job, key FROM claims"),
+    attempts: query(stateDir, "SELECT job, key, count FROM attempts"),
+    runs: query(
       stateDir,
       "SELECT id, markers_new, markers_skipped, progress_count FROM runs ORDER BY id",
     ),
@@ -194,20 +181,15 @@ test("an env_file that cannot be read (a directory, a missing file, a bad line):
       "",
     ].join("\n"),
   );
-  const d = spawnCli(["daemon", "-c", cfg]);
-  t.after(async () => {
-    if (d.exitCode === null && d.signalCode === null) {
-      d.kill("SIGKILL");
-      await d.exited;
-    }
-  });
+  const d = startDaemon(t, cfg);
   const broken = ["direnv", "later", "badline"];
   await waitFor(
     () =>
       broken.every(
         (j) =>
-          q(state, "SELECT * FROM runs WHERE job = ? AND status = 'spawn_failed'", j).length >= 2,
-      ) && q(state, "SELECT * FROM runs WHERE job = 'fine' AND status = 'ok'").length >= 2,
+          query(state, "SELECT * FROM runs WHERE job = ? AND status = 'spawn_failed'", j).length >=
+          2,
+      ) && query(state, "SELECT * FROM runs WHERE job = 'fine' AND status = 'ok'").length >= 2,
     "failures recorded and the fine job running",
   );
   const reasons = {
@@ -219,7 +201,7 @@ test("an env_file that cannot be read (a directory, a missing file, a bad line):
       `spawn failed: ${badEnv}:3: expected KEY=value, got "NOT A LINE" (job: badline, run: ${id})`,
   };
   for (const j of broken) {
-    const runs = q(
+    const runs = query(
       state,
       "SELECT * FROM runs WHERE job = ? AND status != 'running' ORDER BY id",
       j,
@@ -247,14 +229,14 @@ test("an env_file that cannot be read (a directory, a missing file, a bad line):
   // The missing file appears: the next run reads it.
   fs.writeFileSync(path.join(dir, "later.env"), "TOKEN=t0k3n\n");
   const ok = await waitFor(
-    () => q(state, "SELECT * FROM runs WHERE job = 'later' AND status = 'ok'")[0],
+    () => query(state, "SELECT * FROM runs WHERE job = 'later' AND status = 'ok'")[0],
     "later runs once its env_file exists",
   );
   assert.equal(fs.readFileSync(ok.log_path, "utf8"), "token=t0k3n\n");
   d.kill("SIGTERM");
   assert.equal((await d.exited).code, 0, d.err);
   for (const j of [...broken, "fine"]) {
-    const dup = q(
+    const dup = query(
       state,
       "SELECT slot FROM runs WHERE job = ? AND trigger = 'schedule' GROUP BY slot HAVING COUNT(*) > 1",
       j,

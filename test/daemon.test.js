@@ -3,52 +3,31 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import Database from "better-sqlite3";
-import { alive, cli, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
-
-/** Read rows straight from the store (read-only) while the daemon runs. */
-function rows(dir, sql, ...args) {
-  const file = path.join(dir, ".cronvisor", "cronvisor.db");
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true });
-  db.pragma("busy_timeout = 2000");
-  try {
-    return db.prepare(sql).all(...args);
-  } finally {
-    db.close();
-  }
-}
-
-function startDaemon(t, dir, env = {}) {
-  const d = spawnCli(["daemon", "-c", path.join(dir, "jobs.yaml")], { env });
-  t.after(async () => {
-    if (d.exitCode === null && d.signalCode === null) {
-      d.kill("SIGKILL");
-      await d.exited;
-    }
-  });
-  return d;
-}
-
-async function stopDaemon(d) {
-  d.kill("SIGTERM");
-  const r = await d.exited;
-  assert.equal(r.code, 0, `daemon exit: ${JSON.stringify(r)}\n${d.err}`);
-}
+import {
+  alive,
+  cli,
+  rows,
+  spawnCli,
+  startDaemon,
+  stopDaemon,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 test("a per-second job runs, is recorded with its log, and no slot runs twice across a restart", async (t) => {
   const dir = tmpdir(t);
-  writeConfig(
+  const cfg = writeConfig(
     dir,
     `heartbeat: 1s\njobs:\n  tick:\n    schedule: "* * * * * *"\n    command: echo slot=$CRONVISOR_SLOT trigger=$CRONVISOR_TRIGGER\n    catchup: skip\n`,
   );
-  let d = startDaemon(t, dir);
+  let d = startDaemon(t, cfg);
   await waitFor(
     () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 2,
     "two ok runs",
   );
   await stopDaemon(d);
-  d = startDaemon(t, dir);
+  d = startDaemon(t, cfg);
   const before = rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok'")[0].n;
   await waitFor(
     () => rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok'")[0].n >= before + 2,
@@ -100,7 +79,7 @@ test("overlap: a held lock skips the slot and records why; `run` exits 75; statu
     dir,
     `heartbeat: 1s\njobs:\n  slow:\n    schedule: "* * * * * *"\n    command: sleep 30\n    kill_grace: 1s\n`,
   );
-  const d = startDaemon(t, dir);
+  const d = startDaemon(t, cfg);
   await waitFor(
     () => rows(dir, "SELECT * FROM runs WHERE status = 'skipped'").length >= 1,
     "a skipped slot",
@@ -129,7 +108,7 @@ test("a second daemon on the same state dir is refused and leaves the first unto
     dir,
     `heartbeat: 1s\njobs:\n  a:\n    schedule: "0 0 1 1 *"\n    command: "true"\n`,
   );
-  const d = startDaemon(t, dir);
+  const d = startDaemon(t, cfg);
   await waitFor(
     () => rows(dir, "SELECT pid FROM daemon")[0]?.pid === d.pid,
     "first daemon registered",
@@ -209,7 +188,7 @@ test("spawn failures are recorded and the daemon keeps serving the other jobs", 
     dir,
     `heartbeat: 1s\njobs:\n  missing:\n    schedule: "* * * * * *"\n    command: [/nonexistent/prog]\n  nocwd:\n    schedule: "* * * * * *"\n    command: "true"\n    cwd: /nonexistent-dir\n  fine:\n    schedule: "* * * * * *"\n    command: "true"\n`,
   );
-  const d = startDaemon(t, dir);
+  const d = startDaemon(t, cfg);
   await waitFor(
     () =>
       rows(dir, "SELECT DISTINCT job FROM runs WHERE status = 'spawn_failed'").length === 2 &&
@@ -253,7 +232,7 @@ test("pause survives a restart: paused slots are recorded skipped; resume fires 
     `heartbeat: 1s\njobs:\n  p:\n    schedule: "* * * * * *"\n    command: "true"\n    catchup: skip\n`,
   );
   assert.equal(cli(["pause", "p", "-c", cfg]).code, 0);
-  let d = startDaemon(t, dir);
+  let d = startDaemon(t, cfg);
   await waitFor(
     () =>
       rows(dir, "SELECT * FROM runs WHERE status = 'skipped' AND reason = 'paused'").length >= 2,
@@ -263,7 +242,7 @@ test("pause survives a restart: paused slots are recorded skipped; resume fires 
   assert.equal(rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok'")[0].n, 0);
   assert.equal(JSON.parse(cli(["status", "-c", cfg, "--json"]).stdout).jobs[0].health, "paused");
   assert.equal(cli(["resume", "p", "-c", cfg]).code, 0);
-  d = startDaemon(t, dir);
+  d = startDaemon(t, cfg);
   await waitFor(
     () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1,
     "runs after resume",
@@ -305,7 +284,7 @@ test("retention: log.keep_runs prunes old run rows and their logs", async (t) =>
     dir,
     `heartbeat: 1s\njobs:\n  r:\n    schedule: "* * * * * *"\n    command: echo $CRONVISOR_RUN_ID\n    log: { keep_runs: 3 }\n`,
   );
-  const d = startDaemon(t, dir);
+  const d = startDaemon(t, cfg);
   await waitFor(
     () => rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok' AND id >= 6")[0].n >= 1,
     "six runs",

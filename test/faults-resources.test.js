@@ -3,117 +3,50 @@
 // writes 2 GB of output. The daemon must stay up, say what went wrong, recover when the resource
 // returns, and keep its memory and its store intact.
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import Database from "better-sqlite3";
 import { Store } from "../dist/store.js";
-import { BIN, alive, cleanEnv, cli, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
-
-function q(stateDir, sql, ...args) {
-  const file = path.join(stateDir, "cronvisor.db");
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true });
-  db.pragma("busy_timeout = 2000");
-  try {
-    return db.prepare(sql).all(...args);
-  } finally {
-    db.close();
-  }
-}
-
-/** The daemon as a child process; `argv` may put a wrapper (prlimit) in front of node. */
-function daemonProcess(cfg, wrapper = []) {
-  const [cmd, ...args] = [...wrapper, process.execPath, BIN, "daemon", "-c", cfg];
-  const d = spawn(cmd, args, { env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] });
-  d.out = "";
-  d.err = "";
-  d.stdout.on("data", (b) => (d.out += b));
-  d.stderr.on("data", (b) => (d.err += b));
-  d.exited = new Promise((resolve) => d.on("exit", (code, signal) => resolve({ code, signal })));
-  return d;
-}
-
-async function killDaemon(d) {
-  if (d.exitCode === null && d.signalCode === null) {
-    d.kill("SIGKILL");
-    await d.exited;
-  }
-}
-
-async function stopDaemon(d) {
-  d.kill("SIGTERM");
-  const r = await d.exited;
-  assert.equal(r.code, 0, `daemon exit: ${JSON.stringify(r)}\n${d.err}`);
-}
-
-function statusJson(cfg) {
-  const r = cli(["status", "-c", cfg, "--json"]);
-  assert.equal(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout);
-}
+import {
+  alive,
+  cli,
+  fillDisk,
+  killDaemon,
+  mountTmpfs,
+  query,
+  scheduleSlots,
+  spawnCli,
+  startDaemon,
+  statusJson,
+  stopDaemon,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 /** Every `* * * * * *` slot of `job` between its first and last has exactly one disposition. */
 function assertEverySlotOnce(stateDir, job) {
-  const slots = q(
-    stateDir,
-    "SELECT slot FROM runs WHERE job = ? AND trigger = 'schedule' ORDER BY slot",
-    job,
-  ).map((r) => r.slot);
+  const { slots, gaps } = scheduleSlots(stateDir, job);
   assert.ok(slots.length >= 2, `${job}: slots recorded`);
-  const bad = [];
-  for (let i = 1; i < slots.length; i++) {
-    if (slots[i] - slots[i - 1] !== 1000)
-      bad.push(`${new Date(slots[i - 1]).toISOString()} -> ${new Date(slots[i]).toISOString()}`);
-  }
-  assert.deepEqual(bad, [], `${job}: each slot once, none left out`);
-}
-
-/** Write zeros until the file system says ENOSPC. */
-function fill(file) {
-  const fd = fs.openSync(file, "w");
-  try {
-    for (const size of [1 << 16, 4096, 1]) {
-      const buf = Buffer.alloc(size);
-      try {
-        for (;;) fs.writeSync(fd, buf);
-      } catch (e) {
-        if (e.code !== "ENOSPC") throw e;
-      }
-    }
-  } finally {
-    fs.closeSync(fd);
-  }
+  assert.deepEqual(gaps, [], `${job}: each slot once, none left out`);
 }
 
 test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITICAL, it recovers when space returns, the store stays intact", async (t) => {
-  if (process.getuid?.() !== 0) return t.skip("mounting a tmpfs needs root");
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "cvx-disk-"));
-  const mnt = path.join(root, "mnt");
-  fs.mkdirSync(mnt);
-  const m = spawnSync("mount", ["-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", mnt], {
-    encoding: "utf8",
-  });
-  if (m.status !== 0) {
-    fs.rmSync(root, { recursive: true, force: true });
-    return t.skip(`cannot mount a tmpfs here: ${m.stderr.trim() || m.error}`);
-  }
   let d = null;
-  t.after(async () => {
+  const disk = mountTmpfs(t, async () => {
     if (d) await killDaemon(d);
-    if (spawnSync("umount", [mnt]).status !== 0) spawnSync("umount", ["-l", mnt]);
-    fs.rmSync(root, { recursive: true, force: true });
   });
+  if (disk.skip) return t.skip(disk.skip);
+  const { root, mnt } = disk;
   const state = path.join(mnt, "state");
   const cfg = writeConfig(
     root,
     `state_dir: ./mnt/state\nheartbeat: 1s\njobs:\n  tick:\n    schedule: "*/2 * * * * *"\n    command: echo tick $CRONVISOR_SLOT\n    catchup: skip\n    log: { keep_runs: 100000 }\n`,
   );
-  d = daemonProcess(cfg);
+  d = spawnCli(["daemon", "-c", cfg]);
   await waitFor(
-    () => q(state, "SELECT * FROM runs WHERE status = 'ok'").length >= 2,
+    () => query(state, "SELECT * FROM runs WHERE status = 'ok'").length >= 2,
     "runs before the disk fills",
   );
   // Fill it between two slots (slots are on even seconds), so no run is half-way through.
@@ -121,12 +54,12 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
     () =>
       Date.now() % 2000 > 1100 &&
       Date.now() % 2000 < 1500 &&
-      q(state, "SELECT * FROM runs WHERE status = 'running'").length === 0,
+      query(state, "SELECT * FROM runs WHERE status = 'running'").length === 0,
     "a quiet moment between slots",
     10_000,
     10,
   );
-  fill(path.join(mnt, "filler"));
+  fillDisk(path.join(mnt, "filler"));
   assert.equal(fs.statfsSync(mnt).bavail, 0, "the state dir is full");
 
   // The store cannot take the heartbeat: status says the daemon is alive but not beating.
@@ -152,7 +85,7 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
   const freedAt = Date.now();
   await waitFor(() => statusJson(cfg).daemon.state === "running", "status: running", 15_000, 200);
   const after = await waitFor(() => {
-    const r = q(
+    const r = query(
       state,
       "SELECT * FROM runs WHERE status = 'ok' AND started_at > ? ORDER BY id",
       freedAt,
@@ -163,12 +96,12 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
     assert.equal(fs.readFileSync(r.log_path, "utf8"), `tick ${new Date(r.slot).toISOString()}\n`);
   await stopDaemon(d);
   assert.deepEqual(
-    q(state, "SELECT id, status FROM runs WHERE status = 'running'"),
+    query(state, "SELECT id, status FROM runs WHERE status = 'running'"),
     [],
     "every run's end recorded",
   );
-  assert.deepEqual(q(state, "PRAGMA integrity_check"), [{ integrity_check: "ok" }]);
-  const dup = q(
+  assert.deepEqual(query(state, "PRAGMA integrity_check"), [{ integrity_check: "ok" }]);
+  const dup = query(
     state,
     "SELECT slot, COUNT(*) n FROM runs WHERE trigger = 'schedule' GROUP BY slot HAVING n > 1",
   );
@@ -191,10 +124,9 @@ test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays 
       "",
     ].join("\n"),
   );
-  const d = daemonProcess(cfg, ["prlimit", "--nofile=64:64", "--"]);
-  t.after(() => killDaemon(d));
+  const d = startDaemon(t, cfg, {}, { wrapper: ["prlimit", "--nofile=64:64", "--"] });
   await waitFor(
-    () => q(state, "SELECT COUNT(*) n FROM runs WHERE status = 'spawn_failed'")[0].n >= 5,
+    () => query(state, "SELECT COUNT(*) n FROM runs WHERE status = 'spawn_failed'")[0].n >= 5,
     "spawn failures",
     30_000,
     100,
@@ -216,7 +148,7 @@ test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays 
     () =>
       active.every(
         (j) =>
-          q(
+          query(
             state,
             "SELECT status FROM runs WHERE job = ? AND started_at > ? AND status != 'running' ORDER BY id DESC LIMIT 3",
             j,
@@ -230,7 +162,7 @@ test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays 
   assert.ok(alive(d.pid) && d.exitCode === null, "the daemon stays up");
   await stopDaemon(d);
 
-  const failed = q(state, "SELECT * FROM runs WHERE status = 'spawn_failed'");
+  const failed = query(state, "SELECT * FROM runs WHERE status = 'spawn_failed'");
   for (const r of failed) {
     assert.match(
       r.reason,
@@ -239,7 +171,7 @@ test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays 
   }
   t.diagnostic(
     JSON.stringify(
-      q(
+      query(
         state,
         "SELECT status, COUNT(*) n, SUM(started_at > ?) after_pause FROM runs GROUP BY status",
         pausedAt + 1000,
@@ -247,7 +179,7 @@ test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays 
     ),
   );
   assert.equal(
-    q(
+    query(
       state,
       "SELECT COUNT(*) n FROM runs WHERE status = 'spawn_failed' AND started_at > ?",
       pausedAt + 1000,
@@ -256,7 +188,7 @@ test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays 
     "no spawn failure once the burst is over",
   );
   assert.equal(
-    q(state, "SELECT COUNT(*) n FROM runs WHERE status = 'running'")[0].n,
+    query(state, "SELECT COUNT(*) n FROM runs WHERE status = 'running'")[0].n,
     0,
     "every run's end recorded",
   );
@@ -273,8 +205,7 @@ test("2 GB of output with log.max_size 1MB: the daemon's RSS stays bounded, the 
     dir,
     `heartbeat: 1s\njobs:\n  spew:\n    schedule: "* * * * * *"\n    command: "if [ -e started ]; then exit 0; fi; : > started; exec head -c 2G /dev/zero"\n    log: { max_size: 1MB }\n`,
   );
-  const d = spawnCli(["daemon", "-c", cfg]);
-  t.after(() => killDaemon(d));
+  const d = startDaemon(t, cfg);
   const rssKb = () =>
     Number(/^VmRSS:\s+(\d+) kB$/m.exec(fs.readFileSync(`/proc/${d.pid}/status`, "utf8"))?.[1] ?? 0);
   let maxKb = 0;
@@ -283,7 +214,7 @@ test("2 GB of output with log.max_size 1MB: the daemon's RSS stays bounded, the 
     () => {
       maxKb = Math.max(maxKb, rssKb());
       samples++;
-      return q(state, "SELECT * FROM runs WHERE id = 1 AND status != 'running'")[0];
+      return query(state, "SELECT * FROM runs WHERE id = 1 AND status != 'running'")[0];
     },
     "the 2 GB run's end",
     90_000,

@@ -1,67 +1,33 @@
 // Held back from the commit (issue 7): these fail on the current code, each for a bug reported
 // with a proposed fix. Move them into test/ (faults-resources.test.js / faults.test.js) once fixed.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
 import { test } from "node:test";
-import Database from "better-sqlite3";
 import { Store } from "../dist/store.js";
-import { cli, killGroup, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
-
-function q(stateDir, sql, ...args) {
-  const file = path.join(stateDir, "cronvisor.db");
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true });
-  db.pragma("busy_timeout = 2000");
-  try {
-    return db.prepare(sql).all(...args);
-  } finally {
-    db.close();
-  }
-}
-
-function fill(file) {
-  const fd = fs.openSync(file, "w");
-  try {
-    for (const size of [1 << 16, 4096, 1]) {
-      const buf = Buffer.alloc(size);
-      try {
-        for (;;) fs.writeSync(fd, buf);
-      } catch (e) {
-        if (e.code !== "ENOSPC") throw e;
-      }
-    }
-  } finally {
-    fs.closeSync(fd);
-  }
-}
+import {
+  cli,
+  fillDisk,
+  killDaemon,
+  killGroup,
+  mountTmpfs,
+  query,
+  spawnCli,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 test("a run that ends while the state dir is full is recorded once space returns and does not hold the lock; the slots of the full window get a disposition", async (t) => {
-  if (process.getuid?.() !== 0) return t.skip("mounting a tmpfs needs root");
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), "cvx-disk-"));
-  const mnt = path.join(root, "mnt");
-  fs.mkdirSync(mnt);
-  const m = spawnSync("mount", ["-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs", mnt], {
-    encoding: "utf8",
-  });
-  if (m.status !== 0) {
-    fs.rmSync(root, { recursive: true, force: true });
-    return t.skip(`cannot mount a tmpfs here: ${m.stderr.trim()}`);
-  }
   let d = null;
   let pgid = null;
-  t.after(async () => {
-    if (d && d.exitCode === null && d.signalCode === null) {
-      d.kill("SIGKILL");
-      await d.exited;
-    }
+  const disk = mountTmpfs(t, async () => {
+    if (d) await killDaemon(d);
     // Never the kill(1) binary here: procps-ng `kill -KILL -PGID` sends kill(-1), to every process.
     killGroup(pgid);
-    if (spawnSync("umount", [mnt]).status !== 0) spawnSync("umount", ["-l", mnt]);
-    fs.rmSync(root, { recursive: true, force: true });
   });
+  if (disk.skip) return t.skip(disk.skip);
+  const { root, mnt } = disk;
   const state = path.join(mnt, "state");
   const flag = path.join(root, "finish");
   const cfg = writeConfig(
@@ -70,11 +36,11 @@ test("a run that ends while the state dir is full is recorded once space returns
   );
   d = spawnCli(["daemon", "-c", cfg]);
   const run = await waitFor(
-    () => q(state, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+    () => query(state, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
     "a running run",
   );
   pgid = run.pgid;
-  fill(path.join(mnt, "filler"));
+  fillDisk(path.join(mnt, "filler"));
   fs.writeFileSync(flag, ""); // the run ends while nothing can be written
   await waitFor(
     () => d.err.includes(`could not record the end of run ${run.id}`),
@@ -83,14 +49,14 @@ test("a run that ends while the state dir is full is recorded once space returns
   fs.rmSync(path.join(mnt, "filler"));
   const freedAt = Date.now();
   const ended = await waitFor(
-    () => q(state, "SELECT * FROM runs WHERE id = ? AND status != 'running'", run.id)[0],
+    () => query(state, "SELECT * FROM runs WHERE id = ? AND status != 'running'", run.id)[0],
     "the end recorded after space returned",
   );
   assert.equal(ended.status, "ok");
   assert.equal(ended.exit_code, 0);
   await waitFor(
     () =>
-      q(
+      query(
         state,
         "SELECT * FROM runs WHERE status = 'ok' AND id > ? AND started_at > ?",
         run.id,
@@ -100,7 +66,7 @@ test("a run that ends while the state dir is full is recorded once space returns
   );
   d.kill("SIGTERM");
   assert.equal((await d.exited).code, 0);
-  const slots = q(state, "SELECT slot FROM runs WHERE trigger = 'schedule' ORDER BY slot").map(
+  const slots = query(state, "SELECT slot FROM runs WHERE trigger = 'schedule' ORDER BY slot").map(
     (r) => r.slot,
   );
   const gaps = [];

@@ -8,82 +8,33 @@ import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
 import { Store } from "../dist/store.js";
-import { alive, cli, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
-
-/** Rows straight from a state dir's store (read-only), while the daemon runs. */
-function q(stateDir, sql, ...args) {
-  const file = path.join(stateDir, "cronvisor.db");
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true });
-  db.pragma("busy_timeout = 2000");
-  try {
-    return db.prepare(sql).all(...args);
-  } finally {
-    db.close();
-  }
-}
-
-function startDaemon(t, cfg, env = {}) {
-  const d = spawnCli(["daemon", "-c", cfg], { env });
-  t.after(async () => {
-    if (d.exitCode === null && d.signalCode === null) {
-      d.kill("SIGCONT"); // a stopped daemon dies of SIGKILL too, but say it: never leave one stopped
-      d.kill("SIGKILL");
-      await d.exited;
-    }
-  });
-  return d;
-}
-
-async function stopDaemon(d) {
-  d.kill("SIGTERM");
-  const r = await d.exited;
-  assert.equal(r.code, 0, `daemon exit: ${JSON.stringify(r)}\n${d.err}`);
-}
-
-/** Job process groups outlive a SIGKILLed daemon: kill them when the test ends. */
-function killGroupsAfter(t, pgids) {
-  t.after(() => {
-    for (const g of pgids) {
-      if (!Number.isInteger(g) || g <= 1) continue; // -0 is our own group, -1 is every process
-      try {
-        process.kill(-g, "SIGKILL");
-      } catch {
-        // already gone
-      }
-    }
-  });
-}
-
-function statusJson(cfg) {
-  const r = cli(["status", "-c", cfg, "--json"]);
-  assert.equal(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout);
-}
+import {
+  alive,
+  cli,
+  killGroupsAfter,
+  query,
+  scheduleSlots,
+  startDaemon,
+  statusJson,
+  stopDaemon,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 /**
  * Every slot of `job` from its first to its last recorded one has exactly one disposition (a
  * run, `skipped` or `missed`): `* * * * * *` slots one second apart, none twice, none left out.
  */
 function assertEverySlotOnce(stateDir, job) {
-  const dup = q(
+  const dup = query(
     stateDir,
     "SELECT slot, COUNT(*) n FROM runs WHERE job = ? AND trigger = 'schedule' GROUP BY slot HAVING n > 1",
     job,
   );
   assert.deepEqual(dup, [], `${job}: no slot has two dispositions`);
-  const slots = q(
-    stateDir,
-    "SELECT slot FROM runs WHERE job = ? AND trigger = 'schedule' ORDER BY slot",
-    job,
-  ).map((r) => r.slot);
+  const { slots, gaps } = scheduleSlots(stateDir, job);
   assert.ok(slots.length >= 2, `${job}: slots recorded`);
-  const gaps = [];
-  for (let i = 1; i < slots.length; i++) {
-    if (slots[i] - slots[i - 1] !== 1000) {
-      gaps.push(`${new Date(slots[i - 1]).toISOString()} -> ${new Date(slots[i]).toISOString()}`);
-    }
-  }
   assert.deepEqual(gaps, [], `${job}: every slot between the first and the last has a disposition`);
   return slots;
 }
@@ -98,7 +49,7 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
   );
   const d = startDaemon(t, cfg);
   const first = await waitFor(
-    () => q(state, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+    () => query(state, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
     "the long run",
   );
   killGroupsAfter(t, [first.pgid]);
@@ -143,12 +94,12 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
   assert.equal(second.code, 1, second.stderr);
   assert.match(second.stderr, new RegExp(`another cronvisor daemon \\(pid ${d.pid},`));
   assert.deepEqual(
-    q(state, "SELECT id FROM runs WHERE status = 'running'").map((r) => r.id),
+    query(state, "SELECT id FROM runs WHERE status = 'running'").map((r) => r.id),
     [first.id],
     "one running run while the daemon is stopped",
   );
   assert.equal(
-    q(state, "SELECT COUNT(*) n FROM runs WHERE trigger = 'manual'")[0].n,
+    query(state, "SELECT COUNT(*) n FROM runs WHERE trigger = 'manual'")[0].n,
     0,
     "the refused run left no row",
   );
@@ -168,7 +119,7 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
     stopSlots.push(s);
   assert.ok(stopSlots.length >= 4, `${stopSlots.length} slots passed during the stop`);
   await waitFor(() => {
-    const rows = q(
+    const rows = query(
       state,
       `SELECT slot FROM runs WHERE status = 'missed' AND reason = 'timer late (suspend or clock step)'
        AND slot >= ? AND slot <= ?`,
@@ -177,7 +128,10 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
     );
     return rows.length === stopSlots.length;
   }, "every slot of the stop recorded missed");
-  const late = q(state, "SELECT * FROM events WHERE job = 'long' AND kind = 'late' ORDER BY id");
+  const late = query(
+    state,
+    "SELECT * FROM events WHERE job = 'long' AND kind = 'late' ORDER BY id",
+  );
   assert.ok(
     late.some((e) =>
       /^timer fired \d+ ms after slot \S+ \(suspend or clock step\); \d+ older slot\(s\) recorded missed$/.test(
@@ -187,7 +141,7 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
     JSON.stringify(late),
   );
   assert.deepEqual(
-    q(state, "SELECT id FROM runs WHERE status = 'running'").map((r) => r.id),
+    query(state, "SELECT id FROM runs WHERE status = 'running'").map((r) => r.id),
     [first.id],
     "still one copy after SIGCONT",
   );
@@ -195,13 +149,13 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
   // Runs continue: the long run ends, the next slot runs.
   fs.writeFileSync(flag, "");
   const ended = await waitFor(
-    () => q(state, "SELECT * FROM runs WHERE id = ? AND status != 'running'", first.id)[0],
+    () => query(state, "SELECT * FROM runs WHERE id = ? AND status != 'running'", first.id)[0],
     "the long run's end",
   );
   assert.equal(ended.status, "ok");
   await waitFor(
     () =>
-      q(
+      query(
         state,
         "SELECT * FROM runs WHERE id > ? AND status = 'ok' AND trigger = 'schedule'",
         first.id,
@@ -210,7 +164,11 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
   );
   await stopDaemon(d);
   assertEverySlotOnce(state, "long");
-  const withProcess = q(state, "SELECT * FROM runs WHERE pid IS NOT NULL AND id != ?", first.id);
+  const withProcess = query(
+    state,
+    "SELECT * FROM runs WHERE pid IS NOT NULL AND id != ?",
+    first.id,
+  );
   for (const r of withProcess)
     assert.ok(r.started_at >= ended.finished_at, `run ${r.id} started after the long run ended`);
 });
@@ -237,7 +195,7 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
   let d = startDaemon(t, cfg);
   const first = await waitFor(
     () =>
-      q(
+      query(
         state,
         "SELECT * FROM runs WHERE job = 'long' AND status = 'running' AND pid IS NOT NULL",
       )[0],
@@ -245,14 +203,14 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
   );
   killGroupsAfter(t, [first.pgid]);
   await waitFor(
-    () => q(state, "SELECT * FROM runs WHERE job = 'tick' AND status = 'ok'").length >= 2,
+    () => query(state, "SELECT * FROM runs WHERE job = 'tick' AND status = 'ok'").length >= 2,
     "tick runs",
   );
   d.kill("SIGKILL");
   await d.exited;
   assert.ok(alive(first.pid), "the job outlives its daemon");
   // The downtime must span a slot: the CLI calls below can take less than a second.
-  const lastSlot = q(state, "SELECT MAX(slot) s FROM runs")[0].s;
+  const lastSlot = query(state, "SELECT MAX(slot) s FROM runs")[0].s;
   await waitFor(() => Date.now() > lastSlot + 2000, "a slot passes with no daemon");
 
   // No daemon at all: the lock is the live process group, not a lease.
@@ -270,41 +228,47 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
   d = startDaemon(t, cfg);
   await waitFor(
     () =>
-      q(
+      query(
         state,
         "SELECT * FROM runs WHERE job = 'long' AND status = 'skipped' AND started_at > ?",
         downAt,
       ).length >= 2 &&
-      q(state, "SELECT * FROM runs WHERE job = 'tick' AND status = 'ok' AND started_at > ?", downAt)
-        .length >= 2,
+      query(
+        state,
+        "SELECT * FROM runs WHERE job = 'tick' AND status = 'ok' AND started_at > ?",
+        downAt,
+      ).length >= 2,
     "both jobs handled by the new daemon",
   );
   assert.match(d.err, new RegExp(`adopted run ${first.id} of long \\(pid ${first.pid}\\)`));
   assert.deepEqual(
-    q(state, "SELECT id FROM runs WHERE job = 'long' AND status = 'running'").map((r) => r.id),
+    query(state, "SELECT id FROM runs WHERE job = 'long' AND status = 'running'").map((r) => r.id),
     [first.id],
     "no second copy",
   );
-  for (const r of q(state, "SELECT reason FROM runs WHERE job = 'long' AND status = 'skipped'")) {
+  for (const r of query(
+    state,
+    "SELECT reason FROM runs WHERE job = 'long' AND status = 'skipped'",
+  )) {
     assert.equal(r.reason, `overlap: run ${first.id} holds the lock`);
   }
   fs.writeFileSync(flag, "");
   const ended = await waitFor(
-    () => q(state, "SELECT * FROM runs WHERE id = ? AND status != 'running'", first.id)[0],
+    () => query(state, "SELECT * FROM runs WHERE id = ? AND status != 'running'", first.id)[0],
     "the orphan's end",
   );
   assert.equal(ended.status, "ok", "exit status learned from the run's exit file");
   assert.equal(ended.exit_code, 0);
   await waitFor(
     () =>
-      q(state, "SELECT * FROM runs WHERE job = 'long' AND status = 'ok' AND id > ?", first.id)
+      query(state, "SELECT * FROM runs WHERE job = 'long' AND status = 'ok' AND id > ?", first.id)
         .length >= 1,
     "long runs again after the orphan ended",
   );
   await stopDaemon(d);
 
   for (const job of ["long", "tick"]) assertEverySlotOnce(state, job);
-  const downtime = q(
+  const downtime = query(
     state,
     "SELECT job, COUNT(*) n FROM runs WHERE status = 'missed' AND reason = 'daemon down' GROUP BY job ORDER BY job",
   );
@@ -313,12 +277,12 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
     ["long", "tick"],
     "the slots of the downtime are recorded missed for both jobs",
   );
-  const manualRow = q(state, "SELECT * FROM runs WHERE trigger = 'manual'");
+  const manualRow = query(state, "SELECT * FROM runs WHERE trigger = 'manual'");
   assert.deepEqual(
     manualRow.map((r) => [r.job, r.status]),
     [["tick", "ok"]],
   );
-  const copies = q(
+  const copies = query(
     state,
     "SELECT * FROM runs WHERE job = 'long' AND pid IS NOT NULL AND id != ?",
     first.id,
@@ -361,7 +325,7 @@ test(
       FAKETIME_DONT_FAKE_MONOTONIC: "1",
     });
     await waitFor(
-      () => q(state, "SELECT * FROM runs WHERE status = 'ok'").length >= 2,
+      () => query(state, "SELECT * FROM runs WHERE status = 'ok'").length >= 2,
       "runs on the real clock",
     );
 
@@ -371,28 +335,28 @@ test(
     // The step's late event (a loaded machine may add small ones of its own).
     const late = await waitFor(
       () =>
-        q(state, "SELECT * FROM events WHERE job = 'tick' AND kind = 'late'").find(
+        query(state, "SELECT * FROM events WHERE job = 'tick' AND kind = 'late'").find(
           (e) => Number(/^timer fired (\d+) ms/.exec(e.detail)?.[1]) >= 3_000_000,
         ),
       "the step's late event",
     );
     await waitFor(
       () =>
-        q(state, "SELECT * FROM runs WHERE status = 'ok' AND slot > ?", steppedAt + 3_500_000)
+        query(state, "SELECT * FROM runs WHERE status = 'ok' AND slot > ?", steppedAt + 3_500_000)
           .length >= 2,
       "runs an hour ahead",
     );
-    const ahead = q(state, "SELECT MAX(slot) s FROM runs WHERE trigger = 'schedule'")[0].s;
+    const ahead = query(state, "SELECT MAX(slot) s FROM runs WHERE trigger = 'schedule'")[0].s;
 
     // Back one hour.
     setClock("+0");
     const clock = await waitFor(
-      () => q(state, "SELECT * FROM events WHERE kind = 'clock'")[0],
+      () => query(state, "SELECT * FROM events WHERE kind = 'clock'")[0],
       "a clock event",
     );
     await waitFor(
       () =>
-        q(
+        query(
           state,
           "SELECT * FROM runs WHERE status = 'ok' AND slot < ? AND started_at >= ?",
           steppedAt + 60_000,
@@ -402,7 +366,7 @@ test(
     );
     await stopDaemon(d);
 
-    const dup = q(
+    const dup = query(
       state,
       "SELECT slot, COUNT(*) n FROM runs WHERE trigger = 'schedule' GROUP BY slot HAVING n > 1",
     );
@@ -416,7 +380,7 @@ test(
     assert.ok(m, late.detail);
     assert.ok(Number(m[1]) >= 3_599_000, `timer ${m[1]} ms late`);
     const due = Date.parse(m[2]);
-    const firstAhead = q(
+    const firstAhead = query(
       state,
       "SELECT MIN(slot) s FROM runs WHERE trigger = 'schedule' AND status != 'missed' AND slot > ?",
       due + 3_000_000,
@@ -427,7 +391,7 @@ test(
     else assert.equal(Number(m[4]), passedOver, "the event counts every passed-over slot");
     // The latest passed-over slots are recorded one by one, contiguous up to the slot that ran;
     // no slot of the skipped hour ran.
-    const missed = q(
+    const missed = query(
       state,
       "SELECT slot, reason FROM runs WHERE status = 'missed' AND slot >= ? AND slot < ? ORDER BY slot",
       due,
@@ -438,7 +402,7 @@ test(
     missed.forEach((r, i) => assert.equal(r.slot, firstAhead - (missed.length - i) * 1000));
     // Nothing ran for a passed-over slot while the clock was ahead; after the step back, slots
     // come round again on the real clock and the ones without a disposition run then.
-    const passedRuns = q(
+    const passedRuns = query(
       state,
       "SELECT * FROM runs WHERE slot >= ? AND slot < ? AND status != 'missed'",
       due,
@@ -453,14 +417,14 @@ test(
 
     // Stepping back is one event (not one per tick) and only re-plans: the slots ahead that
     // already had a disposition keep it, the job runs on the real clock again.
-    const clocks = q(state, "SELECT * FROM events WHERE kind = 'clock'");
+    const clocks = query(state, "SELECT * FROM events WHERE kind = 'clock'");
     assert.equal(clocks.length, 1, JSON.stringify(clocks));
     assert.equal(clocks[0].job, null);
     assert.match(
       clocks[0].detail,
       /^wall clock stepped back -\d+ ms; slots already handled will not run again$/,
     );
-    const after = q(
+    const after = query(
       state,
       "SELECT slot FROM runs WHERE trigger = 'schedule' AND started_at >= ? AND started_at < ? ORDER BY slot",
       clock.at,

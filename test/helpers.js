@@ -1,9 +1,12 @@
-// Shared test helpers: real temp dirs, the built CLI as a real process, polling with a deadline.
+// Shared test helpers: real temp dirs, the built CLI as a real process, polling with a deadline,
+// the daemon's lifecycle, reading its store, and cleaning up the process groups it leaves.
+import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 export const BIN = path.join(ROOT, "bin", "cronvisor");
@@ -42,9 +45,14 @@ export function cli(args, opts = {}) {
   return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** Start the CLI as a long-lived child (e.g. the daemon). Output is collected on .out/.err. */
+/**
+ * Start the CLI as a long-lived child (e.g. the daemon). Output is collected on .out/.err.
+ * `opts.wrapper` is a command put in front of node (e.g. `["prlimit", "--nofile=64:64", "--"]`);
+ * it must exec node, so that the child's pid stays the CLI's.
+ */
 export function spawnCli(args, opts = {}) {
-  const child = spawn(process.execPath, [BIN, ...args], {
+  const [cmd, ...argv] = [...(opts.wrapper ?? []), process.execPath, BIN, ...args];
+  const child = spawn(cmd, argv, {
     env: cleanEnv(opts.env),
     cwd: opts.cwd,
     stdio: ["ignore", "pipe", "pipe"],
@@ -97,4 +105,130 @@ export function killGroup(pgid) {
   } catch {
     // already gone
   }
+}
+
+/** Job process groups outlive a SIGKILLed daemon: kill them (guarded, see killGroup) when the test ends. */
+export function killGroupsAfter(t, pgids) {
+  t.after(() => {
+    for (const g of pgids) killGroup(g);
+  });
+}
+
+/**
+ * Rows straight from a state dir's store, read-only, while a daemon may be writing it: the busy
+ * timeout rides out its write locks. No store yet is no rows, so it can be polled from the start.
+ */
+export function query(stateDir, sql, ...args) {
+  const file = path.join(stateDir, "cronvisor.db");
+  if (!fs.existsSync(file)) return [];
+  const db = new Database(file, { readonly: true });
+  db.pragma("busy_timeout = 2000");
+  try {
+    return db.prepare(sql).all(...args);
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * The schedule slots of `job` (`* * * * * *`, one second apart) recorded in the store, in order,
+ * and every step between two of them that is not one second ("from -> to"): a slot left out or
+ * recorded twice. Tests assert on both with their own messages.
+ */
+export function scheduleSlots(stateDir, job) {
+  const slots = query(
+    stateDir,
+    "SELECT slot FROM runs WHERE job = ? AND trigger = 'schedule' ORDER BY slot",
+    job,
+  ).map((r) => r.slot);
+  const gaps = [];
+  for (let i = 1; i < slots.length; i++) {
+    if (slots[i] - slots[i - 1] !== 1000) {
+      gaps.push(`${new Date(slots[i - 1]).toISOString()} -> ${new Date(slots[i]).toISOString()}`);
+    }
+  }
+  return { slots, gaps };
+}
+
+/** `query` on the default state dir of a config in `dir` (`dir/.cronvisor`). */
+export function rows(dir, sql, ...args) {
+  return query(path.join(dir, ".cronvisor"), sql, ...args);
+}
+
+/**
+ * SIGKILL a daemon child that is still running and wait for its exit: cleanup whatever state a
+ * test left it in. SIGCONT first: a SIGSTOPped daemon dies of SIGKILL too, but never leave one stopped.
+ */
+export async function killDaemon(d) {
+  if (d.exitCode === null && d.signalCode === null) {
+    d.kill("SIGCONT");
+    d.kill("SIGKILL");
+    await d.exited;
+  }
+}
+
+/**
+ * `cronvisor daemon -c cfgFile` as a child, killed when the test ends if it still runs, so a
+ * failed test leaves no daemon behind. `opts` goes to spawnCli (e.g. `wrapper`).
+ */
+export function startDaemon(t, cfgFile, env = {}, opts = {}) {
+  const d = spawnCli(["daemon", "-c", cfgFile], { ...opts, env });
+  t.after(() => killDaemon(d));
+  return d;
+}
+
+/** Stop a daemon the way an operator does (SIGTERM) and assert that it shut down cleanly (exit 0). */
+export async function stopDaemon(d) {
+  d.kill("SIGTERM");
+  const r = await d.exited;
+  assert.equal(r.code, 0, `daemon exit: ${JSON.stringify(r)}\n${d.err}`);
+}
+
+/** `cronvisor status --json` for a config, asserting it exits 0. */
+export function statusJson(cfg) {
+  const r = cli(["status", "-c", cfg, "--json"]);
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+/** Write zeros to `file` until the file system says ENOSPC (down to the last byte). */
+export function fillDisk(file) {
+  const fd = fs.openSync(file, "w");
+  try {
+    for (const size of [1 << 16, 4096, 1]) {
+      const buf = Buffer.alloc(size);
+      try {
+        for (;;) fs.writeSync(fd, buf);
+      } catch (e) {
+        if (e.code !== "ENOSPC") throw e;
+      }
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/**
+ * A small tmpfs at `root/mnt`, for a state dir that fills up (mounting needs root). Returns
+ * { root, mnt }, or { skip } saying why there is none here. When the test ends, `beforeUnmount`
+ * runs first (stop whatever holds files on it), then the tmpfs is unmounted and `root` removed.
+ */
+export function mountTmpfs(t, beforeUnmount = () => {}, size = "16m") {
+  if (process.getuid?.() !== 0) return { skip: "mounting a tmpfs needs root" };
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "cvx-disk-"));
+  const mnt = path.join(root, "mnt");
+  fs.mkdirSync(mnt);
+  const m = spawnSync("mount", ["-t", "tmpfs", "-o", `size=${size},mode=0700`, "tmpfs", mnt], {
+    encoding: "utf8",
+  });
+  if (m.status !== 0) {
+    fs.rmSync(root, { recursive: true, force: true });
+    return { skip: `cannot mount a tmpfs here: ${m.stderr.trim() || m.error}` };
+  }
+  t.after(async () => {
+    await beforeUnmount();
+    if (spawnSync("umount", [mnt]).status !== 0) spawnSync("umount", ["-l", mnt]);
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+  return { root, mnt };
 }

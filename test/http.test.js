@@ -10,7 +10,7 @@ import { test } from "node:test";
 import { allowedHosts, hostAllowed } from "../dist/http.js";
 import { Monitor } from "../dist/monitor.js";
 import { Store } from "../dist/store.js";
-import { BIN, cli, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import { BIN, cli, startDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 /** A port nobody listens on right now (the daemon binds it a moment later). */
 async function freePort() {
@@ -126,13 +126,7 @@ test("a daemon serves /healthz, /status and /metrics (parsed by a real Prometheu
       "",
     ].join("\n"),
   );
-  const d = spawnCli(["daemon", "-c", cfg]);
-  t.after(async () => {
-    if (d.exitCode === null) {
-      d.kill("SIGKILL");
-      await d.exited;
-    }
-  });
+  const d = startDaemon(t, cfg);
   await waitFor(
     async () => (await request(port, { path: "/healthz" }).catch(() => ({}))).status === 200,
     "healthz 200",

@@ -15,36 +15,14 @@ import {
   cleanEnv,
   cli,
   killGroup,
-  spawnCli,
+  rows,
+  startDaemon,
   tmpdir,
   waitFor,
   writeConfig,
 } from "./helpers.js";
 
 const PATH = `${path.join(ROOT, "bin")}:${path.dirname(process.execPath)}:/usr/bin:/bin`;
-
-function rows(dir, sql, ...args) {
-  const file = path.join(dir, ".cronvisor", "cronvisor.db");
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true });
-  db.pragma("busy_timeout = 2000");
-  try {
-    return db.prepare(sql).all(...args);
-  } finally {
-    db.close();
-  }
-}
-
-function startDaemon(t, dir) {
-  const d = spawnCli(["daemon", "-c", path.join(dir, "jobs.yaml")]);
-  t.after(async () => {
-    if (d.exitCode === null && d.signalCode === null) {
-      d.kill("SIGKILL");
-      await d.exited;
-    }
-  });
-  return d;
-}
 
 const lines = (file) =>
   fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
@@ -57,7 +35,7 @@ const lines = (file) =>
 async function killTest(t, { kills, items, command }) {
   const dir = tmpdir(t);
   const warehouse = path.join(dir, "warehouse.txt");
-  writeConfig(
+  const cfg = writeConfig(
     dir,
     `heartbeat: 1s
 env: { PATH: "${PATH}", WAREHOUSE: "${warehouse}", ITEMS: "${items}" }
@@ -71,7 +49,7 @@ jobs:
 
   let killed = 0;
   while (killed < kills) {
-    const d = startDaemon(t, dir);
+    const d = startDaemon(t, cfg);
     const run = await waitFor(
       () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
       "a running run",
@@ -91,7 +69,7 @@ jobs:
     await waitFor(() => !alive(run.pid), "the job's death");
     killed++;
   }
-  const d = startDaemon(t, dir);
+  const d = startDaemon(t, cfg);
   await waitFor(
     () => rows(dir, "SELECT COUNT(*) n FROM markers WHERE job = 'enrich'")[0].n === items,
     `all ${items} items marked`,
@@ -171,7 +149,7 @@ test("two writers at once: manual runs racing scheduled ticks never overlap and 
     dir,
     `heartbeat: 1s\njobs:\n  w:\n    schedule: "* * * * * *"\n    command: sleep 0.3\n`,
   );
-  const d = startDaemon(t, dir);
+  const d = startDaemon(t, cfg);
   await waitFor(
     () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1,
     "a scheduled run",

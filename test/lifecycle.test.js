@@ -4,39 +4,19 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import Database from "better-sqlite3";
 import { Store } from "../dist/store.js";
-import { alive, cli, killGroup, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
-
-function rows(dir, sql, ...args) {
-  const file = path.join(dir, ".cronvisor", "cronvisor.db");
-  if (!fs.existsSync(file)) return [];
-  const db = new Database(file, { readonly: true });
-  db.pragma("busy_timeout = 2000");
-  try {
-    return db.prepare(sql).all(...args);
-  } finally {
-    db.close();
-  }
-}
-
-function startDaemon(t, dir) {
-  const d = spawnCli(["daemon", "-c", path.join(dir, "jobs.yaml")]);
-  t.after(async () => {
-    if (d.exitCode === null && d.signalCode === null) {
-      d.kill("SIGKILL");
-      await d.exited;
-    }
-  });
-  return d;
-}
-
-/** Kill every process whose environment says it belongs to this state dir (test cleanup). */
-function killJobs(t, pids) {
-  t.after(() => {
-    for (const p of pids()) killGroup(p);
-  });
-}
+import {
+  alive,
+  cli,
+  killGroup,
+  killGroupsAfter,
+  rows,
+  spawnCli,
+  startDaemon,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 test("daemon SIGKILLed alone: the restarted daemon adopts the live run, starts no second copy, records its end", async (t) => {
   const dir = tmpdir(t);
@@ -45,16 +25,16 @@ test("daemon SIGKILLed alone: the restarted daemon adopts the live run, starts n
     dir,
     `heartbeat: 1s\njobs:\n  long:\n    schedule: "* * * * * *"\n    command: "while [ ! -e ${flag} ]; do sleep 0.1; done; exit 4"\n`,
   );
-  let d = startDaemon(t, dir);
+  let d = startDaemon(t, cfg);
   const first = await waitFor(
     () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
     "a running run",
   );
-  killJobs(t, () => [first.pgid]);
+  killGroupsAfter(t, [first.pgid]);
   d.kill("SIGKILL");
   await d.exited;
   assert.ok(alive(first.pid), "the job outlives its daemon (own process group)");
-  d = startDaemon(t, dir);
+  d = startDaemon(t, cfg);
   // While the orphan lives, every slot is skipped with the orphan as the holder.
   await waitFor(
     () =>
@@ -105,12 +85,12 @@ test("daemon and jobs SIGKILLed together: the run is recorded interrupted and re
   killGroup(first.pgid);
   await run.exited;
   await waitFor(() => !alive(first.pid), "job gone");
-  const d = startDaemon(t, dir);
+  const d = startDaemon(t, cfg);
   const resumed = await waitFor(
     () => rows(dir, "SELECT * FROM runs WHERE trigger = 'resume' AND pid IS NOT NULL")[0],
     "a resume run",
   );
-  killJobs(t, () => [resumed.pgid]);
+  killGroupsAfter(t, [resumed.pgid]);
   assert.equal(
     rows(dir, "SELECT status FROM runs WHERE id = ?", first.id)[0].status,
     "interrupted",
@@ -146,13 +126,13 @@ for (const [policy, expectRuns] of [
     const now = Date.now();
     const lastSlot = Math.floor(now / 600_000) * 600_000;
     const windowS = Math.ceil((now - lastSlot) / 1000) + 45 * 60;
-    writeConfig(
+    const cfg = writeConfig(
       dir,
       `heartbeat: 1s\njobs:\n  c:\n    schedule: "*/10 * * * *"\n    command: "echo $CRONVISOR_SLOT"\n    catchup: ${policy}\n    catchup_window: ${windowS}s\n`,
     );
     // Scanned up to one second after the 11th slot back: the 10 after it were missed.
     fakeDowntime(dir, "c", now - (lastSlot - 10 * 600_000 + 1000));
-    const d = startDaemon(t, dir);
+    const d = startDaemon(t, cfg);
     await waitFor(() => rows(dir, "SELECT pid FROM daemon")[0]?.pid === d.pid, "daemon up");
     await waitFor(
       () =>
@@ -179,12 +159,12 @@ for (const [policy, expectRuns] of [
 
 test("a slot stamp in the future (clock was wrong) does not block the job", async (t) => {
   const dir = tmpdir(t);
-  writeConfig(
+  const cfg = writeConfig(
     dir,
     `heartbeat: 1s\njobs:\n  f:\n    schedule: "* * * * * *"\n    command: "true"\n`,
   );
   fakeDowntime(dir, "f", -86_400_000); // scanned_to = tomorrow
-  const d = startDaemon(t, dir);
+  const d = startDaemon(t, cfg);
   await waitFor(
     () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1,
     "runs despite the future stamp",
@@ -197,11 +177,11 @@ test("a slot stamp in the future (clock was wrong) does not block the job", asyn
 test("SIGTERM: a job that traps TERM cleans up within the grace; one that ignores it is killed after", async (t) => {
   const dir = tmpdir(t);
   const cleaned = path.join(dir, "cleaned");
-  writeConfig(
+  const cfg = writeConfig(
     dir,
     `heartbeat: 1s\njobs:\n  polite:\n    schedule: "* * * * * *"\n    command: "trap 'echo bye > ${cleaned}; exit 0' TERM; while :; do sleep 0.1; done"\n    kill_grace: 5s\n  stubborn:\n    schedule: "* * * * * *"\n    command: "trap '' TERM; while :; do sleep 0.1; done"\n    kill_grace: 1s\n`,
   );
-  const d = startDaemon(t, dir);
+  const d = startDaemon(t, cfg);
   const running = await waitFor(() => {
     const r = rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL");
     return r.length === 2 ? r : null;
@@ -231,7 +211,7 @@ test("SIGHUP with a broken config keeps the old schedule and shows the error; a 
   const dir = tmpdir(t);
   const good = `heartbeat: 1s\njobs:\n  a:\n    schedule: "* * * * * *"\n    command: "true"\n`;
   const cfg = writeConfig(dir, good);
-  const d = startDaemon(t, dir);
+  const d = startDaemon(t, cfg);
   await waitFor(
     () => rows(dir, "SELECT * FROM runs WHERE job = 'a' AND status = 'ok'").length >= 1,
     "a runs",
@@ -264,11 +244,11 @@ test("SIGHUP with a broken config keeps the old schedule and shows the error; a 
 
 test("overlap policies: queue waits for one, replace kills the old run (fence revoked), allow runs concurrently", async (t) => {
   const dir = tmpdir(t);
-  writeConfig(
+  const cfg = writeConfig(
     dir,
     `heartbeat: 1s\njobs:\n  q:\n    schedule: "* * * * * *"\n    command: sleep 2.5\n    overlap: queue\n  r:\n    schedule: "*/2 * * * * *"\n    command: sleep 30\n    overlap: replace\n    kill_grace: 1s\n  a:\n    schedule: "* * * * * *"\n    command: sleep 2.5\n    overlap: allow\n`,
   );
-  const d = startDaemon(t, dir);
+  const d = startDaemon(t, cfg);
   await waitFor(
     () =>
       rows(dir, "SELECT * FROM runs WHERE job = 'r' AND status = 'killed' AND reason = 'replaced'")
@@ -307,7 +287,7 @@ test("retries: a failing run is retried with backoff, CRONVISOR_ATTEMPT counting
     dir,
     `heartbeat: 1s\njobs:\n  flaky:\n    schedule: "0 0 1 1 *"\n    command: "echo attempt=$CRONVISOR_ATTEMPT trigger=$CRONVISOR_TRIGGER; exit 1"\n    retries: { attempts: 2, backoff: 200ms }\n`,
   );
-  const d = startDaemon(t, dir);
+  const d = startDaemon(t, cfg);
   await waitFor(() => rows(dir, "SELECT pid FROM daemon")[0]?.pid === d.pid, "daemon up");
   // A manual run does not retry (the operator sees the failure at once)...
   assert.equal(cli(["run", "flaky", "-c", cfg]).code, 1);
@@ -323,7 +303,7 @@ test("retries: a failing run is retried with backoff, CRONVISOR_ATTEMPT counting
     dir,
     fs.readFileSync(cfg, "utf8").replace("retries", "catchup_window: 366d\n    retries"),
   );
-  const d2 = startDaemon(t, dir);
+  const d2 = startDaemon(t, cfg);
   const runs = await waitFor(() => {
     const r = rows(
       dir,

@@ -11,7 +11,9 @@ import {
   alive,
   cleanEnv,
   cli,
-  spawnCli,
+  killGroup,
+  killGroupsAfter,
+  startDaemon,
   tmpdir,
   waitFor,
   writeConfig,
@@ -20,38 +22,11 @@ import {
 /** Jobs call `cronvisor` from this checkout. */
 const PATH = `${path.join(ROOT, "bin")}:${path.dirname(process.execPath)}:/usr/bin:/bin`;
 
-function startDaemon(t, cfg) {
-  const d = spawnCli(["daemon", "-c", cfg]);
-  t.after(async () => {
-    if (d.exitCode === null && d.signalCode === null) {
-      try {
-        process.kill(d.pid, "SIGCONT");
-      } catch {
-        // gone
-      }
-      d.kill("SIGKILL");
-      await d.exited;
-    }
-  });
-  return d;
-}
-
 function status(cfg, ...args) {
   const r = cli(["status", "-c", cfg, ...args]);
   return args.includes("--json") ? { ...r, json: r.stdout ? JSON.parse(r.stdout) : null } : r;
 }
 const jobOf = (st, name) => st.jobs.find((j) => j.name === name);
-
-/** Kill a run's process group when the test ends, whatever happened. */
-function killGroupLater(t, pid) {
-  t.after(() => {
-    try {
-      process.kill(-pid, "SIGKILL");
-    } catch {
-      // gone
-    }
-  });
-}
 
 test("--check: 3 without a store, 0 healthy, 1 failing, 2 for a SIGSTOPped daemon, 2 for a SIGKILLed one", async (t) => {
   const dir = tmpdir(t);
@@ -250,7 +225,7 @@ test("slow: a run lasting more than 2x the p95 of its recent successes is flagge
   assert.equal(cli(["run", "sometimes", "--no-wait", "-c", cfg]).code, 0);
   const job = await waitFor(() => {
     const j = jobOf(status(cfg, "--json").json, "sometimes");
-    if (j.running?.pid) killGroupLater(t, j.running.pid);
+    if (j.running?.pid) killGroupsAfter(t, [j.running.pid]);
     return j.running?.slow ? j : null;
   }, "the run flagged slow");
   // p95 of sub-second runs is measured against a 1 s floor: slow after 2 s.
@@ -263,7 +238,7 @@ test("slow: a run lasting more than 2x the p95 of its recent successes is flagge
   );
   assert.ok(job.p95_duration_ms < 1000, `p95 ${job.p95_duration_ms}`);
   assert.match(status(cfg).stdout, /\(slow\)/);
-  process.kill(-job.running.pid, "SIGKILL");
+  killGroup(job.running.pid);
   await waitFor(
     () =>
       !alive(job.running.pid) && jobOf(status(cfg, "--json").json, "sometimes").running === null,
