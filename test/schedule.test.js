@@ -80,13 +80,20 @@ test("nextSlot is strictly after its argument and depends only on it (time is an
   assert.equal(nextSlot(job, new Date(at.getTime() - 1)).toISOString(), "2026-01-01T00:15:00.000Z");
   // Moving the clock backwards gives earlier slots: the store's slot uniqueness, not this
   // function, is what prevents running them twice.
-  assert.equal(nextSlot(job, new Date("2025-12-31T23:59:00Z")).toISOString(), "2026-01-01T00:00:00.000Z");
+  assert.equal(
+    nextSlot(job, new Date("2025-12-31T23:59:00Z")).toISOString(),
+    "2026-01-01T00:00:00.000Z",
+  );
   assert.equal(nextSlot({ pattern: null, timezone: "UTC" }, at), null, "@reboot has no slots");
   assert.equal(nextSlot({ pattern: "0 0 30 2 *", timezone: "UTC" }, at), null, "never fires");
 });
 
 test("day-of-month and day-of-week are OR'ed when both are restricted", () => {
-  const got = nextSlots({ pattern: "0 0 1 * mon", timezone: "UTC" }, new Date("2026-01-25T00:00:00Z"), 4);
+  const got = nextSlots(
+    { pattern: "0 0 1 * mon", timezone: "UTC" },
+    new Date("2026-01-25T00:00:00Z"),
+    4,
+  );
   assert.deepEqual(
     got.map((d) => d.toISOString().slice(0, 10)),
     ["2026-01-26", "2026-02-01", "2026-02-02", "2026-02-09"],
