@@ -48,9 +48,16 @@ export function exitFileFor(stateDir: string, runId: number): string {
   return path.join(stateDir, "runs", `${runId}.exit`);
 }
 
-export function launch(ctx: RunContext, job: JobConfig, o: LaunchOptions): LaunchOutcome {
-  const { store, config } = ctx;
-  const res = store.startRun({
+/**
+ * Take the job's lock and the slot, bump the fence and insert the `running` row, in one store
+ * transaction. Committed before the spawn: the job's own `mark` calls must see their run.
+ */
+export function reserve(
+  ctx: RunContext,
+  job: JobConfig,
+  o: LaunchOptions,
+): { kind: "started"; run: RunRow } | { kind: "locked"; holder: RunRow } | { kind: "duplicate" } {
+  const res = ctx.store.startRun({
     job: job.name,
     slot: o.slot,
     claimSlot: o.claimSlot,
@@ -60,19 +67,25 @@ export function launch(ctx: RunContext, job: JobConfig, o: LaunchOptions): Launc
     owner: ctx.owner,
     lock: job.overlap !== "allow",
     holderAlive,
-    logPath: (id) => logPathFor(config.stateDir, job.name, id),
+    logPath: (id) => logPathFor(ctx.config.stateDir, job.name, id),
   });
-  if (res.kind !== "started") return res.kind === "locked" ? res : { kind: "duplicate" };
+  return res.kind === "duplicate" ? { kind: "duplicate" } : res;
+}
+
+/** One run, start to recorded end: the path of `cronvisor run`. The daemon batches the same steps. */
+export function launch(ctx: RunContext, job: JobConfig, o: LaunchOptions): LaunchOutcome {
+  const res = reserve(ctx, job, o);
+  if (res.kind !== "started") return res;
   const run = res.run;
   const handle = spawnRun(ctx, job, run, o.echo);
   if (handle.pid !== null && handle.pgid !== null) {
-    store.setRunProcess(run.id, handle.pid, handle.pidStart, handle.pgid);
+    ctx.store.setRunProcess(run.id, handle.pid, handle.pidStart, handle.pgid);
   }
   const finished = handle.done.then((result) => recordEnd(ctx, run.id, result));
   return { kind: "started", run, handle, finished };
 }
 
-function spawnRun(
+export function spawnRun(
   ctx: RunContext,
   job: JobConfig,
   run: RunRow,
@@ -157,10 +170,15 @@ function recordEnd(ctx: RunContext, runId: number, result: RunResult): RunRow {
     );
     return { ...(ctx.store.run(runId) as RunRow), status: "running" };
   }
+  removeExitFile(ctx.config.stateDir, runId);
+  return ctx.store.run(runId) as RunRow;
+}
+
+/** Once the end is recorded, the wrapper's exit file has served its purpose. */
+export function removeExitFile(stateDir: string, runId: number): void {
   try {
-    fs.rmSync(exitFileFor(ctx.config.stateDir, runId), { force: true });
+    fs.rmSync(exitFileFor(stateDir, runId), { force: true });
   } catch {
     // best effort: a stale exit file is never read for a finished run
   }
-  return ctx.store.run(runId) as RunRow;
 }

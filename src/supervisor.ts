@@ -3,7 +3,7 @@
 // outlived a previous daemon, a disposition for every slot, and an ordered, idempotent stop().
 import fs from "node:fs";
 import path from "node:path";
-import { exitFileFor, launch, type RunContext } from "./execute.js";
+import { exitFileFor, removeExitFile, reserve, spawnRun, type RunContext } from "./execute.js";
 import { bootId, groupAlive, isAlive, signalGroup, startTimeOf } from "./proc.js";
 import type { RunHandle } from "./runner.js";
 import { missedSlots, nextSlot } from "./schedule.js";
@@ -65,6 +65,8 @@ interface JobState {
   /** Slots waiting for the job's current run to end: `queue` overlap, `catchup: all`, resumes. */
   pending: Pending[];
   retryTimer: NodeJS.Timeout | null;
+  /** Runs ended since old runs were last pruned (pruning is spread out: it takes the write lock). */
+  sincePrune: number;
   /** A slot could not be recorded (the store refused a write): record the gap when it can. */
   gap: boolean;
 }
@@ -84,6 +86,10 @@ export class Supervisor {
   private lastWake = 0;
   private stopping: Promise<void> | null = null;
   private readonly timers = new Set<NodeJS.Timeout>();
+  /** Starts collected during one tick, reserved in one transaction (one fsync, not one per job). */
+  private batch: { name: string; p: Pending }[] | null = null;
+  /** Ends waiting to be recorded together, on the next turn of the event loop. */
+  private endings: { a: Active; result: RunResult; done: () => void }[] = [];
   /** Results of runs whose end the store refused (a full disk): retried every heartbeat. */
   private readonly unrecorded = new Map<number, { result: RunResult; job: JobConfig }>();
 
@@ -139,6 +145,7 @@ export class Supervisor {
       next: this.nextAfter(cfg, from),
       pending: [],
       retryTimer: null,
+      sincePrune: 0,
       gap: false,
     });
     if (cfg.pattern === null && store.claimReboot(cfg.name, bootId(), now)) {
@@ -226,6 +233,7 @@ export class Supervisor {
         this.lastWake = now;
       }
       this.lastWake = Math.max(this.lastWake, now);
+      this.batch = [];
       for (const st of this.jobs.values()) {
         if (st.next === null || st.next > now) continue;
         try {
@@ -237,6 +245,9 @@ export class Supervisor {
         }
       }
     } finally {
+      const batch = this.batch ?? [];
+      this.batch = null;
+      this.startBatch(batch);
       this.arm();
     }
   }
@@ -355,34 +366,120 @@ export class Supervisor {
   }
 
   private startNow(name: string, p: Pending): void {
-    const st = this.jobs.get(name);
-    if (!st || this.stopping) return;
-    const out = launch(this.ctx, st.cfg, {
-      slot: p.slot,
-      claimSlot: p.claimSlot,
-      trigger: p.trigger,
-      attempt: p.attempt,
-    });
-    if (out.kind === "locked") {
-      // The disposition (`skipped`) was recorded in the same transaction that saw the lock.
-      if (p.slot === null || !p.claimSlot)
-        this.log(`cronvisor: ${p.trigger} of ${name} skipped: run ${out.holder.id} holds the lock`);
-      return;
-    }
-    if (out.kind === "duplicate") {
-      this.log(
-        `cronvisor: slot ${new Date(p.slot ?? 0).toISOString()} of ${name} already has a disposition; not run again`,
+    if (!this.jobs.has(name) || this.stopping) return;
+    if (this.batch) this.batch.push({ name, p });
+    else this.startBatch([{ name, p }]);
+  }
+
+  /**
+   * Start runs: reserve them all (locks, slots, fences, rows) in one transaction, commit, spawn
+   * each, then record their pids in a second transaction. Two fsyncs per tick however many jobs
+   * are due, and no store work between one spawn and the next.
+   */
+  private startBatch(items: { name: string; p: Pending }[]): void {
+    if (items.length === 0) return;
+    const store = this.store as Store;
+    let reserved;
+    try {
+      reserved = store.tx(() =>
+        items.map(({ name, p }) => {
+          const st = this.jobs.get(name) as JobState;
+          const out = reserve(this.ctx, st.cfg, {
+            slot: p.slot,
+            claimSlot: p.claimSlot,
+            trigger: p.trigger,
+            attempt: p.attempt,
+          });
+          return { name, p, st, out };
+        }),
       );
+    } catch (e) {
+      // The store refused the write (a full disk): these slots get their disposition later.
+      for (const { name } of items) {
+        this.log(`cronvisor: error handling slot: ${(e as Error).message} (job: ${name})`);
+        const st = this.jobs.get(name);
+        if (st) st.gap = true;
+      }
       return;
     }
-    const a: Active = { run: out.run, job: st.cfg, handle: out.handle, finished: out.finished };
-    this.active.set(out.run.id, a);
-    this.hook("runStarted", (h) => h.runStarted?.(out.run, st.cfg));
-    a.finished = out.finished.then(async (row) => {
-      if (row.status === "running")
-        this.unrecorded.set(row.id, { result: await out.handle.done, job: st.cfg });
-      this.ended(a, row);
-    });
+    const started: { st: JobState; run: RunRow; handle: RunHandle }[] = [];
+    for (const { name, p, st, out } of reserved) {
+      if (out.kind === "locked") {
+        // A scheduled slot's `skipped` disposition was recorded in the transaction that saw the lock.
+        if (p.slot === null || !p.claimSlot)
+          this.log(
+            `cronvisor: ${p.trigger} of ${name} skipped: run ${out.holder.id} holds the lock`,
+          );
+      } else if (out.kind === "duplicate") {
+        this.log(
+          `cronvisor: slot ${new Date(p.slot ?? 0).toISOString()} of ${name} already has a disposition; not run again`,
+        );
+      } else {
+        started.push({ st, run: out.run, handle: spawnRun(this.ctx, st.cfg, out.run) });
+      }
+    }
+    try {
+      store.tx(() => {
+        for (const { run, handle } of started) {
+          if (handle.pid !== null && handle.pgid !== null) {
+            store.setRunProcess(run.id, handle.pid, handle.pidStart, handle.pgid);
+          }
+        }
+      });
+    } catch (e) {
+      // The runs go on and this daemon watches them; only a restart in this state loses sight.
+      this.log(
+        `cronvisor: could not record the pids of ${started.length} run(s): ${(e as Error).message}`,
+      );
+    }
+    for (const { st, run, handle } of started) {
+      let done!: () => void;
+      const a: Active = {
+        run,
+        job: st.cfg,
+        handle,
+        finished: new Promise<void>((r) => (done = r)),
+      };
+      this.active.set(run.id, a);
+      this.hook("runStarted", (h) => h.runStarted?.(run, st.cfg));
+      void handle.done.then((result) => this.queueEnd(a, result, done));
+    }
+  }
+
+  /** Ends that arrive together (a tick's worth of short jobs) are recorded in one transaction. */
+  private queueEnd(a: Active, result: RunResult, done: () => void): void {
+    this.endings.push({ a, result, done });
+    if (this.endings.length === 1) setImmediate(() => this.flushEndings());
+  }
+
+  private flushEndings(): void {
+    const batch = this.endings;
+    this.endings = [];
+    const store = this.store as Store;
+    let recorded = true;
+    try {
+      store.tx(() => {
+        for (const { a, result } of batch) store.finishRun(a.run.id, result);
+      });
+    } catch (e) {
+      // A full disk: the results wait in memory and are retried every heartbeat.
+      recorded = false;
+      for (const { a } of batch) {
+        this.log(`cronvisor: could not record the end of run ${a.run.id}: ${(e as Error).message}`);
+      }
+    }
+    for (const { a, result, done } of batch) {
+      if (recorded) removeExitFile(this.config.stateDir, a.run.id);
+      else this.unrecorded.set(a.run.id, { result, job: a.job });
+      const row = recorded
+        ? (store.run(a.run.id) as RunRow)
+        : { ...a.run, status: "running" as const };
+      try {
+        this.ended(a, row);
+      } finally {
+        done(); // stop() and `replace` wait for this
+      }
+    }
   }
 
   /** A run ended and is recorded: retries, the next waiting slot, retention. */
@@ -392,11 +489,15 @@ export class Supervisor {
     this.hook("runEnded", (h) => h.runEnded?.(row, a.job));
     const name = a.run.job;
     const st = this.jobs.get(name);
-    try {
-      const logs = (this.store as Store).pruneRuns(name, a.job.log.keepRuns);
-      for (const p of logs) fs.rmSync(p, { force: true });
-    } catch (e) {
-      this.log(`cronvisor: pruning old runs failed: ${(e as Error).message} (job: ${name})`);
+    // Prune about every tenth of keep_runs: retention stays within 10% and most ends skip it.
+    if (st && ++st.sincePrune >= Math.max(1, Math.floor(a.job.log.keepRuns / 10))) {
+      st.sincePrune = 0;
+      try {
+        const logs = (this.store as Store).pruneRuns(name, a.job.log.keepRuns);
+        for (const p of logs) fs.rmSync(p, { force: true });
+      } catch (e) {
+        this.log(`cronvisor: pruning old runs failed: ${(e as Error).message} (job: ${name})`);
+      }
     }
     if (!st || this.stopping) return;
     if (
@@ -600,6 +701,7 @@ export class Supervisor {
           next: this.nextAfter(job, Math.max(now, store.job(job.name)?.scanned_to ?? now)),
           pending: prev.pending,
           retryTimer: prev.retryTimer,
+          sincePrune: prev.sincePrune,
           gap: prev.gap,
         });
       } else {
