@@ -515,7 +515,9 @@ async function nodeSpawnRate(n = 300) {
 
 export async function throughput() {
   const seconds = O.quick ? 3 : 5;
-  const steps = O.quick ? [50, 100, 200, 400] : [50, 100, 200, 300, 400, 500, 600, 800];
+  const steps = O.quick
+    ? [25, 50, 100, 200, 400]
+    : [25, 50, 75, 100, 150, 200, 300, 400, 500, 600, 800];
   let best = 0;
   const tried = [];
   for (const n of steps) {

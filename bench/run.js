@@ -9,6 +9,7 @@
 // --root DIR   measure the cronvisor checkout in DIR (its dist/ and bin/), e.g. a patched copy
 // --tmp DIR    where state dirs go (default: the OS temp dir; the disk matters: every mark fsyncs)
 // --profile D  run the daemons and CLI calls under `node --cpu-prof --cpu-prof-dir D`
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -67,6 +68,29 @@ process.on("SIGINT", () => {
   process.exit(130);
 });
 
+/** The commit of the tree under test: git, or a COMMIT file in an exported copy. */
+function revision(dir) {
+  try {
+    const rev = execFileSync("git", ["-C", dir, "rev-parse", "--short", "HEAD"], {
+      encoding: "utf8",
+      stdio: "pipe",
+    });
+    const dirty = execFileSync(
+      "git",
+      ["-C", dir, "status", "--porcelain", "--untracked-files=no", "src"],
+      {
+        encoding: "utf8",
+      },
+    );
+    return `commit ${rev.trim()}${dirty.trim() ? " + uncommitted changes in src/" : ""}`;
+  } catch {
+    const f = path.join(dir, "COMMIT");
+    return fs.existsSync(f)
+      ? `commit ${fs.readFileSync(f, "utf8").trim()} (exported)`
+      : "commit unknown";
+  }
+}
+
 const m = machine();
 const scratch = fs.mkdtempSync(path.join(tmpBase(), "cvx-bench-scratch-"));
 const fsync = await fsyncCommitMs(scratch);
@@ -75,7 +99,7 @@ const header = [
   `cronvisor benchmarks${quick ? " (--quick)" : ""}: ${new Date().toISOString()}`,
   `machine: ${m.cores} cores, ${m.model}, ${m.memGiB.toFixed(0)} GiB RAM, Linux ${m.kernel}; Node ${m.node}`,
   `disk: ${m.disk}; one WAL+synchronous=FULL commit: ${fsync.wallMs.toFixed(3)} ms wall, ${fsync.cpuMs.toFixed(3)} ms CPU`,
-  `cronvisor under test: ${ROOT}`,
+  `cronvisor under test: ${ROOT} (${revision(ROOT)})`,
   "NODE_EXTRA_CA_CERTS is unset for every process started here (it triples Node's start-up in this environment).",
 ];
 for (const h of header) log(h);
