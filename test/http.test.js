@@ -164,8 +164,12 @@ test("a daemon serves /healthz, /status and /metrics (parsed by a real Prometheu
   // Metrics: wait until the monitor has counted a few tick runs with markers.
   const text = await waitFor(async () => {
     const r = await request(port, { path: "/metrics" });
-    return /cronvisor_markers_written_total\{job_name="tick"\} [2-9]/.test(r.body) ? r : null;
-  }, "metrics counting tick's runs");
+    // Counters fed from run rows catch up at the daemon's next beat: wait for both facts.
+    return /cronvisor_markers_written_total\{job_name="tick"\} [2-9]/.test(r.body) &&
+      /cronvisor_slots_skipped_total\{job_name="busy"\} [1-9]/.test(r.body)
+      ? r
+      : null;
+  }, "metrics counting tick's runs and busy's skipped slots");
   assert.match(text.headers["content-type"], /^text\/plain; version=0\.0\.4/);
   checkExposition(text.body);
   const families = new Map(parseWithPrometheusClient(text.body).map((f) => [f.name, f]));
