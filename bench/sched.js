@@ -9,9 +9,10 @@
 // - croner: one `new Cron("* * * * * *", fn)` per job (croner's own timers).
 // - node-cron: one `cron.schedule("* * * * * *", fn)` per job.
 // - cronvisor: the daemon's scheduling path, without the store: dist/schedule.js with the
-//   supervisor's one timer (arm), tick and due (src/supervisor.ts), up to the call of fire().
-//   Kept line for line with supervisor.ts; the real daemon (with the store) is measured by
-//   bench/run.js with paused jobs.
+//   supervisor's one timer (arm), tick and due (src/supervisor.ts, as of a6140eb: the on-time
+//   fast path, then the backward walk for late wakes), up to the call of fire(). Keep it in step
+//   with supervisor.ts; the real daemon (with the store) is measured by bench/run.js with paused
+//   jobs.
 //
 // Prints one JSON line: { impl, jobs, seconds, n, p50, p99, max, delivered, expected, dup,
 // setupMs, rssMiB }.
@@ -116,6 +117,12 @@ if (impl === "floor") {
   let timer = null;
   const due = (st, n) => {
     const first = st.next;
+    const after = nextAfter(st.cfg, first);
+    if (after === null || after > n) {
+      st.next = after;
+      record(st.i, first);
+      return;
+    }
     const passed = missedSlots(st.cfg, new Date(first - 1), new Date(n), MISSED_ROWS);
     const slots = passed.slots.map((d) => d.getTime());
     const slot = slots.pop() ?? first;
