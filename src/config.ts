@@ -300,7 +300,21 @@ const CRON_FIELDS = ["second", "minute", "hour", "day-of-month", "month", "day-o
  * A schedule as written -> the pattern croner gets (macros expanded, whitespace single), or
  * null for `@reboot`. Throws an Error whose message is meant for the user.
  */
+const scheduleMemo = new Map<string, string | null | Error>();
 export function parseSchedule(schedule: string): string | null {
+  let r = scheduleMemo.get(schedule);
+  if (r === undefined) {
+    try {
+      r = parseScheduleOnce(schedule);
+    } catch (e) {
+      r = e as Error;
+    }
+    scheduleMemo.set(schedule, r);
+  }
+  if (r instanceof Error) throw r;
+  return r;
+}
+function parseScheduleOnce(schedule: string): string | null {
   const text = schedule.trim();
   const quoted = JSON.stringify(schedule);
   if (text === "") throw new Error("schedule is empty");
