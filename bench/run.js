@@ -5,7 +5,7 @@
 //                     [--profile DIR]
 //
 // NAME: per-run lateness scheduler idle throughput markers marks-daemon status
-// --quick      shorter windows (about 4 minutes instead of about 10)
+// --quick      shorter windows (about 6 minutes instead of 8 to 10)
 // --root DIR   measure the cronvisor checkout in DIR (its dist/ and bin/), e.g. a patched copy
 // --tmp DIR    where state dirs go (default: the OS temp dir; the disk matters: every mark fsyncs)
 // --profile D  run the daemons and CLI calls under `node --cpu-prof --cpu-prof-dir D`
