@@ -547,10 +547,6 @@ export class Store {
     });
   }
 
-  slotTaken(job: string, slot: number): boolean {
-    return this.q("SELECT 1 FROM slots WHERE job = ? AND slot = ?").get(job, slot) !== undefined;
-  }
-
   run(id: number): RunRow | null {
     return (this.q("SELECT * FROM runs WHERE id = ?").get(id) as RunRow | undefined) ?? null;
   }

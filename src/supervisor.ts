@@ -831,11 +831,6 @@ export class Supervisor {
       // recording an event is best effort; the log line above stands
     }
   }
-
-  /** For tests and status: ids of runs this daemon supervises. */
-  activeRunIds(): number[] {
-    return [...this.active.keys()];
-  }
 }
 
 function readExitFile(file: string): number | null {
