@@ -78,14 +78,56 @@ function stripJobOption(args: string[]): string[] {
 async function mark(m: Markers, args: string[]): Promise<number> {
   if (args[0] === "--stdin") {
     if (args.length !== 1) throw new UsageError(USAGE.mark as string);
-    // One commit per line, acknowledged on stdout once it is on disk, so a pipeline can
-    // stream keys through one process and know exactly which are durable.
+    // Group commit: the lines that have arrived are committed in one transaction (one fsync),
+    // then acknowledged on stdout, so a pipeline knows exactly which keys are durable. A bad
+    // line first commits and acknowledges the good lines before it, then stops.
     const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
-    for await (const line of rl) {
-      if (line === "") continue;
-      m.markDone(line);
-      process.stdout.write(`${line}\n`);
-    }
+    await new Promise<void>((resolve, reject) => {
+      let batch: string[] = [];
+      let failed = false;
+      const flush = (): void => {
+        const keys = batch;
+        batch = [];
+        if (keys.length === 0 || failed) return;
+        m.markDone(...keys);
+        process.stdout.write(`${keys.join("\n")}\n`);
+      };
+      const fail = (e: unknown): void => {
+        failed = true;
+        reject(e); // before close(): it emits "close" at once, whose resolve() must not win
+        rl.close();
+      };
+      rl.on("line", (line) => {
+        if (failed || line === "") return;
+        try {
+          checkKey(line);
+        } catch (e) {
+          try {
+            flush();
+          } catch (e2) {
+            return fail(e2);
+          }
+          return fail(e);
+        }
+        if (batch.push(line) === 1) {
+          setImmediate(() => {
+            try {
+              flush();
+            } catch (e) {
+              fail(e);
+            }
+          });
+        }
+      });
+      rl.on("close", () => {
+        try {
+          flush();
+          resolve();
+        } catch (e) {
+          fail(e);
+        }
+      });
+    });
     return 0;
   }
   if (args.length === 0 || args.some((a) => a.startsWith("--")))
