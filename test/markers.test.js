@@ -8,7 +8,7 @@ import { test } from "node:test";
 import Database from "better-sqlite3";
 import { Store } from "../dist/store.js";
 import { Markers, FenceError } from "../dist/index.js";
-import { BIN, cleanEnv, cli, tmpdir } from "./helpers.js";
+import { BIN, cleanEnv, cli, tmpdir, waitFor } from "./helpers.js";
 
 /** A store with one `running` run of `job`, owned by this test process (so its lock lives). */
 function startRun(stateDir, job = "enrich") {
@@ -144,10 +144,11 @@ test("4 concurrent once calls on one key run the command once", async (t) => {
   );
   assert.ok(store.isMarked("enrich", "the-key"));
   // --wait: a second caller waits for the holder, then finds the key done and skips.
-  const waited = await Promise.all([
-    cliAsync(["once", "k2", "--", "sh", "-c", `echo k2 >> ${out}; sleep 0.3`], env),
-    cliAsync(["once", "--wait", "k2", "--", "sh", "-c", `echo k2 >> ${out}`], env),
-  ]);
+  // The holder starts first and is seen holding the key (its command ran) before the waiter starts.
+  const holder = cliAsync(["once", "k2", "--", "sh", "-c", `echo k2 >> ${out}; sleep 0.5`], env);
+  await waitFor(() => fs.readFileSync(out, "utf8").includes("k2\n"), "the holder's command");
+  const waiter = cliAsync(["once", "--wait", "k2", "--", "sh", "-c", `echo k2 >> ${out}`], env);
+  const waited = await Promise.all([holder, waiter]);
   assert.deepEqual(
     waited.map((r) => r.code),
     [0, 0],
