@@ -330,7 +330,10 @@ test("50 MB of output with a 1 MB cap: bounded log and bounded memory", async (t
   assert.equal(log.subarray(-6).toString(), "xxxEND");
   assert.equal(log.toString().replace(/x/g, ""), `BEGIN${marker}END`);
   assert.ok(samples > 0);
-  assert.ok(peak < 16 * MB, `${(peak / MB).toFixed(1)} MB of live buffers`);
+  // Buffering the output would hold all 50 MB; streaming holds pipe chunks in flight, which
+  // reached ~20 MB on a loaded 2-core CI machine (12 MB or less when idle). 32 MB still tells
+  // the two apart; the 2 GiB end-to-end test (faults-resources) bounds the daemon's RSS too.
+  assert.ok(peak < 32 * MB, `${(peak / MB).toFixed(1)} MB of live buffers`);
 });
 
 test("echo gets the output as it arrives, waiting for a slow reader", async (t) => {
