@@ -37,6 +37,7 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
   const disk = mountTmpfs(t, async () => {
     if (d) await killDaemon(d);
   });
+  // Skipped only where a tmpfs cannot be mounted (not root, or a sandbox that forbids mount).
   if (disk.skip) return t.skip(disk.skip);
   const { root, mnt } = disk;
   const state = path.join(mnt, "state");
@@ -110,6 +111,7 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
 
 test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays up, failures are spawn_failed naming EMFILE, every slot has one disposition, and the end of the burst recovers", async (t) => {
   if (spawnSync("prlimit", ["--version"]).status !== 0)
+    // Skipped only without prlimit: the EMFILE fault needs it to lower the fd limit.
     return t.skip("prlimit (util-linux) is not installed");
   const dir = tmpdir(t);
   const state = path.join(dir, ".cronvisor");

@@ -26,6 +26,7 @@ test("a run that ends while the state dir is full is recorded once space returns
     // Never the kill(1) binary here: procps-ng `kill -KILL -PGID` sends kill(-1), to every process.
     killGroup(pgid);
   });
+  // Skipped only where a tmpfs cannot be mounted (not root, or a sandbox that forbids mount).
   if (disk.skip) return t.skip(disk.skip);
   const { root, mnt } = disk;
   const state = path.join(mnt, "state");

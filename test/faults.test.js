@@ -303,6 +303,7 @@ const FAKETIME_LIB = [
 
 test(
   "wall clock stepped +1 h and back (libfaketime): late and clock events, passed-over slots missed, no slot twice, runs continue",
+  // Skipped only without libfaketime; .ci/run installs the Debian package faketime.
   { skip: FAKETIME_LIB ? false : "libfaketime is not installed (Debian package faketime)" },
   async (t) => {
     const dir = tmpdir(t);

@@ -361,6 +361,7 @@ test("echo gets the output as it arrives, waiting for a slow reader", async (t) 
 
 test(
   "user: runs as that user with that user's groups only",
+  // Skipped when not root: switching to another user needs root.
   { skip: process.getuid() !== 0 && "needs root" },
   async (t) => {
     const spec = specFor(t, { command: "id -u; id -g; id -G", user: "nobody", cwd: "/" });
