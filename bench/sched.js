@@ -9,8 +9,8 @@
 // - croner: one `new Cron("* * * * * *", fn)` per job (croner's own timers).
 // - node-cron: one `cron.schedule("* * * * * *", fn)` per job.
 // - cronvisor: the daemon's scheduling path, without the store: dist/schedule.js with the
-//   supervisor's one timer (arm), tick and due (src/supervisor.ts, as of a6140eb: the on-time
-//   fast path, then the backward walk for late wakes), up to the call of fire(). Keep it in step
+//   supervisor's one timer (arm), tick and due (src/supervisor.ts: the on-time fast path, then
+//   the walk over passed slots for late wakes), up to the call of fire(). Keep it in step
 //   with supervisor.ts; the real daemon (with the store) is measured by bench/run.js with paused
 //   jobs.
 //
@@ -100,14 +100,15 @@ if (impl === "floor") {
     stoppers.push(() => t.destroy());
   }
 } else if (impl === "cronvisor") {
-  const { nextSlot, missedSlots } = await import(
+  const { nextSlot, nextSlotAt, missedSlots } = await import(
     pathToFileURL(path.join(root, "dist", "schedule.js")).href
   );
   // Constants and logic as in src/supervisor.ts (arm, tick, due); fire() is record().
   const MAX_SLEEP_MS = 30_000;
   const MISSED_ROWS = 100;
   const now = Date.now;
-  const nextAfter = (cfg, at) => nextSlot(cfg, new Date(at))?.getTime() ?? null;
+  // nextSlotAt since 2026-11-30; older builds (--root) have only nextSlot.
+  const nextAfter = nextSlotAt ?? ((cfg, at) => nextSlot(cfg, new Date(at))?.getTime() ?? null);
   const states = [];
   const start = now();
   for (let i = 0; i < jobs; i++) {

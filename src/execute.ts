@@ -177,7 +177,7 @@ function recordEnd(ctx: RunContext, runId: number, result: RunResult): RunRow {
 /** Once the end is recorded, the wrapper's exit file has served its purpose. */
 export function removeExitFile(stateDir: string, runId: number): void {
   try {
-    fs.rmSync(exitFileFor(stateDir, runId), { force: true });
+    fs.unlinkSync(exitFileFor(stateDir, runId));
   } catch {
     // best effort: a stale exit file is never read for a finished run
   }

@@ -1,7 +1,6 @@
 // `mark`, `check`, `once`, `progress`: the commands a job calls, often thousands of times. This
 // entry point loads only the marker code and SQLite (no commander, croner or yaml) so a call
 // costs little more than Node's own start-up.
-import readline from "node:readline";
 import {
   ClaimHeldError,
   FenceError,
@@ -81,6 +80,7 @@ async function mark(m: Markers, args: string[]): Promise<number> {
     // Group commit: the lines that have arrived are committed in one transaction (one fsync),
     // then acknowledged on stdout, so a pipeline knows exactly which keys are durable. A bad
     // line first commits and acknowledges the good lines before it, then stops.
+    const readline = await import("node:readline"); // only here: `mark KEY` starts faster
     const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
     await new Promise<void>((resolve, reject) => {
       let batch: string[] = [];

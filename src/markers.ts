@@ -2,8 +2,6 @@
 // for Node jobs (`import { Markers } from "cronvisor"`). A marker is committed (fsync'd, WAL +
 // synchronous=FULL) before a call returns; a run that is no longer its job's live, unrevoked run
 // (replaced, taken over, or a straggler) is refused and writes nothing.
-import { spawn } from "node:child_process";
-import os from "node:os";
 import { isAlive, startTimeOf } from "./proc.js";
 import { Store, StoreError } from "./store.js";
 
@@ -209,7 +207,9 @@ export class Markers {
 }
 
 /** Run argv with the terminal's stdio; resolves to its exit code (128+N when killed by signal N). */
-export function runCommand(argv: string[]): Promise<number> {
+export async function runCommand(argv: string[]): Promise<number> {
+  // Loaded here, not at the top: `mark KEY` pays for Node's start-up only (see BENCHMARKS.md).
+  const [{ spawn }, os] = await Promise.all([import("node:child_process"), import("node:os")]);
   return new Promise((resolve) => {
     const [cmd, ...args] = argv;
     const child = spawn(cmd as string, args, { stdio: "inherit" });

@@ -1,11 +1,15 @@
 // Alerts, pings, metrics and the HTTP endpoint, attached to the daemon through its hooks.
 //
-// The monitor reads the store, never the other way round: every beat it looks at each job's rows
-// (new finished runs feed the counters and `interrupted` alerts; the same `inspectJob` that
-// `status` uses judges the job's health, and a change of condition is an alert). A run's end
-// also triggers an immediate look at its job, so `failed` does not wait for the next beat. The
-// work per beat is bounded (BEAT_BUDGET_MS, then the next beat carries on where it stopped), and
-// everything sent goes through queues that never block: a slow webhook cannot delay a slot.
+// The monitor reads the store, never the other way round: on a beat it looks at the rows of each
+// job whose health can have changed (new finished runs feed the counters and `interrupted`
+// alerts; the same `inspectJob` that `status` uses judges the job's health, and a change of
+// condition is an alert). A job is looked at again only when something says it may have changed
+// (new run or event rows from any process, a live run, a marker attempt from another process,
+// its `late` deadline passing, a reload): an idle daemon with 1,000 jobs does a few indexed
+// queries per beat, not 1,000 judgements. A run's end also triggers an immediate look at its
+// job, so `failed` does not wait for the next beat. The work per beat is bounded (BEAT_BUDGET_MS,
+// then the next beat carries on), and everything sent goes through queues that never block: a
+// slow webhook cannot delay a slot.
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import {
@@ -88,7 +92,12 @@ export class Monitor {
   private readonly judged = new Map<string, HealthWord>();
   /** The conditions last announced per job (mirrors the store's alert_state). */
   private readonly announced = new Map<string, Condition[]>();
-  private next = 0;
+  /** Jobs to look at on the next beat(s). */
+  private readonly dirty = new Set<string>();
+  /** When a job's health changes with time alone (its `late` deadline), if it can. */
+  private readonly dueAt = new Map<string, number>();
+  /** The newest run and event ids, attempt time and data version the last beat saw. */
+  private seen = { runId: 0, eventId: 0, attemptAt: 0, dataVersion: -1 };
   private targets: { target: AlertTarget; box: Outbox<Alert> }[] = [];
   private alertsKey: string | null = null;
   private readonly pings = new Map<string, Outbox<PingItem>>();
@@ -141,12 +150,17 @@ export class Monitor {
     const d = store.daemon();
     this.startedAt = d?.pid === process.pid && d.started_at !== null ? d.started_at : now;
     this.cursors.clear();
+    // Everything is looked at once; after that, only what changed.
+    this.seen = { ...store.maxIds(), attemptAt: now, dataVersion: store.dataVersion() };
+    this.judgeAll();
   }
 
   private applyConfig(config: Config): void {
     const old = this.config;
     this.config = config;
     for (const job of config.jobs) this.metrics.addJob(job.name);
+    // Thresholds may have changed: judge every job again.
+    this.judgeAll();
     if (old !== config && JSON.stringify(old.http) !== JSON.stringify(config.http)) {
       this.log("cronvisor: http: a changed `http` address takes effect when the daemon restarts");
     }
@@ -159,17 +173,49 @@ export class Monitor {
 
   // ---- watching the store ---------------------------------------------------------------------
 
-  /** Look at every job, within a time budget: a big config is covered over several beats. */
+  private judgeAll(): void {
+    this.dueAt.clear();
+    for (const job of this.config.jobs) this.dirty.add(job.name);
+  }
+
+  /**
+   * Look at every job whose health can have changed since the last beat, within a time budget
+   * (the rest stay marked for the next beat).
+   */
   private sweep(now: number): void {
-    const jobs = this.config.jobs;
+    const store = this.store as Store;
+    try {
+      const changed = store.jobsChangedSince(this.seen.runId, this.seen.eventId);
+      this.seen.runId = changed.runId;
+      this.seen.eventId = changed.eventId;
+      for (const name of changed.jobs) this.dirty.add(name);
+      // Marker attempts leave no run or event row; only another process (`once --job`) can
+      // make them outside a live run, so look only when another connection has written.
+      const version = store.dataVersion();
+      if (version !== this.seen.dataVersion) {
+        for (const name of store.jobsAttemptedSince(this.seen.attemptAt)) this.dirty.add(name);
+        this.seen.dataVersion = version;
+        this.seen.attemptAt = now;
+      }
+    } catch (e) {
+      this.log(`cronvisor: monitor: ${(e as Error).message}`);
+      this.judgeAll();
+    }
+    for (const [name, c] of this.cursors) if (c.pending.size > 0) this.dirty.add(name);
+    for (const [name, at] of this.dueAt) if (at <= now) this.dirty.add(name);
+    if (this.dirty.size === 0) return;
+    const byName = new Map(this.config.jobs.map((j) => [j.name, j]));
+    // A job judged now may mark itself for the next beat (a live run): take this beat's list first.
+    const todo = [...this.dirty];
+    this.dirty.clear();
     const t0 = performance.now();
-    for (let i = 0; i < jobs.length; i++) {
-      const job = jobs[(this.next + i) % jobs.length] as JobConfig;
-      this.watch(job, now);
-      if (performance.now() - t0 > BEAT_BUDGET_MS && i < jobs.length - 1) {
-        this.next = (this.next + i + 1) % jobs.length;
+    for (let i = 0; i < todo.length; i++) {
+      if (performance.now() - t0 > BEAT_BUDGET_MS) {
+        for (const name of todo.slice(i)) this.dirty.add(name);
         return;
       }
+      const job = byName.get(todo[i] as string);
+      if (job) this.watch(job, now);
     }
   }
 
@@ -220,8 +266,15 @@ export class Monitor {
 
   private judge(job: JobConfig, now: number, interrupted: RunRow[]): void {
     const store = this.store as Store;
-    const { paused, assessment } = inspectJob(store, job, now);
+    const { paused, row, running, assessment } = inspectJob(store, job, now);
     this.judged.set(job.name, assessment.health);
+    // A live run can turn stuck or slow at any moment: look at it every beat. Otherwise only
+    // `late` changes by time alone: look again when it falls due.
+    if (running.length > 0) this.dirty.add(job.name);
+    const sw = job.health.successWithinMs;
+    const ref = row?.last_success_at ?? row?.first_seen_at ?? null;
+    if (sw !== null && ref !== null && now - ref <= sw) this.dueAt.set(job.name, ref + sw + 1);
+    else this.dueAt.delete(job.name);
     if (this.targets.length === 0) return;
     for (const r of interrupted) this.raise(job.name, interruptedEvent(r), assessment, now);
     // A paused job is the operator's: no alerts, and what was announced stays until it resumes.

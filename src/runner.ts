@@ -228,11 +228,42 @@ function commandLine(spec: RunSpec): string[] {
   }
   if (spec.exitFile) {
     // The wrapper runs as the daemon's user (outside setpriv), so it can write the state dir.
-    fs.mkdirSync(path.dirname(spec.exitFile), { recursive: true, mode: 0o700 });
-    fs.rmSync(spec.exitFile, { force: true }); // a stale status must never be read for this run
+    ensureDir(path.dirname(spec.exitFile));
+    // A stale status must never be read for this run (run ids are fresh, so there rarely is one).
+    try {
+      fs.unlinkSync(spec.exitFile);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+    }
     argv = ["/bin/sh", "-c", EXIT_WRAPPER, "cronvisor-run", spec.exitFile, ...argv];
   }
   return argv;
+}
+
+/**
+ * Directories this process has made (or found) already: mkdir on every run start was a tenth of
+ * the daemon's per-run CPU. A directory removed behind its back is made again when opening a
+ * file in it fails (see openIn).
+ */
+const madeDirs = new Set<string>();
+
+function ensureDir(dir: string): void {
+  if (madeDirs.has(dir)) return;
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  madeDirs.add(dir);
+}
+
+/** openSync in a directory ensureDir made, making it again if it has gone since. */
+function openIn(file: string, flags: string, mode: number): number {
+  ensureDir(path.dirname(file));
+  try {
+    return fs.openSync(file, flags, mode);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+    madeDirs.delete(path.dirname(file));
+    ensureDir(path.dirname(file));
+    return fs.openSync(file, flags, mode);
+  }
 }
 
 /** execvp(3)'s view of `program`: found via PATH (from the job's env) unless it has a slash. */
@@ -264,7 +295,8 @@ function checkExecutable(program: string, searchPath: string, cwd: string): void
 
 function statOrNull(file: string): fs.Stats | null {
   try {
-    return fs.statSync(file);
+    // No exception for a missing file: a PATH search misses in most directories.
+    return fs.statSync(file, { throwIfNoEntry: false }) ?? null;
   } catch {
     return null;
   }
@@ -294,8 +326,7 @@ class CappedLog {
     readonly file: string,
     maxBytes: number,
   ) {
-    fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-    this.fd = fs.openSync(file, "w", 0o600);
+    this.fd = openIn(file, "w", 0o600);
     fs.fchmodSync(this.fd, 0o600); // the mode only applies to a new file; a log may hold secrets
     this.headMax = Math.max(0, Math.floor(maxBytes / 2));
     this.ringMax = Math.max(0, Math.floor(maxBytes) - this.headMax);
@@ -363,7 +394,7 @@ class CappedLog {
     }
     for (const close of [
       () => this.ringFd !== null && fs.closeSync(this.ringFd),
-      () => fs.rmSync(this.ringPath, { force: true }),
+      () => this.ringFd !== null && fs.unlinkSync(this.ringPath),
       () => fs.closeSync(this.fd),
     ]) {
       try {

@@ -7,11 +7,12 @@ import type { JobConfig } from "./types.js";
 
 interface Entry {
   cron: Cron;
-  // One-entry memo: many jobs share a pattern and ask for the slot after the same instant,
-  // and a croner step costs ~40 µs.
-  after: number;
-  next: Date | null;
+  // Many jobs share a pattern and ask for the slot after the same instants (a tick, a late tick
+  // walking the same missed slots), and a croner step costs ~40 µs: remember recent answers.
+  memo: Map<number, number | null>;
 }
+/** Answers kept per pattern; the memo is emptied when full (the next tick refills it). */
+const MEMO_MAX = 256;
 const cache = new Map<string, Entry>();
 
 function entryFor(pattern: string, timezone: string): Entry {
@@ -20,28 +21,36 @@ function entryFor(pattern: string, timezone: string): Entry {
   if (!e) {
     e = {
       cron: new Cron(pattern, { timezone, paused: true, ...CRON_OPTIONS }),
-      after: NaN,
-      next: null,
+      memo: new Map(),
     };
     cache.set(k, e);
   }
   return e;
 }
 
-function cronFor(pattern: string, timezone: string): Cron {
-  return entryFor(pattern, timezone).cron;
+function step(e: Entry, after: number): number | null {
+  let next = e.memo.get(after);
+  if (next === undefined) {
+    next = e.cron.nextRun(new Date(after))?.getTime() ?? null;
+    if (e.memo.size >= MEMO_MAX) e.memo.clear();
+    e.memo.set(after, next);
+  }
+  return next;
 }
 
 /** The first slot strictly after `after`, or null (`@reboot`, or a pattern that never fires). */
 export function nextSlot(job: Pick<JobConfig, "pattern" | "timezone">, after: Date): Date | null {
   if (job.pattern === null) return null;
-  const e = entryFor(job.pattern, job.timezone);
-  const t = after.getTime();
-  if (e.after !== t) {
-    e.next = e.cron.nextRun(after);
-    e.after = t;
-  }
-  return e.next && new Date(e.next.getTime());
+  const next = nextSlotAt(job, after.getTime());
+  return next === null ? null : new Date(next);
+}
+
+/** nextSlot in epoch milliseconds: the daemon's tick calls it per due job, without a Date. */
+export function nextSlotAt(
+  job: Pick<JobConfig, "pattern" | "timezone">,
+  after: number,
+): number | null {
+  return job.pattern === null ? null : step(entryFor(job.pattern, job.timezone), after);
 }
 
 /** Up to `count` slots strictly after `after`. */
@@ -72,7 +81,24 @@ export function missedSlots(
   countCap = 1000,
 ): { slots: Date[]; earlier: number; earlierCapped: boolean } {
   if (job.pattern === null || to <= from) return { slots: [], earlier: 0, earlierCapped: false };
-  const cron = cronFor(job.pattern, job.timezone);
+  // Usually only a few slots passed (a late tick, a short restart): walk forward, which shares
+  // the memo with every job on this pattern. Only past `max` slots walk back from `to`.
+  const e = entryFor(job.pattern, job.timezone);
+  const forward: Date[] = [];
+  for (let t = step(e, from.getTime()); t !== null && t <= to.getTime(); t = step(e, t)) {
+    if (forward.length === max) return walkBack(e.cron, from, to, max, countCap);
+    forward.push(new Date(t));
+  }
+  return { slots: forward, earlier: 0, earlierCapped: false };
+}
+
+function walkBack(
+  cron: Cron,
+  from: Date,
+  to: Date,
+  max: number,
+  countCap: number,
+): { slots: Date[]; earlier: number; earlierCapped: boolean } {
   // previousRuns is strictly before its reference: step 1 ms past `to` so `to` itself counts.
   const latest = cron
     .previousRuns(max + 1, new Date(to.getTime() + 1))

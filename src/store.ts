@@ -345,6 +345,12 @@ export class Store {
     });
   }
 
+  /** Jobs paused with `cronvisor pause` (the config's `paused: true` is not in the store). */
+  pausedJobs(): Set<string> {
+    const rows = this.q("SELECT name FROM jobs WHERE paused = 1").all() as { name: string }[];
+    return new Set(rows.map((r) => r.name));
+  }
+
   /** Slots up to `at` have a disposition. Never moves backwards (a clock stepped back). */
   setScannedTo(name: string, at: number): void {
     this.q("UPDATE jobs SET scanned_to = MAX(COALESCE(scanned_to, 0), ?) WHERE name = ?").run(
@@ -778,6 +784,53 @@ export class Store {
   }
 
   /** The highest row id of a job (0 if none). */
+  /**
+   * Jobs with rows newer than the given run and event ids, and the newest ids: how the daemon's
+   * monitor learns what changed since its last beat without reading every job.
+   */
+  jobsChangedSince(
+    runId: number,
+    eventId: number,
+  ): { jobs: Set<string>; runId: number; eventId: number } {
+    const runs = this.q("SELECT job, MAX(id) AS m FROM runs WHERE id > ? GROUP BY job").all(
+      runId,
+    ) as { job: string; m: number }[];
+    const events = this.q("SELECT job, MAX(id) AS m FROM events WHERE id > ? GROUP BY job").all(
+      eventId,
+    ) as { job: string | null; m: number }[];
+    const jobs = new Set<string>();
+    for (const r of runs) {
+      jobs.add(r.job);
+      runId = Math.max(runId, r.m);
+    }
+    for (const e of events) {
+      if (e.job !== null) jobs.add(e.job);
+      eventId = Math.max(eventId, e.m);
+    }
+    return { jobs, runId, eventId };
+  }
+
+  /** The newest run and event ids (0 when there are none). */
+  maxIds(): { runId: number; eventId: number } {
+    return this.q(
+      `SELECT (SELECT COALESCE(MAX(id), 0) FROM runs) AS runId,
+              (SELECT COALESCE(MAX(id), 0) FROM events) AS eventId`,
+    ).get() as { runId: number; eventId: number };
+  }
+
+  /** Jobs whose marker keys were attempted at or after `since` (`once` may run outside a run). */
+  jobsAttemptedSince(since: number): string[] {
+    const rows = this.q("SELECT DISTINCT job FROM attempts WHERE last_at >= ?").all(since) as {
+      job: string;
+    }[];
+    return rows.map((r) => r.job);
+  }
+
+  /** Changes when another connection commits (SQLite's PRAGMA data_version). */
+  dataVersion(): number {
+    return this.db.pragma("data_version", { simple: true }) as number;
+  }
+
   maxRunId(job: string): number {
     return (
       this.q("SELECT COALESCE(MAX(id), 0) AS n FROM runs WHERE job = ?").get(job) as { n: number }

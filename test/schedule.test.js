@@ -122,3 +122,43 @@ test("missedSlots: the latest N of a long downtime, oldest first, with a capped 
   missedSlots(job, new Date("2025-01-01T00:00:00Z"), to, 100);
   assert.ok(Date.now() - t0 < 5000);
 });
+
+test("missedSlots: the forward walk (few slots) and the walk back (many) agree with stepping one slot at a time", () => {
+  // Every pattern and window is checked against the plainest reference: nextSlot from `from`
+  // until past `to`, keeping the latest `max`. Windows straddle the switch between the two walks
+  // (exactly max slots, max + 1) and DST changes in two zones.
+  const cases = [
+    ["* * * * * *", "UTC"],
+    ["*/7 * * * * *", "UTC"],
+    ["0 30 2 * * *", "Europe/Berlin"],
+    ["0 0,30 * * * *", "America/New_York"],
+    ["0 0 12 * * 1-5", "UTC"],
+  ];
+  let rng = 12345;
+  const rand = () => (rng = (rng * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  for (const [pattern, timezone] of cases) {
+    const job = { pattern, timezone };
+    for (let k = 0; k < 25; k++) {
+      const max = 1 + Math.floor(rand() * 8);
+      const from = new Date(Date.UTC(2026, 2, 28) + Math.floor(rand() * 30 * 86_400_000));
+      // The reference: step forward, keep everything.
+      const all = [];
+      let t = from;
+      const want = max + Math.floor(rand() * 3) - 1; // max - 1, max or max + 1 slots in the window
+      while (all.length < Math.max(want, 1)) {
+        t = nextSlot(job, t);
+        all.push(t);
+      }
+      const to = new Date(all.at(-1).getTime() + Math.floor(rand() * 500));
+      const m = missedSlots(job, from, to, max, 1000);
+      const label = `${pattern} ${timezone} from ${from.toISOString()} to ${to.toISOString()} max ${max}`;
+      assert.deepEqual(
+        m.slots.map((d) => d.toISOString()),
+        all.slice(-max).map((d) => d.toISOString()),
+        label,
+      );
+      assert.equal(m.earlier, Math.max(0, all.length - max), label);
+      assert.equal(m.earlierCapped, false, label);
+    }
+  }
+});

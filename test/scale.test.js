@@ -1,0 +1,77 @@
+// Many jobs at once: the daemon keeps every slot of every job accounted for when a whole tick is
+// late (a SIGSTOP stands in for a suspend or a slow start-up), and catches up instead of falling
+// further behind. Speed is measured in `npm run bench`; this checks what must hold.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { query, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import path from "node:path";
+
+const JOBS = 600;
+
+test(`${JOBS} paused per-second jobs: a late tick records every passed slot, one summary event, then keeps up`, async (t) => {
+  const dir = tmpdir(t);
+  const state = path.join(dir, ".cronvisor");
+  let yaml = "heartbeat: 1s\njobs:\n";
+  for (let i = 0; i < JOBS; i++)
+    yaml += `  j${i}:\n    schedule: "* * * * * *"\n    command: "true"\n    paused: true\n    catchup: skip\n`;
+  const cfg = writeConfig(dir, yaml);
+  const d = startDaemon(t, cfg);
+
+  // Keeping up: one slot with a disposition for every job (slots come from the database's clock
+  // of record, the slot itself, so this cannot pass by accident of timing).
+  const fullSlot = (after) =>
+    query(
+      state,
+      `SELECT slot FROM runs WHERE slot > ? GROUP BY slot HAVING COUNT(*) = ? ORDER BY slot LIMIT 1`,
+      after,
+      JOBS,
+    )[0]?.slot;
+  const before = await waitFor(() => fullSlot(0), "a slot recorded for every job", 60_000, 200);
+
+  d.kill("SIGSTOP");
+  const stoppedAt = Date.now();
+  // The stop is the fault: long enough that the timer fires more than 5 s late (LATE_MS).
+  await waitFor(() => Date.now() - stoppedAt > 6500, "the stop to last 6.5 s", 10_000, 100);
+  d.kill("SIGCONT");
+  const contAt = Date.now();
+  const after = await waitFor(() => fullSlot(contAt), "keeping up after SIGCONT", 60_000, 200);
+  await stopDaemon(d);
+
+  // Every job: every second from the first full slot to the last has exactly one disposition.
+  const counts = query(
+    state,
+    `SELECT job, COUNT(*) n, COUNT(DISTINCT slot) d FROM runs WHERE slot BETWEEN ? AND ? GROUP BY job`,
+    before,
+    after,
+  );
+  assert.equal(counts.length, JOBS);
+  const want = (after - before) / 1000 + 1;
+  for (const c of counts) {
+    assert.equal(c.d, c.n, `${c.job}: a slot recorded twice`);
+    assert.equal(c.n, want, `${c.job}: ${c.n} dispositions for ${want} slots`);
+  }
+  const missed = query(
+    state,
+    `SELECT COUNT(*) n FROM runs WHERE status = 'missed' AND reason = 'timer late (suspend or clock step)' AND slot > ?`,
+    before,
+  )[0].n;
+  assert.ok(missed >= JOBS * 4, `${missed} slots recorded missed by the late tick`);
+
+  // One event for the whole late tick, not one per job; it counts what was recorded missed.
+  const late = query(
+    state,
+    "SELECT job, detail FROM events WHERE kind = 'late' AND at >= ?",
+    contAt,
+  );
+  assert.ok(late.length >= 1 && late.length <= 3, JSON.stringify(late.slice(0, 5)));
+  const summary = late
+    .map((e) =>
+      /^timer fired up to \d+ ms after the slots of (\d+) jobs \(suspend, clock step or a slow start-up\); (\d+) older slot\(s\) recorded missed$/.exec(
+        e.detail,
+      ),
+    )
+    .find((m) => m && Number(m[1]) === JOBS);
+  assert.ok(summary, JSON.stringify(late));
+  assert.equal(late.find((e) => e.detail === summary[0]).job, null);
+  assert.equal(Number(summary[2]), missed, "the event counts the missed rows");
+});
