@@ -1,0 +1,93 @@
+// The daemon's monitor, in-process with an injected clock: it judges a job again only when its
+// health can have changed, and it still sees every change that matters: a `late` deadline that
+// passes with no new row, a pause and marker attempts written by another process.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import { test } from "node:test";
+import { parseConfig } from "../dist/config.js";
+import { Monitor } from "../dist/monitor.js";
+import { Store } from "../dist/store.js";
+import { tmpdir, writeConfig } from "./helpers.js";
+
+test("monitor: an idle beat reads no job's rows; time, another process's pause and attempts still change the health", async (t) => {
+  const dir = tmpdir(t);
+  const file = writeConfig(
+    dir,
+    `jobs:
+  nightly:
+    schedule: "0 3 * * *"
+    command: "true"
+    health: { success_within: 1m }
+  reports:
+    schedule: "0 4 * * *"
+    command: "true"
+  items:
+    schedule: "0 5 * * *"
+    command: "true"
+    health: { repeat_limit: 2 }
+`,
+  );
+  const { config, errors } = parseConfig(fs.readFileSync(file, "utf8"), file, {
+    hostTimezone: "UTC",
+  });
+  assert.deepEqual(errors, []);
+  const store = Store.open(config.stateDir, { create: true });
+  t.after(() => store.close());
+  // Another connection stands in for another process (`cronvisor pause`, `once --job`).
+  const other = Store.open(config.stateDir, {});
+  t.after(() => other.close());
+  const t0 = Date.now();
+  for (const j of config.jobs) store.ensureJob(j.name, t0);
+
+  const m = new Monitor(config, { log: () => {} });
+  t.after(() => m.stop());
+  const health = async (now) => {
+    const text = await m.metrics.render(now);
+    const out = {};
+    for (const [, job, word] of text.matchAll(
+      /^cronvisor_job_health\{job_name="([^"]+)",health="([^"]+)"\} 1$/gm,
+    ))
+      out[job] = word;
+    return out;
+  };
+  let reads = 0;
+  const recentFinished = store.recentFinished.bind(store);
+  store.recentFinished = (...a) => {
+    reads++;
+    return recentFinished(...a);
+  };
+  const beat = (now) => m.hooks.beat(store, config, now);
+
+  beat(t0);
+  assert.equal(reads, 3, "the first beat judges every job");
+  assert.deepEqual(await health(t0), {
+    nightly: "never-run",
+    reports: "never-run",
+    items: "never-run",
+  });
+
+  reads = 0;
+  beat(t0 + 30_000);
+  assert.equal(reads, 0, "nothing changed: no job's rows are read");
+
+  // `late` by time alone: the deadline (first seen + success_within) passes with no new row.
+  beat(t0 + 61_000);
+  assert.equal(reads, 1, "only the job whose deadline passed");
+  assert.equal((await health(t0 + 61_000)).nightly, "late");
+
+  // Another process pauses a job (an event row) and counts attempts outside a run (no row at all).
+  other.setPaused("reports", true, t0 + 62_000);
+  for (let i = 0; i < 3; i++) other.countAttempt("items", "k1", t0 + 62_000);
+  reads = 0;
+  beat(t0 + 63_000);
+  assert.equal(reads, 2, "the paused job and the attempted one");
+  assert.deepEqual(await health(t0 + 63_000), {
+    nightly: "late",
+    reports: "paused",
+    items: "repeating",
+  });
+
+  reads = 0;
+  beat(t0 + 64_000);
+  assert.equal(reads, 0, "idle again");
+});
