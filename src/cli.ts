@@ -384,13 +384,15 @@ async function openStoreOrEmpty(config: Config) {
 }
 
 async function runDaemon(file: string): Promise<void> {
-  const { loadConfig } = await import("./config.js");
+  const { loadConfigInWorker } = await import("./config-worker.js");
   const { formatConfigError } = await import("./types.js");
   const { Supervisor, DaemonBusyError } = await import("./supervisor.js");
   const { StoreError } = await import("./store.js");
   const { checkOwnership } = await import("./safety.js");
   const { UnsafeError } = await import("./safety.js");
-  const config = await load(file);
+  const first = await loadConfigInWorker(file);
+  if (!first.config) throw new CliError(first.errors.map(formatConfigError).join("\n"), EXIT.usage);
+  const config = first.config;
   try {
     checkOwnership(config);
   } catch (e) {
@@ -402,8 +404,8 @@ async function runDaemon(file: string): Promise<void> {
   const sup = new Supervisor({
     config,
     hooks,
-    loadConfig: () => {
-      const r = loadConfig(file);
+    loadConfig: async () => {
+      const r = await loadConfigInWorker(file);
       if (r.config) {
         try {
           checkOwnership(r.config);
@@ -434,7 +436,7 @@ async function runDaemon(file: string): Promise<void> {
   };
   process.on("SIGTERM", () => onStop("SIGTERM"));
   process.on("SIGINT", () => onStop("SIGINT"));
-  process.on("SIGHUP", () => sup.reload());
+  process.on("SIGHUP", () => void sup.reload());
   await new Promise<never>(() => {});
 }
 
