@@ -183,6 +183,9 @@ export class Monitor {
    * (the rest stay marked for the next beat).
    */
   private sweep(now: number): void {
+    // Without alert targets or an HTTP endpoint nobody reads a judgement: judge nothing. (A
+    // reload that adds one judges every job from then on.)
+    if (this.targets.length === 0 && this.http === null) return;
     const store = this.store as Store;
     try {
       const changed = store.jobsChangedSince(this.seen.runId, this.seen.eventId);

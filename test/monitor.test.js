@@ -39,7 +39,22 @@ test("monitor: an idle beat reads no job's rows; time, another process's pause a
   const t0 = Date.now();
   for (const j of config.jobs) store.ensureJob(j.name, t0);
 
-  const m = new Monitor(config, { log: () => {} });
+  // Without alert targets or an HTTP endpoint, nobody reads a judgement: none is made.
+  const silent = new Monitor(config, { log: () => {} });
+  t.after(() => silent.stop());
+  let reads = 0;
+  const recentFinished = store.recentFinished.bind(store);
+  store.recentFinished = (...a) => {
+    reads++;
+    return recentFinished(...a);
+  };
+  silent.hooks.beat(store, config, t0);
+  assert.equal(reads, 0, "no alerts, no http: no job is judged");
+
+  // With the endpoint (port 0: any free one), /metrics shows the judgements.
+  const served = { ...config, http: { host: "127.0.0.1", port: 0 } };
+  const m = new Monitor(served, { log: () => {} });
+  await m.start();
   t.after(() => m.stop());
   const health = async (now) => {
     const text = await m.metrics.render(now);
@@ -50,13 +65,7 @@ test("monitor: an idle beat reads no job's rows; time, another process's pause a
       out[job] = word;
     return out;
   };
-  let reads = 0;
-  const recentFinished = store.recentFinished.bind(store);
-  store.recentFinished = (...a) => {
-    reads++;
-    return recentFinished(...a);
-  };
-  const beat = (now) => m.hooks.beat(store, config, now);
+  const beat = (now) => m.hooks.beat(store, served, now);
 
   beat(t0);
   assert.equal(reads, 3, "the first beat judges every job");
