@@ -384,15 +384,13 @@ async function openStoreOrEmpty(config: Config) {
 }
 
 async function runDaemon(file: string): Promise<void> {
-  const { loadConfigInWorker } = await import("./config-worker.js");
+  const { loadConfig } = await import("./config.js");
   const { formatConfigError } = await import("./types.js");
   const { Supervisor, DaemonBusyError } = await import("./supervisor.js");
   const { StoreError } = await import("./store.js");
   const { checkOwnership } = await import("./safety.js");
   const { UnsafeError } = await import("./safety.js");
-  const first = await loadConfigInWorker(file);
-  if (!first.config) throw new CliError(first.errors.map(formatConfigError).join("\n"), EXIT.usage);
-  const config = first.config;
+  const config = await load(file);
   try {
     checkOwnership(config);
   } catch (e) {
@@ -404,8 +402,8 @@ async function runDaemon(file: string): Promise<void> {
   const sup = new Supervisor({
     config,
     hooks,
-    loadConfig: async () => {
-      const r = await loadConfigInWorker(file);
+    loadConfig: () => {
+      const r = loadConfig(file);
       if (r.config) {
         try {
           checkOwnership(r.config);
@@ -436,7 +434,7 @@ async function runDaemon(file: string): Promise<void> {
   };
   process.on("SIGTERM", () => onStop("SIGTERM"));
   process.on("SIGINT", () => onStop("SIGINT"));
-  process.on("SIGHUP", () => void sup.reload());
+  process.on("SIGHUP", () => sup.reload());
   await new Promise<never>(() => {});
 }
 

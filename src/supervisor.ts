@@ -40,7 +40,7 @@ export interface SupervisorOptions {
   now?: () => number;
   log?: (line: string) => void;
   /** Re-read the config (SIGHUP / `cronvisor reload`). */
-  loadConfig?: () => Promise<{ config: Config | null; errors: string[] }>;
+  loadConfig?: () => { config: Config | null; errors: string[] };
 }
 
 interface Active {
@@ -106,7 +106,6 @@ export class Supervisor {
   private beat: NodeJS.Timeout | null = null;
   private lastWake = 0;
   private stopping: Promise<void> | null = null;
-  private reloading: Promise<unknown> = Promise.resolve();
   private readonly timers = new Set<NodeJS.Timeout>();
   /** Starts collected during one tick, reserved in one transaction (one fsync, not one per job). */
   private batch: BatchItem[] | null = null;
@@ -768,26 +767,10 @@ export class Supervisor {
 
   // ---- reload --------------------------------------------------------------------------------
 
-  /**
-   * Re-read the config. Invalid: keep the old one and show the error. Valid: apply it. One
-   * reload at a time, in the order asked (a second SIGHUP waits for the first parse).
-   */
-  reload(): Promise<{ ok: boolean; errors: string[] }> {
-    const next = this.reloading.then(() => this.reloadNow());
-    this.reloading = next.catch(() => undefined);
-    return next;
-  }
-
-  private async reloadNow(): Promise<{ ok: boolean; errors: string[] }> {
-    let res: { config: Config | null; errors: string[] };
-    try {
-      res = (await this.opts.loadConfig?.()) ?? { config: null, errors: ["no config loader"] };
-    } catch (e) {
-      res = { config: null, errors: [`the config could not be parsed: ${(e as Error).message}`] };
-    }
-    // The daemon may have begun to stop while the config was parsed.
-    if (this.stopping || !this.store) return { ok: false, errors: ["the daemon is stopping"] };
-    const store = this.store;
+  /** Re-read the config. Invalid: keep the old one and show the error. Valid: apply it. */
+  reload(): { ok: boolean; errors: string[] } {
+    const store = this.store as Store;
+    const res = this.opts.loadConfig?.() ?? { config: null, errors: ["no config loader"] };
     if (!res.config) {
       const msg = res.errors.join("\n");
       store.setConfigError(process.pid, msg);
