@@ -269,8 +269,10 @@ export function buildProgram(): Command {
       .description(`${desc}; inside a job it needs no options`)
       .option("--job <name>", "the job's namespace (outside a run)")
       .addHelpText("after", `\nExample:\n  ${example}`)
-      .allowUnknownOption(true)
-      .passThroughOptions(true);
+      // Not passThroughOptions: `--job NAME` may follow the key (`check KEY --job NAME`); once's
+      // CMD comes after `--`, where commander stops reading options. markerCommand reads the
+      // arguments from argv itself, so their order is kept.
+      .allowUnknownOption(true);
     if (name === "mark")
       cmd.option("--stdin", "one key per line; each is acknowledged on stdout when it is on disk");
     if (name === "once")

@@ -88,6 +88,18 @@ test("malformed mark / check / once arguments outside a run: exit 2, a clear mes
     assert.equal(r.stderr, `no job named ${JSON.stringify(job)} in ${cfg} (jobs: a)\n`);
   }
   assert.deepEqual(markerState(state).markers, [{ job: "a", key: "k1" }]);
+
+  // Options may follow the key too (commander used to pass them through as arguments).
+  for (const args of [
+    ["mark", "k5", "--job", "a", "-c", cfg],
+    ["check", "k5", "--job", "a", "-c", cfg],
+    ["once", "k6", "--job", "a", "-c", cfg, "--", "true"],
+    ["check", "k6", "-c", cfg, "--job", "a"],
+  ]) {
+    const r = cli(args);
+    assert.equal(r.code, 0, `${JSON.stringify(args)}: ${r.stderr}`);
+  }
+  assert.equal(cli(["check", "k7", "--job", "a", "-c", cfg]).code, 1, "k7 is not marked");
 });
 
 test("malformed marker calls inside a run: each exits 2 and the run writes nothing but its one good key", (t) => {
