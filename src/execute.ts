@@ -115,10 +115,20 @@ export function spawnRun(
         user && job.user !== null ? { name: job.user, home: user.home, shell: user.shell } : null,
     });
   } catch (e) {
-    return failedHandle(
-      ctx.now(),
-      `spawn failed: ${(e as Error).message} (job: ${job.name}, run: ${run.id})`,
-    );
+    const reason = `spawn failed: ${(e as Error).message} (job: ${job.name}, run: ${run.id})`;
+    // Said in the run's log too, as the runner does for its spawn failures: `cronvisor logs` is
+    // where an operator looks first.
+    const logPath = run.log_path ?? logPathFor(config.stateDir, job.name, run.id);
+    let logBytes = 0;
+    try {
+      fs.mkdirSync(path.dirname(logPath), { recursive: true, mode: 0o700 });
+      const note = `[cronvisor: ${reason}]\n`;
+      fs.writeFileSync(logPath, note, { mode: 0o600 });
+      logBytes = Buffer.byteLength(note);
+    } catch {
+      // a full disk: the run's record still carries the reason
+    }
+    return failedHandle(ctx.now(), reason, logBytes);
   }
   return startRun({
     job: job.name,
@@ -138,7 +148,7 @@ export function spawnRun(
 }
 
 /** A run that could not get as far as a process (unreadable env_file, unknown user). */
-function failedHandle(now: number, reason: string): RunHandle {
+function failedHandle(now: number, reason: string, logBytes: number): RunHandle {
   const result: RunResult = {
     status: "spawn_failed",
     reason,
@@ -147,7 +157,7 @@ function failedHandle(now: number, reason: string): RunHandle {
     startedAt: now,
     finishedAt: now,
     durationMs: 0,
-    logBytes: 0,
+    logBytes,
     logTruncated: false,
   };
   return {

@@ -223,6 +223,11 @@ test("an env_file that cannot be read (a directory, a missing file, a bad line):
       assert.equal(r.reason, reasons[j](r.id));
       assert.equal(r.pid, null, "no process was started");
     }
+    // `cronvisor logs` says why too (it printed nothing before).
+    const last = runs.at(-1);
+    const logs = cli(["logs", j, "--run", String(last.id), "-c", cfg]);
+    assert.equal(logs.code, 0, logs.stderr);
+    assert.equal(logs.stdout, `[cronvisor: ${reasons[j](last.id)}]\n`);
   }
   const st = JSON.parse(cli(["status", "-c", cfg, "--json"]).stdout);
   assert.equal(st.daemon.state, "running");
