@@ -159,7 +159,7 @@ async function once(m: Markers, args: string[]): Promise<number> {
       await new Promise((r) => setTimeout(r, 100));
     }
   }
-  const code = await runCommand(argv);
+  const code = await runCommand(argv, (pid) => m.noteClaimCommand(key, pid));
   if (code === 0) {
     // Right after the side effect: nothing that comes later can undo this.
     m.completeClaim(key);

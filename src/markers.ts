@@ -134,10 +134,17 @@ export class Markers {
       }
       this.assertFence();
       const c = this.store.claim(job, key);
-      if (c && c.pid !== this.me.pid && isAlive(c.pid, c.pid_start)) {
-        throw new ClaimHeldError(
-          `key ${JSON.stringify(key)} is being worked on by pid ${c.pid} (run ${c.run_id ?? "-"})`,
-        );
+      if (c && c.pid !== this.me.pid) {
+        const run = `run ${c.run_id ?? "-"}`;
+        if (isAlive(c.pid, c.pid_start))
+          throw new ClaimHeldError(
+            `key ${JSON.stringify(key)} is being worked on by pid ${c.pid} (${run})`,
+          );
+        // The `once` process died but its command may still be at work: the claim holds.
+        if (c.cmd_pid !== null && isAlive(c.cmd_pid, c.cmd_start))
+          throw new ClaimHeldError(
+            `key ${JSON.stringify(key)} is being worked on by pid ${c.cmd_pid}, whose \`once\` (pid ${c.pid}, ${run}) has died`,
+          );
       }
       this.store.putClaim(job, key, this.me.pid, this.me.start, this.runId(), now);
       this.store.countAttempt(job, key, now);
@@ -159,6 +166,15 @@ export class Markers {
       );
       this.store.dropClaim(this.target.job, key, this.me.pid);
     });
+  }
+
+  /** Record the process a claim's command runs in (see ClaimRow). Best effort. */
+  noteClaimCommand(key: string, cmdPid: number): void {
+    try {
+      this.store.setClaimCommand(this.target.job, key, this.me.pid, cmdPid, startTimeOf(cmdPid));
+    } catch {
+      // a busy or full store: the claim is still held by this process while it lives
+    }
   }
 
   releaseClaim(key: string): void {
@@ -207,12 +223,16 @@ export class Markers {
 }
 
 /** Run argv with the terminal's stdio; resolves to its exit code (128+N when killed by signal N). */
-export async function runCommand(argv: string[]): Promise<number> {
+export async function runCommand(
+  argv: string[],
+  onSpawn: (pid: number) => void = () => {},
+): Promise<number> {
   // Loaded here, not at the top: `mark KEY` pays for Node's start-up only (see BENCHMARKS.md).
   const [{ spawn }, os] = await Promise.all([import("node:child_process"), import("node:os")]);
   return new Promise((resolve) => {
     const [cmd, ...args] = argv;
     const child = spawn(cmd as string, args, { stdio: "inherit" });
+    if (child.pid !== undefined) onSpawn(child.pid);
     child.on("error", (e) => {
       process.stderr.write(`cronvisor: cannot run ${cmd}: ${e.message}\n`);
       resolve((e as NodeJS.ErrnoException).code === "ENOENT" ? 127 : 126);

@@ -68,7 +68,22 @@ const MIGRATIONS: string[] = [
   `
   CREATE TABLE alert_state (job TEXT PRIMARY KEY, active TEXT NOT NULL, since INTEGER NOT NULL) WITHOUT ROWID;
   `,
+  // 3: the command a `once` claim runs, so the claim stays held while the command lives even if
+  // the `once` process itself was killed.
+  `
+  ALTER TABLE claims ADD COLUMN cmd_pid INTEGER;
+  ALTER TABLE claims ADD COLUMN cmd_start TEXT;
+  `,
 ];
+
+/** Who holds a `once` claim: the `once` process and, once started, its command. */
+export interface ClaimRow {
+  pid: number;
+  pid_start: string | null;
+  run_id: number | null;
+  cmd_pid: number | null;
+  cmd_start: string | null;
+}
 
 export class StoreError extends Error {
   constructor(
@@ -671,14 +686,33 @@ export class Store {
     return (this.q("SELECT COUNT(*) AS n FROM markers WHERE job = ?").get(job) as { n: number }).n;
   }
 
-  claim(
+  claim(job: string, key: string): ClaimRow | undefined {
+    return this.q(
+      "SELECT pid, pid_start, run_id, cmd_pid, cmd_start FROM claims WHERE job = ? AND key = ?",
+    ).get(job, key) as ClaimRow | undefined;
+  }
+
+  /**
+   * Note the command a claim runs. Not fsync'd (synchronous=NORMAL for this one commit): it
+   * only matters while processes live, and a power loss ends them all.
+   */
+  setClaimCommand(
     job: string,
     key: string,
-  ): { pid: number; pid_start: string | null; run_id: number | null } | undefined {
-    return this.q("SELECT pid, pid_start, run_id FROM claims WHERE job = ? AND key = ?").get(
-      job,
-      key,
-    ) as { pid: number; pid_start: string | null; run_id: number | null } | undefined;
+    pid: number,
+    cmdPid: number,
+    cmdStart: string | null,
+  ): void {
+    this.db.pragma("synchronous = NORMAL");
+    try {
+      this.tx(() =>
+        this.q(
+          "UPDATE claims SET cmd_pid = ?, cmd_start = ? WHERE job = ? AND key = ? AND pid = ?",
+        ).run(cmdPid, cmdStart, job, key, pid),
+      );
+    } finally {
+      this.db.pragma("synchronous = FULL");
+    }
   }
 
   putClaim(
@@ -692,7 +726,7 @@ export class Store {
     this.q(
       `INSERT INTO claims (job, key, pid, pid_start, run_id, since) VALUES (?, ?, ?, ?, ?, ?)
        ON CONFLICT (job, key) DO UPDATE SET pid = excluded.pid, pid_start = excluded.pid_start,
-         run_id = excluded.run_id, since = excluded.since`,
+         run_id = excluded.run_id, since = excluded.since, cmd_pid = NULL, cmd_start = NULL`,
     ).run(job, key, pid, pidStart, runId, now);
   }
 

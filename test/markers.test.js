@@ -163,6 +163,61 @@ test("4 concurrent once calls on one key run the command once", async (t) => {
   store.close();
 });
 
+test("once killed alone while its command runs: the claim holds until the command ends, then is taken over", async (t) => {
+  const dir = tmpdir(t);
+  const { store, run } = startRun(dir);
+  t.after(() => store.close());
+  const env = runEnv(dir, run);
+  const out = path.join(dir, "out.txt");
+  const flag = path.join(dir, "flag");
+  const first = spawn(
+    process.execPath,
+    [
+      BIN,
+      "once",
+      "k3",
+      "--",
+      "sh",
+      "-c",
+      `echo start >> ${out}; while [ ! -e ${flag} ]; do sleep 0.05; done; echo end >> ${out}`,
+    ],
+    { env: cleanEnv(env), stdio: "ignore" },
+  );
+  const claim = await waitFor(
+    () => store.claim("enrich", "k3")?.cmd_pid && store.claim("enrich", "k3"),
+    "the claim to name its command",
+  );
+  t.after(() => {
+    try {
+      process.kill(claim.cmd_pid, "SIGKILL");
+    } catch {
+      // ended already
+    }
+  });
+  assert.equal(claim.pid, first.pid);
+  first.kill("SIGKILL");
+  await new Promise((r) => first.on("exit", r));
+
+  // The `once` is gone, its command is not: another `once` of the key must not run.
+  const second = await cliAsync(["once", "k3", "--", "sh", "-c", `echo second >> ${out}`], env);
+  assert.equal(second.code, 75, second.stderr);
+  assert.match(
+    second.stderr,
+    new RegExp(
+      `^cronvisor: key "k3" is being worked on by pid ${claim.cmd_pid}, whose \`once\` \\(pid ${first.pid}, run ${run.id}\\) has died\n$`,
+    ),
+  );
+  assert.equal(fs.readFileSync(out, "utf8"), "start\n");
+
+  // The command ends (unmarked: its `once` died before it could mark): the next call takes over.
+  fs.writeFileSync(flag, "");
+  await waitFor(() => !fs.existsSync(`/proc/${claim.cmd_pid}`), "the orphaned command to end");
+  const third = await cliAsync(["once", "k3", "--", "sh", "-c", `echo third >> ${out}`], env);
+  assert.equal(third.code, 0, third.stderr);
+  assert.equal(fs.readFileSync(out, "utf8"), "start\nend\nthird\n");
+  assert.ok(store.isMarked("enrich", "k3"));
+});
+
 test("8 processes marking in parallel lose nothing; integrity_check is ok", async (t) => {
   const dir = tmpdir(t);
   const { store, run } = startRun(dir);
