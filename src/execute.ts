@@ -85,6 +85,12 @@ export function launch(ctx: RunContext, job: JobConfig, o: LaunchOptions): Launc
   return { kind: "started", run, handle, finished };
 }
 
+/**
+ * The daemon's environment, copied once: each read of process.env is a getenv() call through
+ * C++, and every run start read it again. Nothing in cronvisor changes its own environment.
+ */
+let daemonEnv: NodeJS.ProcessEnv | null = null;
+
 export function spawnRun(
   ctx: RunContext,
   job: JobConfig,
@@ -106,7 +112,7 @@ export function spawnRun(
     const envFileText = job.envFile === null ? null : readEnvFile(job.envFile);
     const user = job.user === null ? null : lookupUser(job.user);
     env = buildJobEnv({
-      base: process.env,
+      base: (daemonEnv ??= { ...process.env }),
       configEnv: job.env,
       envFileText,
       envFilePath: job.envFile,

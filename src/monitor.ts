@@ -125,7 +125,7 @@ export class Monitor {
     runStarted: (run, job) => this.ping(job, run, "start"),
     runEnded: (run, job) => {
       this.ping(job, run, pingKindOf(run.status));
-      if (this.store) this.watch(job, this.now());
+      if (this.store && this.judging) this.watch(job, this.now());
     },
     beat: (store, config, now) => {
       if (this.store !== store) this.attach(store, now);
@@ -182,10 +182,14 @@ export class Monitor {
    * Look at every job whose health can have changed since the last beat, within a time budget
    * (the rest stay marked for the next beat).
    */
+  /** Without alert targets or an HTTP endpoint nobody reads a judgement: none is made. */
+  private get judging(): boolean {
+    return this.targets.length > 0 || this.http !== null;
+  }
+
   private sweep(now: number): void {
-    // Without alert targets or an HTTP endpoint nobody reads a judgement: judge nothing. (A
-    // reload that adds one judges every job from then on.)
-    if (this.targets.length === 0 && this.http === null) return;
+    // (A reload that adds alerts judges every job from then on: applyConfig marks them all.)
+    if (!this.judging) return;
     const store = this.store as Store;
     try {
       const changed = store.jobsChangedSince(this.seen.runId, this.seen.eventId);

