@@ -133,6 +133,7 @@ const HISTORY_COLUMNS = `id, job, slot, trigger, status, reason, exit_code, sign
   finished_at, duration_ms, markers_new, markers_skipped, pid, log_path`;
 /** The columns health reads (RunFacts in health.ts). */
 const FACT_COLUMNS = "id, status, reason, started_at, finished_at, duration_ms, progress_at";
+// (recentFinished maps its raw rows by position: keep the two in step.)
 
 export interface JobRow {
   name: string;
@@ -281,11 +282,12 @@ export class Store {
       .immediate();
   }
 
-  /** A prepared statement, cached: the same SQL is compiled once per connection. */
-  private q(sql: string): Database.Statement {
+  /** A prepared statement, cached: the same SQL is compiled once per connection. `raw`: rows as arrays. */
+  private q(sql: string, raw = false): Database.Statement {
     let s = this.stmts.get(sql);
     if (!s) {
       s = this.db.prepare(sql);
+      if (raw) s.raw(true);
       this.stmts.set(sql, s);
     }
     return s;
@@ -621,10 +623,22 @@ export class Store {
    * health reads: `status` reads these for every job, and whole rows cost ~4x as much.
    */
   recentFinished(job: string, limit: number): RunFacts[] {
-    return this.q(
+    // Raw rows, made into objects here: better-sqlite3 builds each row object key by key, which
+    // was a third of the time of this query over 1,000 jobs.
+    const rows = this.q(
       `SELECT ${FACT_COLUMNS} FROM runs WHERE job = ? AND status NOT IN ('running', 'skipped', 'missed')
        ORDER BY id DESC LIMIT ?`,
-    ).all(job, limit) as RunFacts[];
+      true,
+    ).all(job, limit) as unknown[][];
+    return rows.map((r) => ({
+      id: r[0] as number,
+      status: r[1] as RunStatus,
+      reason: r[2] as string | null,
+      started_at: r[3] as number,
+      finished_at: r[4] as number | null,
+      duration_ms: r[5] as number | null,
+      progress_at: r[6] as number | null,
+    }));
   }
 
   /** Delete finished runs beyond the newest `keep` of a job; returns their log paths. */
@@ -708,7 +722,7 @@ export class Store {
 
   /** Every job's marker count in one pass (jobs without markers are absent). */
   markerCounts(): Map<string, number> {
-    const rows = this.q("SELECT job, COUNT(*) AS n FROM markers GROUP BY job").raw().all() as [
+    const rows = this.q("SELECT job, COUNT(*) AS n FROM markers GROUP BY job", true).all() as [
       string,
       number,
     ][];
