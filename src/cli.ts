@@ -22,10 +22,21 @@ function configPath(opt: string | undefined): string {
   return path.resolve(opt ?? process.env.CRONVISOR_CONFIG ?? "jobs.yaml");
 }
 
-async function load(opt: string | undefined): Promise<Config> {
-  const { loadConfig } = await import("./config.js");
+/**
+ * Load and validate the config. `cache`: "read" takes the state dir's copy of a validated config
+ * when it matches the file exactly (only `status`; see src/config-cache.ts), "write" parses and
+ * refreshes that copy (the daemon), "off" just parses.
+ */
+async function load(
+  opt: string | undefined,
+  cache: "off" | "read" | "write" = "off",
+): Promise<Config> {
   const { formatConfigError } = await import("./types.js");
-  const res = loadConfig(configPath(opt));
+  const file = configPath(opt);
+  const res =
+    cache === "read"
+      ? await (await import("./config-cache.js")).loadConfigCached(file)
+      : (await import("./config.js")).loadConfig(file, { writeCache: cache === "write" });
   if (!res.config) {
     throw new CliError(res.errors.map(formatConfigError).join("\n"), EXIT.usage);
   }
@@ -390,7 +401,7 @@ async function runDaemon(file: string): Promise<void> {
   const { StoreError } = await import("./store.js");
   const { checkOwnership } = await import("./safety.js");
   const { UnsafeError } = await import("./safety.js");
-  const config = await load(file);
+  const config = await load(file, "write");
   try {
     checkOwnership(config);
   } catch (e) {
@@ -403,7 +414,7 @@ async function runDaemon(file: string): Promise<void> {
     config,
     hooks,
     loadConfig: () => {
-      const r = loadConfig(file);
+      const r = loadConfig(file, { writeCache: true });
       if (r.config) {
         try {
           checkOwnership(r.config);
@@ -549,7 +560,7 @@ async function status(
   };
   let config: Config;
   try {
-    config = await load(o.config);
+    config = await load(o.config, "read");
   } catch (e) {
     if (o.check && e instanceof CliError) {
       process.stderr.write(`${e.message}\n`);
