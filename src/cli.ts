@@ -4,7 +4,7 @@ import { Command, CommanderError } from "commander";
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import type { Config, JobConfig } from "./types.js";
+import type { Config, ConfigError, JobConfig } from "./types.js";
 
 /** Exit codes from the contract. */
 const EXIT = { ok: 0, fail: 1, usage: 2, unknown: 3, busy: 75 } as const;
@@ -23,21 +23,22 @@ function configPath(opt: string | undefined): string {
 }
 
 /**
- * Load and validate the config. `cache`: "read" takes the state dir's copy of a validated config
- * when it matches the file exactly (only `status`; see src/config-cache.ts), "write" parses and
- * refreshes that copy (the daemon), "off" just parses.
+ * Load and validate the config. `cached`: take the state dir's copy of a validated config when it
+ * matches the file exactly (only `status` does; see src/config-cache.ts).
  */
-async function load(
-  opt: string | undefined,
-  cache: "off" | "read" | "write" = "off",
-): Promise<Config> {
-  const { formatConfigError } = await import("./types.js");
+async function load(opt: string | undefined, cached = false): Promise<Config> {
   const file = configPath(opt);
-  const res =
-    cache === "read"
+  return valid(
+    cached
       ? await (await import("./config-cache.js")).loadConfigCached(file)
-      : (await import("./config.js")).loadConfig(file, { writeCache: cache === "write" });
+      : (await import("./config.js")).loadConfig(file),
+  );
+}
+
+/** The config, or a usage error listing every problem. */
+async function valid(res: { config: Config | null; errors: ConfigError[] }): Promise<Config> {
   if (!res.config) {
+    const { formatConfigError } = await import("./types.js");
     throw new CliError(res.errors.map(formatConfigError).join("\n"), EXIT.usage);
   }
   return res.config;
@@ -395,13 +396,14 @@ async function openStoreOrEmpty(config: Config) {
 }
 
 async function runDaemon(file: string): Promise<void> {
-  const { loadConfig } = await import("./config.js");
+  const { loadConfigCacheable } = await import("./config.js");
   const { formatConfigError } = await import("./types.js");
   const { Supervisor, DaemonBusyError } = await import("./supervisor.js");
   const { StoreError } = await import("./store.js");
   const { checkOwnership } = await import("./safety.js");
   const { UnsafeError } = await import("./safety.js");
-  const config = await load(file, "write");
+  const loaded = loadConfigCacheable(file);
+  const config = await valid(loaded.result);
   try {
     checkOwnership(config);
   } catch (e) {
@@ -414,13 +416,14 @@ async function runDaemon(file: string): Promise<void> {
     config,
     hooks,
     loadConfig: () => {
-      const r = loadConfig(file, { writeCache: true });
+      const { result: r, saveCache } = loadConfigCacheable(file);
       if (r.config) {
         try {
           checkOwnership(r.config);
         } catch (e) {
           return { config: null, errors: [(e as Error).message] };
         }
+        saveCache();
       }
       return { config: r.config, errors: r.errors.map(formatConfigError) };
     },
@@ -432,6 +435,8 @@ async function runDaemon(file: string): Promise<void> {
       throw new CliError(e.message, EXIT.fail);
     throw e;
   }
+  // Only now, with the store open and ours: nothing is written next to a store we refused.
+  loaded.saveCache();
   let signals = 0;
   const onStop = (sig: string): void => {
     signals++;
@@ -560,7 +565,7 @@ async function status(
   };
   let config: Config;
   try {
-    config = await load(o.config, "read");
+    config = await load(o.config, true);
   } catch (e) {
     if (o.check && e instanceof CliError) {
       process.stderr.write(`${e.message}\n`);

@@ -10,8 +10,8 @@
 // successful parse is cached: a config with errors is parsed (and reported) every time. env_file
 // contents are not part of a Config (they are read at each run start), so they are not a key.
 //
-// Only `status` reads the cache. The daemon always parses for real and refreshes the cache after
-// a successful parse (start, reload); `status` writes it after a miss. Writing is best effort:
+// Only `status` reads the cache. The daemon always parses for real and refreshes the cache once
+// its store is open (start) and after each accepted reload; `status` writes it after a miss. Writing is best effort:
 // temp file + rename, mode 0600, only into a state dir that exists and is ours; never an error.
 import { createHash } from "node:crypto";
 import fs from "node:fs";

@@ -421,18 +421,29 @@ export function parseConfig(
   return { config: build(raw, file, opts.hostTimezone ?? "UTC"), errors };
 }
 
+/** Read the config file and parse it. A file that cannot be read is one error at 1:1. */
+export function loadConfig(file: string): ParseResult {
+  return loadConfigCacheable(file).result;
+}
+
 /**
- * Read the config file and parse it. A file that cannot be read is one error at 1:1.
- * `writeCache`: after a successful parse, refresh the state dir's copy of the config that
- * `status` reads (src/config-cache.ts); this function itself never reads that copy.
+ * loadConfig, plus `saveCache`: write the state dir's copy of exactly what was parsed, for
+ * `status` (src/config-cache.ts); a no-op if the parse failed. The daemon calls it once its store
+ * has opened (start) or the new config is accepted (reload). Nothing here reads that copy.
  */
-export function loadConfig(file: string, opts: { writeCache?: boolean } = {}): ParseResult {
+export function loadConfigCacheable(file: string): { result: ParseResult; saveCache: () => void } {
   const read = readConfigFile(file);
-  if ("error" in read) return { config: null, errors: [read.error] };
+  if ("error" in read)
+    return { result: { config: null, errors: [read.error] }, saveCache: () => {} };
   const zone = hostTimezone();
-  const res = parseConfig(read.bytes.toString("utf8"), file, { hostTimezone: zone });
-  if (res.config && opts.writeCache) saveConfigCache(res.config, read.bytes, zone);
-  return res;
+  const result = parseConfig(read.bytes.toString("utf8"), file, { hostTimezone: zone });
+  const { config } = result;
+  return {
+    result,
+    saveCache: () => {
+      if (config) saveConfigCache(config, read.bytes, zone);
+    },
+  };
 }
 
 // The walk below checks the YAML tree against KEYS and produces plain values keyed by YAML
