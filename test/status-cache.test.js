@@ -314,3 +314,40 @@ test("guessStateDir reads a plain top-level state_dir line, else the default, el
   // Indented: another key's, not the top-level one.
   assert.equal(guessStateDir(f, "jobs:\n  x:\n    state_dir: /x\n"), "/etc/cv/.cronvisor");
 });
+
+test("status options read without commander give what commander gives", (t) => {
+  const { cfg } = setup(t);
+  const ref = status(cfg, "--json");
+  assert.equal(ref.code, 0, ref.stderr);
+  // Fast path (read in cli.ts) and commander's (a repeated flag, -- before the job) agree.
+  for (const args of [
+    ["status", "--json", "--config", cfg],
+    ["status", `--config=${cfg}`, "--json"],
+    ["status", "--json", "--json", "-c", cfg],
+  ]) {
+    const r = cli(args);
+    assert.equal(r.code, 0, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stdout, ref.stdout, args.join(" "));
+  }
+  const one = cli(["status", "nightly", "-c", cfg, "--json", "--check"]);
+  const oneCommander = cli(["status", "-c", cfg, "--json", "--check", "--", "nightly"]);
+  assert.equal(one.code, 2); // no daemon: CRITICAL
+  assert.equal(oneCommander.code, one.code);
+  assert.equal(oneCommander.stdout, one.stdout);
+  assert.deepEqual(
+    JSON.parse(one.stdout).jobs.map((j) => j.name),
+    ["nightly"],
+  );
+  for (const args of [
+    ["status", "--bogus"],
+    ["status", "-c"],
+    ["status", "a", "b", "-c", cfg],
+  ]) {
+    const r = cli(args);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, /^error: /, args.join(" "));
+  }
+  const help = cli(["status", "--help"]);
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /^Usage: cronvisor status \[options\] \[job\]/);
+});
