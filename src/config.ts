@@ -4,7 +4,6 @@
 // defaults come from it, and schema.ts turns it into the JSON Schema, so the three cannot drift.
 // parseConfig is pure; loadConfig only adds reading the file and asking for the host's zone.
 
-import fs from "node:fs";
 import path from "node:path";
 import { Cron } from "croner";
 import {
@@ -22,6 +21,8 @@ import {
   type YAMLMap,
   type YAMLSeq,
 } from "yaml";
+import { hostTimezone, readConfigFile, saveConfigCache } from "./config-cache.js";
+import { CRON_OPTIONS } from "./cron-options.js";
 import { parseDuration, parseSize } from "./duration.js";
 import type { AlertTarget, Catchup, Config, ConfigError, JobConfig, Overlap } from "./types.js";
 
@@ -273,12 +274,9 @@ export const KEYS: Readonly<Record<string, KeySpec>> = {
 // ---------------------------------------------------------------------------------------------
 // Schedules
 
-/** Options every Cron built from a config must use (the scheduler's too). */
-export const CRON_OPTIONS = {
-  mode: "5-or-6-parts",
-  // Vixie cron semantics: when both day-of-month and day-of-week are restricted, either matches.
-  domAndDow: false,
-} as const;
+// CRON_OPTIONS lives in its own module so that the scheduler's maths (and `status`) can use it
+// without loading the YAML parser.
+export { CRON_OPTIONS };
 
 export const MACROS: Readonly<Record<string, string | null>> = {
   "@yearly": "0 0 1 1 *",
@@ -425,26 +423,27 @@ export function parseConfig(
 
 /** Read the config file and parse it. A file that cannot be read is one error at 1:1. */
 export function loadConfig(file: string): ParseResult {
-  let text: string;
-  try {
-    text = fs.readFileSync(path.resolve(file), "utf8");
-  } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    const why =
-      err.code === "ENOENT"
-        ? "no such file"
-        : err.code === "EACCES"
-          ? "permission denied"
-          : err.code === "EISDIR"
-            ? "is a directory"
-            : err.message;
-    return {
-      config: null,
-      errors: [{ file, line: 1, col: 1, path: "(file)", message: `cannot read: ${why}` }],
-    };
-  }
-  const hostTimezone = Intl.DateTimeFormat().resolvedOptions().timeZone;
-  return parseConfig(text, file, { hostTimezone });
+  return loadConfigCacheable(file).result;
+}
+
+/**
+ * loadConfig, plus `saveCache`: write the state dir's copy of exactly what was parsed, for
+ * `status` (src/config-cache.ts); a no-op if the parse failed. The daemon calls it once its store
+ * has opened (start) or the new config is accepted (reload). Nothing here reads that copy.
+ */
+export function loadConfigCacheable(file: string): { result: ParseResult; saveCache: () => void } {
+  const read = readConfigFile(file);
+  if ("error" in read)
+    return { result: { config: null, errors: [read.error] }, saveCache: () => {} };
+  const zone = hostTimezone();
+  const result = parseConfig(read.bytes.toString("utf8"), file, { hostTimezone: zone });
+  const { config } = result;
+  return {
+    result,
+    saveCache: () => {
+      if (config) saveConfigCache(config, read.bytes, zone);
+    },
+  };
 }
 
 // The walk below checks the YAML tree against KEYS and produces plain values keyed by YAML

@@ -2,7 +2,7 @@
 // Cron object (~80 KB), so one object is shared per distinct (pattern, zone) and the daemon runs a
 // single timer over a heap of next slots instead of one croner timer per job.
 import { Cron } from "croner";
-import { CRON_OPTIONS } from "./config.js";
+import { CRON_OPTIONS } from "./cron-options.js";
 import type { JobConfig } from "./types.js";
 
 interface Entry {

@@ -1,0 +1,212 @@
+// A validated config, kept as JSON in the state dir, so that `status` need not parse a big YAML
+// file cold (150 to 300 ms for 1,000 jobs, plus ~100 ms to load the YAML parser) on every call.
+//
+// The cache is only ever a copy of what parseConfig returned for exactly these inputs, so it is
+// used only while they all match: the config's absolute path, its exact bytes (sha256; the file
+// is read every time), the host's time zone (the default of `timezone:`), the Node version (its
+// time zone data decides which zones are valid), cronvisor's version, the identity of the
+// modules that build a Config, and this file's format number. A mismatch, or a cache that is
+// missing, unreadable, corrupt, not ours or writable by others, means a real parse. Only a
+// successful parse is cached: a config with errors is parsed (and reported) every time. env_file
+// contents are not part of a Config (they are read at each run start), so they are not a key.
+//
+// Only `status` reads the cache. The daemon always parses for real and refreshes the cache once
+// its store is open (start) and after each accepted reload; `status` writes it after a miss. Writing is best effort:
+// temp file + rename, mode 0600, only into a state dir that exists and is ours; never an error.
+import { createHash } from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import type { Config, ConfigError } from "./types.js";
+
+export const CONFIG_CACHE_FILE = "config-cache.json";
+/** Bump when the file's layout or the shape of Config changes. */
+const FORMAT = 1;
+/** A parse result: a config, or every error (the same shape as config.ts's ParseResult). */
+export interface LoadResult {
+  config: Config | null;
+  errors: ConfigError[];
+}
+
+type Key = Record<string, string | number>;
+
+interface CacheFile {
+  key: Key;
+  config: Config;
+}
+
+/** The config file's bytes, or the one error a file that cannot be read is (at 1:1). */
+export function readConfigFile(file: string): { bytes: Buffer } | { error: ConfigError } {
+  try {
+    return { bytes: fs.readFileSync(path.resolve(file)) };
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    const why =
+      err.code === "ENOENT"
+        ? "no such file"
+        : err.code === "EACCES"
+          ? "permission denied"
+          : err.code === "EISDIR"
+            ? "is a directory"
+            : err.message;
+    return { error: { file, line: 1, col: 1, path: "(file)", message: `cannot read: ${why}` } };
+  }
+}
+
+/** The zone a config without `timezone:` gets. */
+export function hostTimezone(): string {
+  return Intl.DateTimeFormat().resolvedOptions().timeZone;
+}
+
+let build: string | undefined;
+/** cronvisor's version and the identity (size, mtime) of the modules that turn YAML into a Config. */
+function buildId(): string {
+  if (build === undefined) {
+    const parts: string[] = [];
+    for (const rel of ["../package.json", "./config.js", "./duration.js"]) {
+      const file = new URL(rel, import.meta.url);
+      try {
+        if (rel.endsWith(".json")) {
+          parts.push(
+            String((JSON.parse(fs.readFileSync(file, "utf8")) as { version?: unknown }).version),
+          );
+        } else {
+          const st = fs.statSync(file);
+          parts.push(`${st.size}@${st.mtimeMs}`);
+        }
+      } catch {
+        parts.push("?");
+      }
+    }
+    build = parts.join(" ");
+  }
+  return build;
+}
+
+function keyOf(file: string, bytes: Buffer, zone: string): Key {
+  return {
+    format: FORMAT,
+    cronvisor: buildId(),
+    node: process.version,
+    file: path.resolve(file),
+    sha256: createHash("sha256").update(bytes).digest("hex"),
+    host_timezone: zone,
+  };
+}
+
+const sameKey = (a: Key, b: unknown): boolean => {
+  if (b === null || typeof b !== "object") return false;
+  const o = b as Key;
+  const ka = Object.keys(a);
+  return ka.length === Object.keys(o).length && ka.every((k) => a[k] === o[k]);
+};
+
+/**
+ * Where the cache would be, without parsing: the state dir named by a plain top-level
+ * `state_dir:` line (or the default). null when the line is written in a way this does not read
+ * (flow style, anchors, a block scalar): then the cache is simply not used. A wrong guess costs
+ * only speed: a cache is used only if the config it holds names the dir it was found in.
+ */
+export function guessStateDir(file: string, text: string): string | null {
+  const lines = text.match(/^state_dir[ \t]*:.*$/gm);
+  let value = "./.cronvisor";
+  if (lines !== null) {
+    if (lines.length !== 1) return null;
+    const raw = (lines[0] as string).replace(/^state_dir[ \t]*:[ \t]*/, "").trimEnd();
+    let m: RegExpMatchArray | null;
+    if ((m = raw.match(/^"((?:[^"\\]|\\.)*)"(?:[ \t]+#.*)?$/))) {
+      try {
+        value = JSON.parse(`"${m[1]}"`) as string;
+      } catch {
+        return null;
+      }
+    } else if ((m = raw.match(/^'((?:[^']|'')*)'(?:[ \t]+#.*)?$/))) {
+      value = (m[1] as string).replace(/''/g, "'");
+    } else {
+      value = raw.replace(/[ \t]+#.*$/, "");
+      if (value === "" || /^[&*!{[|>%@`"'#]/.test(value)) return null;
+    }
+  }
+  return path.resolve(path.dirname(path.resolve(file)), value);
+}
+
+/** The cached Config if it is there, ours and made from exactly these inputs; else null. */
+function readCache(dir: string, key: Key): Config | null {
+  let fd: number;
+  try {
+    fd = fs.openSync(
+      path.join(dir, CONFIG_CACHE_FILE),
+      fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW,
+    );
+  } catch {
+    return null;
+  }
+  try {
+    const st = fs.fstatSync(fd);
+    const uid = process.geteuid?.() ?? -1;
+    // Someone else's file, or one others may write, could say anything: not trusted.
+    if (!st.isFile() || (st.uid !== uid && st.uid !== 0) || (st.mode & 0o022) !== 0) return null;
+    const c = JSON.parse(fs.readFileSync(fd, "utf8")) as Partial<CacheFile> | null;
+    if (!c || !sameKey(key, c.key)) return null;
+    const config = c.config;
+    if (
+      !config ||
+      config.file !== key.file ||
+      config.stateDir !== dir ||
+      !Array.isArray(config.jobs) ||
+      typeof config.timezone !== "string"
+    )
+      return null;
+    return config;
+  } catch {
+    return null;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Write the cache for `config` (best effort: any failure leaves things as they were). */
+function writeCache(config: Config, key: Key): void {
+  const dir = config.stateDir;
+  let tmp: string | null = null;
+  try {
+    // Only into an existing state dir of ours: never create one, never leave a file owned by
+    // another user (root running `status`) in a daemon's state dir.
+    const st = fs.statSync(dir);
+    if (!st.isDirectory() || st.uid !== (process.geteuid?.() ?? -1)) return;
+    const body = JSON.stringify({ key, config } satisfies CacheFile);
+    tmp = path.join(dir, `.${CONFIG_CACHE_FILE}.${process.pid}.tmp`);
+    fs.writeFileSync(tmp, body, { mode: 0o600, flag: "wx" });
+    fs.renameSync(tmp, path.join(dir, CONFIG_CACHE_FILE));
+    tmp = null;
+  } catch {
+    // read-only state dir, full disk, a directory in the way: the next call parses again
+  } finally {
+    if (tmp !== null) fs.rmSync(tmp, { force: true });
+  }
+}
+
+/** After a successful parse of `bytes`: refresh the cache (the daemon; `status` after a miss). */
+export function saveConfigCache(config: Config, bytes: Buffer, zone: string): void {
+  writeCache(config, keyOf(config.file, bytes, zone));
+}
+
+/**
+ * loadConfig for `status`: the cached Config when its key matches, else a real parse (whose
+ * result, if valid, is cached). Errors are never cached, so they read exactly as from loadConfig.
+ */
+export async function loadConfigCached(file: string): Promise<LoadResult> {
+  const read = readConfigFile(file);
+  if ("error" in read) return { config: null, errors: [read.error] };
+  const zone = hostTimezone();
+  const text = read.bytes.toString("utf8");
+  const dir = guessStateDir(file, text);
+  const key = keyOf(file, read.bytes, zone);
+  if (dir !== null) {
+    const config = readCache(dir, key);
+    if (config !== null) return { config, errors: [] };
+  }
+  const { parseConfig } = await import("./config.js");
+  const res = parseConfig(text, file, { hostTimezone: zone });
+  if (res.config) writeCache(res.config, key);
+  return res;
+}

@@ -1,0 +1,353 @@
+// The validated-config cache that `status` reads (src/config-cache.ts): a hit reports exactly what
+// a cold parse does; any change to the file's bytes (also at the same size and mtime), a corrupt,
+// foreign or others-writable cache, or a cache location that cannot be written falls back to a
+// real parse; config errors read the same with a cache present; the daemon refreshes it on reload.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { CONFIG_CACHE_FILE, guessStateDir, loadConfigCached } from "../dist/config-cache.js";
+import { loadConfig } from "../dist/config.js";
+import { cli, query, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
+
+const YAML = [
+  "state_dir: ./state # the store",
+  "timezone: UTC",
+  "env: { A: one }",
+  "defaults: { timeout: 10m, overlap: skip }",
+  "jobs:",
+  "  nightly:",
+  '    schedule: "0 2 * * *"',
+  '    command: "true"',
+  "    health: { success_within: 26h, repeat_limit: 3 }",
+  "  fails:",
+  '    schedule: "*/5 * * * *"',
+  "    command: exit 3",
+  "  argv:",
+  '    schedule: "@reboot"',
+  '    command: ["/bin/echo", "hi"]',
+  "    paused: true",
+  "",
+].join("\n");
+
+/** A config in a fresh dir with a store holding one ok and one failed run (no daemon). */
+function setup(t, text = YAML) {
+  const dir = tmpdir(t);
+  const cfg = writeConfig(dir, text);
+  assert.equal(cli(["run", "nightly", "-c", cfg]).code, 0);
+  assert.equal(cli(["run", "fails", "-c", cfg]).code, 3);
+  const state = path.join(dir, "state");
+  return { dir, cfg, state, cache: path.join(state, CONFIG_CACHE_FILE) };
+}
+
+function status(cfg, ...args) {
+  return cli(["status", "-c", cfg, ...args]);
+}
+
+function statusJson(cfg) {
+  const r = status(cfg, "--json");
+  assert.equal(r.code, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+/** Change the cached config (its key untouched), so a report shows whether the cache was used. */
+function tamper(cache) {
+  const c = JSON.parse(fs.readFileSync(cache, "utf8"));
+  c.config.jobs[0].schedule = "TAMPERED";
+  fs.writeFileSync(cache, JSON.stringify(c));
+  return c;
+}
+const nightly = (report) => report.jobs.find((j) => j.name === "nightly");
+
+test("a cache hit reports exactly what a cold parse does, and is really used", (t) => {
+  const { cfg, cache } = setup(t);
+  assert.equal(fs.existsSync(cache), false, "`run` does not write the cache");
+  const cold = status(cfg, "--json");
+  assert.equal(cold.code, 0, cold.stderr);
+  const st = fs.statSync(cache);
+  assert.equal(st.mode & 0o777, 0o600);
+  const hit = status(cfg, "--json");
+  assert.equal(hit.code, 0, hit.stderr);
+  assert.equal(hit.stdout, cold.stdout);
+  assert.equal(hit.stderr, cold.stderr);
+  assert.equal(JSON.parse(hit.stdout).jobs.length, 3);
+  // The human view and --check read the same config.
+  const human = [status(cfg), status(cfg)];
+  const ages = (x) => x.replace(/\d+[smhd] ago/g, "N ago");
+  assert.equal(ages(human[0].stdout), ages(human[1].stdout));
+  assert.equal(human[0].code, 0);
+  const check = status(cfg, "--check");
+  assert.equal(check.code, 2, check.stdout); // no daemon: CRITICAL, with or without a cache
+  assert.match(check.stdout, /^CRITICAL: daemon down/);
+
+  tamper(cache);
+  assert.equal(nightly(statusJson(cfg)).schedule, "TAMPERED", "the cache was not used");
+});
+
+test("the cached Config equals loadConfig's for a config using every kind of key", async (t) => {
+  const dir = tmpdir(t);
+  fs.mkdirSync(path.join(dir, "s"));
+  const cfg = writeConfig(
+    dir,
+    [
+      "state_dir: 's'",
+      "shell: /bin/bash",
+      "env: { PATH: /usr/bin:/bin, X: 'y z' }",
+      "heartbeat: 2s",
+      "http: 127.0.0.1:9464",
+      "alerts:",
+      "  - webhook: http://127.0.0.1:8080/hook",
+      "  - command: /usr/local/bin/notify",
+      "defaults: { timeout: 1h, overlap: queue, kill_grace: 3s }",
+      "jobs:",
+      "  a:",
+      '    schedule: "0 2 * * *"',
+      "    command: ./a.sh",
+      "    cwd: /srv",
+      "    env: { MODE: nightly }",
+      "    env_file: ./a.env",
+      "    timezone: Europe/Berlin",
+      "    timeout: 30m",
+      "    catchup: all",
+      "    catchup_window: 6h",
+      "    jitter: 30s",
+      "    retries: { attempts: 3, backoff: 30s }",
+      "    health: { success_within: 26h, progress_within: 10m, repeat_limit: 5 }",
+      "    log: { max_size: 10MB, keep_runs: 7 }",
+      "    ping: https://hc-ping.com/x",
+      "  b:",
+      '    schedule: "@hourly"',
+      "    command: [node, -e, '0']",
+      "    user: nobody",
+      "    overlap: allow",
+      "",
+    ].join("\n"),
+  );
+  const real = loadConfig(cfg);
+  assert.deepEqual(real.errors, []);
+  const first = await loadConfigCached(cfg);
+  assert.deepEqual(first, real);
+  assert.ok(fs.existsSync(path.join(dir, "s", CONFIG_CACHE_FILE)), "written after the miss");
+  const hit = await loadConfigCached(cfg);
+  assert.deepEqual(hit, real);
+  assert.deepEqual(JSON.parse(JSON.stringify(real.config)), real.config, "Config is plain JSON");
+});
+
+test("editing the YAML invalidates the cache, also at the same size and mtime", (t) => {
+  const { cfg, cache } = setup(t);
+  statusJson(cfg);
+  const before = fs.statSync(cfg);
+  tamper(cache);
+  assert.equal(nightly(statusJson(cfg)).schedule, "TAMPERED");
+  const edited = YAML.replace('"0 2 * * *"', '"0 3 * * *"');
+  assert.equal(edited.length, YAML.length);
+  fs.writeFileSync(cfg, edited);
+  fs.utimesSync(cfg, before.atimeMs / 1000, before.mtimeMs / 1000);
+  assert.equal(fs.statSync(cfg).size, before.size);
+  assert.ok(Math.abs(fs.statSync(cfg).mtimeMs - before.mtimeMs) < 1, "same mtime");
+  assert.equal(nightly(statusJson(cfg)).schedule, "0 3 * * *");
+  // ... and the cache now holds the new config.
+  assert.equal(JSON.parse(fs.readFileSync(cache, "utf8")).config.jobs[0].schedule, "0 3 * * *");
+  assert.equal(nightly(statusJson(cfg)).schedule, "0 3 * * *");
+});
+
+test("another host time zone is another key (a config without timezone: takes the host's)", (t) => {
+  const { cfg, cache } = setup(t, YAML.replace("timezone: UTC\n", ""));
+  const r = cli(["status", "-c", cfg, "--json"], { env: { TZ: "UTC" } });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(nightly(JSON.parse(r.stdout)).timezone, "UTC");
+  tamper(cache);
+  const berlin = cli(["status", "-c", cfg, "--json"], { env: { TZ: "Europe/Berlin" } });
+  assert.equal(berlin.code, 0, berlin.stderr);
+  assert.equal(nightly(JSON.parse(berlin.stdout)).timezone, "Europe/Berlin");
+  assert.equal(nightly(JSON.parse(berlin.stdout)).schedule, "0 2 * * *");
+});
+
+test("a corrupt, truncated, foreign or others-writable cache file is ignored", (t) => {
+  const { cfg, cache } = setup(t);
+  const good = status(cfg, "--json");
+  assert.equal(good.code, 0, good.stderr);
+  const valid = fs.readFileSync(cache, "utf8");
+  for (const [what, body] of [
+    ["garbage", "not json at all \u0000\u00ff"],
+    ["truncated", valid.slice(0, Math.floor(valid.length / 2))],
+    ["empty", ""],
+    ["null", "null"],
+    ["no config", JSON.stringify({ key: JSON.parse(valid).key })],
+    ["config not an object", JSON.stringify({ key: JSON.parse(valid).key, config: 5 })],
+  ]) {
+    fs.writeFileSync(cache, body);
+    const r = status(cfg, "--json");
+    assert.equal(r.code, 0, `${what}: ${r.stderr}`);
+    assert.equal(r.stderr, "", what);
+    assert.deepEqual(nightly(JSON.parse(r.stdout)), nightly(JSON.parse(good.stdout)), what);
+    // The miss rewrote it: valid again.
+    assert.deepEqual(JSON.parse(fs.readFileSync(cache, "utf8")), JSON.parse(valid), what);
+  }
+  // Writable by others: not trusted.
+  tamper(cache);
+  fs.chmodSync(cache, 0o666);
+  assert.equal(nightly(statusJson(cfg)).schedule, "0 2 * * *");
+  // Owned by another user (only root can make one): not trusted.
+  if (process.getuid() === 0) {
+    tamper(cache);
+    fs.chownSync(cache, 65534, 65534);
+    assert.equal(nightly(statusJson(cfg)).schedule, "0 2 * * *");
+  }
+});
+
+test("a cache location that cannot be written does not break status", (t) => {
+  const { cfg, state, cache } = setup(t);
+  const expected = statusJson(cfg);
+  // A directory in the way: neither read nor replaced.
+  fs.rmSync(cache);
+  fs.mkdirSync(path.join(cache, "x"), { recursive: true });
+  for (let i = 0; i < 2; i++) {
+    const r = status(cfg, "--json");
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stderr, "");
+    assert.deepEqual(nightly(JSON.parse(r.stdout)), nightly(expected));
+  }
+  assert.ok(fs.statSync(cache).isDirectory());
+  assert.deepEqual(
+    fs.readdirSync(state).filter((f) => f.endsWith(".tmp")),
+    [],
+    "no temp file left behind",
+  );
+  fs.rmSync(cache, { recursive: true });
+  // A state dir that is not ours (root running status in another user's state dir): no write.
+  if (process.getuid() === 0) {
+    fs.chownSync(state, 65534, 65534);
+    const r = status(cfg, "--json");
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(fs.existsSync(cache), false);
+    fs.chownSync(state, 0, 0);
+  } else {
+    // A read-only state dir: SQLite still reads the store, the cache is not written.
+    fs.chmodSync(state, 0o500);
+    t.after(() => fs.chmodSync(state, 0o700));
+    const r = status(cfg, "--json");
+    if (r.code === 0) assert.equal(fs.existsSync(cache), false);
+  }
+});
+
+test("config errors read the same, with the same exit codes, whether or not a cache exists", (t) => {
+  const { cfg, cache } = setup(t);
+  statusJson(cfg);
+  assert.ok(fs.existsSync(cache));
+  const broken = YAML.replace('"0 2 * * *"', '"0 2 * *"').replace("exit 3", "exit 3\n    bogus: 1");
+  const runs = [];
+  for (const withCache of [true, false]) {
+    if (!withCache) fs.rmSync(cache, { force: true });
+    fs.writeFileSync(cfg, broken);
+    const plain = status(cfg, "--json");
+    const check = status(cfg, "--check");
+    runs.push({ plain, check });
+    assert.equal(plain.code, 2, plain.stderr);
+    assert.equal(plain.stdout, "");
+    assert.match(plain.stderr, /jobs\.nightly\.schedule: /);
+    assert.match(plain.stderr, /jobs\.fails: unknown key "bogus"/);
+    assert.equal(check.code, 3);
+    assert.match(check.stdout, /^UNKNOWN: the config cannot be read/);
+    assert.equal(check.stderr, plain.stderr);
+  }
+  assert.deepEqual(runs[0], runs[1]);
+  // The same errors as `validate`, which never uses the cache.
+  const v = cli(["validate", "-c", cfg]);
+  assert.equal(v.code, 2);
+  assert.equal(v.stderr, runs[0].plain.stderr);
+  // A file that cannot be read: one error at 1:1, as before.
+  const missing = status(path.join(path.dirname(cfg), "nope.yaml"), "--json");
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /nope\.yaml:1:1: \(file\): cannot read: no such file/);
+  // Fixed again: the old cache (of other bytes) is not what is used; the parse is.
+  fs.writeFileSync(cfg, YAML);
+  assert.equal(nightly(statusJson(cfg)).schedule, "0 2 * * *");
+});
+
+test("the daemon refreshes the cache on a successful reload and keeps it on a failed one", async (t) => {
+  const { cfg, cache, state } = setup(
+    t,
+    YAML.replace("timezone: UTC", "timezone: UTC\nheartbeat: 1s"),
+  );
+  const d = startDaemon(t, cfg);
+  await waitFor(() => statusJson(cfg).daemon.state === "running", "daemon running");
+  fs.rmSync(cache, { force: true });
+  const text = fs.readFileSync(cfg, "utf8");
+  fs.writeFileSync(cfg, text.replace('"0 2 * * *"', '"0 4 * * *"'));
+  const r = cli(["reload", "-c", cfg]);
+  assert.equal(r.code, 0, r.stderr);
+  const written = await waitFor(() => {
+    try {
+      return JSON.parse(fs.readFileSync(cache, "utf8"));
+    } catch {
+      return null;
+    }
+  }, "the daemon's cache after SIGHUP");
+  assert.equal(written.config.jobs[0].schedule, "0 4 * * *");
+  assert.equal(fs.statSync(cache).mode & 0o777, 0o600);
+  // status uses what the daemon wrote (proved by a change only the cache has).
+  const tampered = tamper(cache);
+  assert.equal(nightly(statusJson(cfg)).schedule, "TAMPERED");
+  // A reload the daemon refuses leaves the cache alone (and status reports the file's errors).
+  fs.writeFileSync(cfg, text.replace('"0 2 * * *"', '"0 2 * *"'));
+  d.kill("SIGHUP");
+  await waitFor(
+    () => query(state, "SELECT config_error FROM daemon")[0]?.config_error,
+    "the refused reload",
+  );
+  assert.deepEqual(JSON.parse(fs.readFileSync(cache, "utf8")), tampered);
+  assert.equal(status(cfg, "--json").code, 2);
+  await stopDaemon(d);
+});
+
+test("guessStateDir reads a plain top-level state_dir line, else the default, else gives up", () => {
+  const f = "/etc/cv/jobs.yaml";
+  assert.equal(guessStateDir(f, "jobs: {}\n"), "/etc/cv/.cronvisor");
+  assert.equal(guessStateDir(f, "state_dir: /var/lib/cv\n"), "/var/lib/cv");
+  assert.equal(guessStateDir(f, "state_dir: st # here\n"), "/etc/cv/st");
+  assert.equal(guessStateDir(f, 'state_dir: "/a b/c" # q\n'), "/a b/c");
+  assert.equal(guessStateDir(f, "state_dir: 'it''s'\n"), "/etc/cv/it's");
+  assert.equal(guessStateDir(f, "state_dir:\n  /x\n"), null);
+  assert.equal(guessStateDir(f, "state_dir: &a /x\n"), null);
+  assert.equal(guessStateDir(f, "state_dir: /x\nstate_dir: /y\n"), null);
+  // Indented: another key's, not the top-level one.
+  assert.equal(guessStateDir(f, "jobs:\n  x:\n    state_dir: /x\n"), "/etc/cv/.cronvisor");
+});
+
+test("status options read without commander give what commander gives", (t) => {
+  const { cfg } = setup(t);
+  const ref = status(cfg, "--json");
+  assert.equal(ref.code, 0, ref.stderr);
+  // Fast path (read in cli.ts) and commander's (a repeated flag, -- before the job) agree.
+  for (const args of [
+    ["status", "--json", "--config", cfg],
+    ["status", `--config=${cfg}`, "--json"],
+    ["status", "--json", "--json", "-c", cfg],
+  ]) {
+    const r = cli(args);
+    assert.equal(r.code, 0, `${args.join(" ")}: ${r.stderr}`);
+    assert.equal(r.stdout, ref.stdout, args.join(" "));
+  }
+  const one = cli(["status", "nightly", "-c", cfg, "--json", "--check"]);
+  const oneCommander = cli(["status", "-c", cfg, "--json", "--check", "--", "nightly"]);
+  assert.equal(one.code, 2); // no daemon: CRITICAL
+  assert.equal(oneCommander.code, one.code);
+  assert.equal(oneCommander.stdout, one.stdout);
+  assert.deepEqual(
+    JSON.parse(one.stdout).jobs.map((j) => j.name),
+    ["nightly"],
+  );
+  for (const args of [
+    ["status", "--bogus"],
+    ["status", "-c"],
+    ["status", "a", "b", "-c", cfg],
+  ]) {
+    const r = cli(args);
+    assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+    assert.match(r.stderr, /^error: /, args.join(" "));
+  }
+  const help = cli(["status", "--help"]);
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /^Usage: cronvisor status \[options\] \[job\]/);
+});
