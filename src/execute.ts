@@ -63,7 +63,7 @@ export function reserve(
     claimSlot: o.claimSlot,
     trigger: o.trigger,
     attempt: o.attempt,
-    now: ctx.now(),
+    now: ctx.now,
     owner: ctx.owner,
     lock: job.overlap !== "allow",
     holderAlive,

@@ -427,7 +427,12 @@ export class Store {
     claimSlot: boolean;
     trigger: Trigger;
     attempt: number;
-    now: number;
+    /**
+     * The clock, read once the write lock is held: a time read before BEGIN IMMEDIATE waited
+     * out another writer could be older than the end that writer recorded, and the history
+     * would show this run starting before the one it waited for had ended.
+     */
+    now: number | (() => number);
     owner: Owner;
     /** Take the job's lock (false only for `overlap: allow`). */
     lock: boolean;
@@ -438,7 +443,8 @@ export class Store {
     | { kind: "locked"; holder: RunRow }
     | { kind: "duplicate"; slotRunId: number | null } {
     return this.tx(() => {
-      this.ensureJob(a.job, a.now);
+      const now = typeof a.now === "function" ? a.now() : a.now;
+      this.ensureJob(a.job, now);
       if (a.claimSlot && a.slot !== null) {
         const have = this.q("SELECT run_id FROM slots WHERE job = ? AND slot = ?").get(
           a.job,
@@ -447,7 +453,7 @@ export class Store {
         if (have) return { kind: "duplicate" as const, slotRunId: have.run_id };
       }
       if (a.lock) {
-        const holder = this.reapDeadHolders(a.job, a.now, a.holderAlive);
+        const holder = this.reapDeadHolders(a.job, now, a.holderAlive);
         if (holder) {
           if (a.claimSlot && a.slot !== null) {
             this.disposition(
@@ -455,7 +461,7 @@ export class Store {
               a.slot,
               "skipped",
               `overlap: run ${holder.id} holds the lock`,
-              a.now,
+              now,
             );
           }
           return { kind: "locked" as const, holder };
@@ -466,7 +472,7 @@ export class Store {
       const info = this.q(
         `INSERT INTO runs (job, slot, trigger, status, attempt, started_at, fence, owner_pid, owner_start, progress_at)
          VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)`,
-      ).run(a.job, a.slot, a.trigger, a.attempt, a.now, fence, a.owner.pid, a.owner.start, a.now);
+      ).run(a.job, a.slot, a.trigger, a.attempt, now, fence, a.owner.pid, a.owner.start, now);
       const id = Number(info.lastInsertRowid);
       this.q("UPDATE runs SET log_path = ? WHERE id = ?").run(a.logPath(id), id);
       if (a.claimSlot && a.slot !== null) {

@@ -178,7 +178,14 @@ test("two writers at once: manual runs racing scheduled ticks never overlap and 
   for (let i = 1; i < runs.length; i++) {
     assert.ok(
       runs[i].started_at >= runs[i - 1].finished_at,
-      `run ${runs[i].id} started before run ${runs[i - 1].id} ended`,
+      `run ${runs[i].id} started before run ${runs[i - 1].id} ended: ${JSON.stringify(
+        rows(
+          dir,
+          "SELECT id, trigger, status, reason, started_at, finished_at, pid, pgid, owner_pid FROM runs WHERE id BETWEEN ? AND ?",
+          runs[i - 1].id - 1,
+          runs[i].id + 1,
+        ),
+      )}`,
     );
   }
   assert.deepEqual(
