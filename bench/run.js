@@ -2,13 +2,15 @@
 // table. Not part of CI. See BENCHMARKS.md for what each row measures and the last results.
 //
 //   node bench/run.js [--quick] [--only NAME[,NAME...]] [--json FILE] [--root DIR] [--tmp DIR]
-//                     [--profile DIR]
+//                     [--profile DIR] [--node-args "ARGS"]
 //
 // NAME: per-run lateness scheduler idle throughput markers marks-daemon status
 // --quick      shorter windows (about 6 minutes instead of 8 to 10)
 // --root DIR   measure the cronvisor checkout in DIR (its dist/ and bin/), e.g. a patched copy
 // --tmp DIR    where state dirs go (default: the OS temp dir; the disk matters: every mark fsyncs)
 // --profile D  run the daemons and CLI calls under `node --cpu-prof --cpu-prof-dir D`
+// --node-args  more node options for the daemons and CLI calls, e.g. "--max-semi-space-size=1"
+//              (what examples/cronvisor.service sets through NODE_OPTIONS)
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
@@ -60,7 +62,10 @@ const log = (s) =>
 rows.configure({
   quick,
   log,
-  nodeArgs: profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : [],
+  nodeArgs: [
+    ...(profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []),
+    ...(opt("node-args") ?? "").split(" ").filter((a) => a !== ""),
+  ],
 });
 
 process.on("SIGINT", () => {
