@@ -707,6 +707,9 @@ async function markerCommand(name: string, o: { config?: string; job?: string })
   if (o.job !== undefined) {
     const config = await load(o.config);
     findJob(config, o.job);
+    // An operator may mark keys before the daemon's first start: the writing commands create the
+    // store, as `pause` and `run` do (`check` on no store is simply "not marked").
+    if (name === "mark" || name === "once") (await openStore(config, true)).close();
     const inRun =
       process.env.CRONVISOR_JOB === o.job &&
       process.env.CRONVISOR_RUN_ID &&

@@ -100,6 +100,14 @@ test("malformed mark / check / once arguments outside a run: exit 2, a clear mes
     assert.equal(r.code, 0, `${JSON.stringify(args)}: ${r.stderr}`);
   }
   assert.equal(cli(["check", "k7", "--job", "a", "-c", cfg]).code, 1, "k7 is not marked");
+
+  // Before any daemon or run made the store: `mark --job` makes it (as `pause` does).
+  const fresh = tmpdir(t);
+  const freshCfg = writeConfig(fresh, `jobs:\n  a:\n    schedule: "@daily"\n    command: "true"\n`);
+  assert.equal(cli(["check", "k1", "--job", "a", "-c", freshCfg]).code, 1, "no store: not marked");
+  const first = cli(["mark", "k1", "--job", "a", "-c", freshCfg]);
+  assert.equal(first.code, 0, first.stderr);
+  assert.equal(cli(["check", "k1", "--job", "a", "-c", freshCfg]).code, 0);
 });
 
 test("malformed marker calls inside a run: each exits 2 and the run writes nothing but its one good key", (t) => {
