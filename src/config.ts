@@ -300,17 +300,7 @@ const CRON_FIELDS = ["second", "minute", "hour", "day-of-month", "month", "day-o
  */
 const scheduleMemo = new Map<string, string | null | Error>();
 export function parseSchedule(schedule: string): string | null {
-  let r = scheduleMemo.get(schedule);
-  if (r === undefined) {
-    try {
-      r = parseScheduleOnce(schedule);
-    } catch (e) {
-      r = e as Error;
-    }
-    scheduleMemo.set(schedule, r);
-  }
-  if (r instanceof Error) throw r;
-  return r;
+  return cached(scheduleMemo, schedule, parseScheduleOnce);
 }
 function parseScheduleOnce(schedule: string): string | null {
   const text = schedule.trim();
@@ -949,7 +939,7 @@ function isTimeZone(zone: string): boolean {
   return true;
 }
 
-/** fn(key), computed once per key in one parse; a thrown error is rethrown each time. */
+/** fn(key), computed once per key of `memo`; a thrown error is rethrown each time. */
 function cached<T>(memo: Map<string, T | Error>, key: string, fn: (key: string) => T): T {
   let result = memo.get(key);
   if (result === undefined) {
