@@ -556,7 +556,7 @@ export async function throughput() {
 
 /** A store with one running run (owned by this process, so its fence is live). */
 async function runningRun(stateDir, job = "bench") {
-  const { Store } = await importDist("store.js");
+  const { Store } = await importDist("store/store.js");
   const store = Store.open(stateDir, { create: true });
   const res = store.startRun({
     job,
@@ -752,7 +752,7 @@ export async function fillStore(dir, jobs, runs) {
     jobs: range(jobs).map((i) => ({ name: jobName(i), schedule, command: ["/bin/true"] })),
   });
   const state = path.join(dir, "state");
-  const { Store } = await importDist("store.js");
+  const { Store } = await importDist("store/store.js");
   Store.open(state, { create: true }).close(); // the schema, exactly as src/store.ts makes it
   const { default: Database } = await import("better-sqlite3");
   const db = new Database(path.join(state, "cronvisor.db"));

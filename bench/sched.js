@@ -8,7 +8,7 @@
 //   can do less per slot, so this is the floor the others are compared with.
 // - croner: one `new Cron("* * * * * *", fn)` per job (croner's own timers).
 // - node-cron: one `cron.schedule("* * * * * *", fn)` per job.
-// - cronvisor: the daemon's scheduling path, without the store: dist/schedule.js with the
+// - cronvisor: the daemon's scheduling path, without the store: dist/schedule/schedule.js with the
 //   supervisor's one timer (arm), tick and due (src/supervisor.ts: the on-time fast path, then
 //   the walk over passed slots for late wakes), up to the call of fire(). Keep it in step
 //   with supervisor.ts; the real daemon (with the store) is measured by bench/run.js with paused
@@ -101,7 +101,7 @@ if (impl === "floor") {
   }
 } else if (impl === "cronvisor") {
   const { nextSlot, nextSlotAt, missedSlots } = await import(
-    pathToFileURL(path.join(root, "dist", "schedule.js")).href
+    pathToFileURL(path.join(root, "dist", "schedule", "schedule.js")).href
   );
   // Constants and logic as in src/supervisor.ts (arm, tick, due); fire() is record().
   const MAX_SLEEP_MS = 30_000;

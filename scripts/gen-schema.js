@@ -5,7 +5,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import * as prettier from "prettier";
-import { buildSchema } from "../dist/schema.js";
+import { buildSchema } from "../dist/config/schema.js";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const out = path.join(root, "schema", "jobs.schema.json");

@@ -6,5 +6,5 @@ export {
   UsageError,
   targetFromEnv,
   type MarkersTarget,
-} from "./markers.js";
-export type { Config, JobConfig, RunResult, RunStatus, Trigger } from "./types.js";
+} from "./markers/markers.js";
+export type { Config, JobConfig, RunResult, RunStatus, Trigger } from "./core/types.js";

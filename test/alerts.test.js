@@ -5,7 +5,7 @@ import fs from "node:fs";
 import http from "node:http";
 import path from "node:path";
 import { test } from "node:test";
-import { Outbox, pingUrl, runUuid, transitions } from "../dist/alerts.js";
+import { Outbox, pingUrl, runUuid, transitions } from "../dist/monitor/alerts.js";
 import {
   cli,
   killGroup,

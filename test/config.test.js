@@ -3,9 +3,9 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { loadConfig, parseConfig } from "../dist/config.js";
-import { nextSlots as nextFireTimes } from "../dist/schedule.js";
-import { formatConfigError } from "../dist/types.js";
+import { loadConfig, parseConfig } from "../dist/config/config.js";
+import { nextSlots as nextFireTimes } from "../dist/schedule/schedule.js";
+import { formatConfigError } from "../dist/core/types.js";
 import { ROOT, tmpdir, writeConfig } from "./helpers.js";
 
 const FILE = "/srv/app/jobs.yaml";
@@ -926,7 +926,7 @@ test("loadConfig takes the host's time zone and a relative path from the working
   fs.writeFileSync(path.join(dir, "jobs.yaml"), job(...ok));
   const script =
     'import { loadConfig } from "' +
-    path.join(ROOT, "dist", "config.js") +
+    path.join(ROOT, "dist", "config", "config.js") +
     '";' +
     'const { config } = loadConfig("jobs.yaml");' +
     "console.log(JSON.stringify([config.file, config.timezone, config.jobs[0].timezone]));";

@@ -8,7 +8,7 @@ import fs from "node:fs";
 import path from "node:path";
 import YAML from "yaml";
 import { Cron } from "croner";
-import { importCrontab } from "../dist/crontab.js";
+import { importCrontab } from "../dist/crontab/crontab.js";
 import { ROOT, tmpdir } from "./helpers.js";
 
 const FIXTURES = path.join(ROOT, "test", "fixtures", "crontab");
@@ -427,9 +427,9 @@ test("system.crontab: format detected from the user column, said in a comment", 
 });
 
 test("the output validates as a cronvisor config", async (t) => {
-  const configJs = path.join(ROOT, "dist", "config.js");
+  const configJs = path.join(ROOT, "dist", "config", "config.js");
   // Skipped only when run against a partial build; npm test always builds dist/ first.
-  if (!fs.existsSync(configJs)) return t.skip("dist/config.js is not built");
+  if (!fs.existsSync(configJs)) return t.skip("dist/config/config.js is not built");
   const { parseConfig } = await import(configJs);
   const dir = tmpdir(t);
   for (const { file } of CORPORA) {

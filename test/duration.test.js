@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { formatDuration, parseDuration, parseSize } from "../dist/duration.js";
+import { formatDuration, parseDuration, parseSize } from "../dist/core/duration.js";
 
 test("parseDuration reads each unit and compounds", () => {
   const cases = {

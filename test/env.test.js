@@ -4,7 +4,13 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { buildJobEnv, lookupUser, parseEnvFile, parsePasswd, readEnvFile } from "../dist/env.js";
+import {
+  buildJobEnv,
+  lookupUser,
+  parseEnvFile,
+  parsePasswd,
+  readEnvFile,
+} from "../dist/run/env.js";
 import { tmpdir } from "./helpers.js";
 
 const DAEMON_ENV = {

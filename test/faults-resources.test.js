@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { Store } from "../dist/store.js";
+import { Store } from "../dist/store/store.js";
 import {
   alive,
   cli,

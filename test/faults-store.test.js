@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { Store } from "../dist/store.js";
+import { Store } from "../dist/store/store.js";
 import {
   cli,
   fillDisk,

@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
-import { Store } from "../dist/store.js";
+import { Store } from "../dist/store/store.js";
 import {
   alive,
   cli,

@@ -7,8 +7,8 @@ import {
   daemonState,
   percentile95,
   UNRESPONSIVE_BEATS,
-} from "../dist/health.js";
-import { checkCode, checkSummary } from "../dist/status.js";
+} from "../dist/health/health.js";
+import { checkCode, checkSummary } from "../dist/health/status.js";
 
 const NOW = Date.parse("2026-03-29T12:00:00.000Z");
 const S = 1000;

@@ -7,9 +7,9 @@ import http from "node:http";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
-import { allowedHosts, hostAllowed } from "../dist/http.js";
-import { Monitor } from "../dist/monitor.js";
-import { Store } from "../dist/store.js";
+import { allowedHosts, hostAllowed } from "../dist/monitor/http.js";
+import { Monitor } from "../dist/monitor/monitor.js";
+import { Store } from "../dist/store/store.js";
 import { BIN, cli, startDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 /** A port nobody listens on right now (the daemon binds it a moment later). */

@@ -4,9 +4,9 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import { test } from "node:test";
-import { parseConfig } from "../dist/config.js";
-import { Monitor } from "../dist/monitor.js";
-import { Store } from "../dist/store.js";
+import { parseConfig } from "../dist/config/config.js";
+import { Monitor } from "../dist/monitor/monitor.js";
+import { Store } from "../dist/store/store.js";
 import { tmpdir, writeConfig } from "./helpers.js";
 
 test("monitor: an idle beat reads no job's rows; time, another process's pause and attempts still change the health", async (t) => {

@@ -8,8 +8,8 @@ import { Writable } from "node:stream";
 import { test } from "node:test";
 import v8 from "node:v8";
 import vm from "node:vm";
-import { startTimeOf } from "../dist/proc.js";
-import { startRun } from "../dist/runner.js";
+import { startTimeOf } from "../dist/run/proc.js";
+import { startRun } from "../dist/run/runner.js";
 import { ROOT, alive, cleanEnv, tmpdir, waitFor } from "./helpers.js";
 
 const PATH = "/usr/local/bin:/usr/bin:/bin";
@@ -241,7 +241,7 @@ test("EMFILE at spawn is spawn_failed, not a crash", async (t) => {
   // In a child with few descriptors: use them all but one (for the log), so the pipes fail.
   const script = `
     import fs from "node:fs";
-    import { startRun } from ${JSON.stringify(path.join(ROOT, "dist", "runner.js"))};
+    import { startRun } from ${JSON.stringify(path.join(ROOT, "dist", "run", "runner.js"))};
     const held = [];
     try { for (;;) held.push(fs.openSync("/dev/null", "r")); } catch (e) { if (e.code !== "EMFILE") throw e; }
     fs.closeSync(held.pop());

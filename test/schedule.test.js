@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { test } from "node:test";
-import { missedSlots, nextSlot, nextSlots } from "../dist/schedule.js";
+import { missedSlots, nextSlot, nextSlots } from "../dist/schedule/schedule.js";
 
 const PY = "/usr/bin/python3";
 

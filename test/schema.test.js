@@ -2,9 +2,9 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { JOB_KEYS, KEYS, parseConfig } from "../dist/config.js";
-import { parseDuration, parseSize } from "../dist/duration.js";
-import { buildSchema } from "../dist/schema.js";
+import { JOB_KEYS, KEYS, parseConfig } from "../dist/config/config.js";
+import { parseDuration, parseSize } from "../dist/core/duration.js";
+import { buildSchema } from "../dist/config/schema.js";
 import { ROOT } from "./helpers.js";
 
 const schema = buildSchema();

@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { CONFIG_CACHE_FILE, guessStateDir, loadConfigCached } from "../dist/config-cache.js";
-import { loadConfig } from "../dist/config.js";
+import { CONFIG_CACHE_FILE, guessStateDir, loadConfigCached } from "../dist/config/config-cache.js";
+import { loadConfig } from "../dist/config/config.js";
 import { cli, query, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 const YAML = [

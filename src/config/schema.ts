@@ -13,7 +13,7 @@ import {
   MACROS,
   type KeySpec,
 } from "./config.js";
-import { DURATION_PATTERN, SIZE_PATTERN } from "./duration.js";
+import { DURATION_PATTERN, SIZE_PATTERN } from "../core/duration.js";
 
 export type JsonSchema = { [key: string]: unknown };
 

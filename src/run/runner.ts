@@ -6,10 +6,10 @@ import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import type { Readable } from "node:stream";
-import { formatDuration } from "./duration.js";
+import { formatDuration } from "../core/duration.js";
 import { lookupUser } from "./env.js";
 import { signalGroup, startTimeOf } from "./proc.js";
-import type { RunResult, RunSpec } from "./types.js";
+import type { RunResult, RunSpec } from "../core/types.js";
 
 export interface RunHandle {
   /** The main process; null when spawn failed. */

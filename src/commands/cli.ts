@@ -4,7 +4,7 @@ import type { Command } from "commander";
 import fs from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
-import type { Config, ConfigError, JobConfig } from "./types.js";
+import type { Config, ConfigError, JobConfig } from "../core/types.js";
 
 // commander (and the node:child_process it loads) costs ~25 ms of start-up: loaded only when a
 // command goes through it, which a plain `status` call does not (see fastStatus).
@@ -35,15 +35,15 @@ async function load(opt: string | undefined, cached = false): Promise<Config> {
   const file = configPath(opt);
   return valid(
     cached
-      ? await (await import("./config-cache.js")).loadConfigCached(file)
-      : (await import("./config.js")).loadConfig(file),
+      ? await (await import("../config/config-cache.js")).loadConfigCached(file)
+      : (await import("../config/config.js")).loadConfig(file),
   );
 }
 
 /** The config, or a usage error listing every problem. */
 async function valid(res: { config: Config | null; errors: ConfigError[] }): Promise<Config> {
   if (!res.config) {
-    const { formatConfigError } = await import("./types.js");
+    const { formatConfigError } = await import("../core/types.js");
     throw new CliError(res.errors.map(formatConfigError).join("\n"), EXIT.usage);
   }
   return res.config;
@@ -62,7 +62,7 @@ function findJob(config: Config, name: string): JobConfig {
 }
 
 async function openStore(config: Config, create = false, check = false) {
-  const { Store } = await import("./store.js");
+  const { Store } = await import("../store/store.js");
   return Store.open(config.stateDir, { create, busyTimeoutMs: 5000, check });
 }
 
@@ -111,7 +111,7 @@ export function buildProgram(): Command {
     .addHelpText("after", "\nExample:\n  cronvisor validate -c jobs.yaml")
     .action(async (o: { config?: string }) => {
       const config = await load(o.config);
-      const { nextSlots } = await import("./schedule.js");
+      const { nextSlots } = await import("../schedule/schedule.js");
       const now = new Date();
       const rows = [["JOB", "TIMEZONE", "NEXT"]];
       for (const j of config.jobs) {
@@ -172,7 +172,7 @@ export function buildProgram(): Command {
         if (jobName) findJob(config, jobName);
         const limit = positiveInt(o.limit, "--limit");
         const store = await openStoreOrEmpty(config);
-        const { historyEntry } = await import("./status.js");
+        const { historyEntry } = await import("../health/status.js");
         const rows = store ? store.history(jobName ?? null, limit).map(historyEntry) : [];
         const events = store ? store.events(jobName ?? null, limit) : [];
         store?.close();
@@ -239,7 +239,7 @@ export function buildProgram(): Command {
         const config = await load(o.config);
         const jobs = jobName ? [findJob(config, jobName)] : config.jobs;
         const count = positiveInt(o.count, "--count");
-        const { nextSlots } = await import("./schedule.js");
+        const { nextSlots } = await import("../schedule/schedule.js");
         const now = new Date();
         const list = jobs.map((j) => ({
           job: j.name,
@@ -359,7 +359,7 @@ export function buildProgram(): Command {
     .option("--skip-invalid", "turn unparseable lines into comments instead of failing")
     .addHelpText("after", "\nExample:\n  crontab -l | cronvisor import-crontab - > jobs.yaml")
     .action(async (file: string | undefined, o: { system?: boolean; skipInvalid?: boolean }) => {
-      const { importCrontab } = await import("./crontab.js");
+      const { importCrontab } = await import("../crontab/crontab.js");
       // fd 0, not /dev/stdin: a pipe from spawn() cannot be reopened by path.
       const text = fs.readFileSync(file === undefined || file === "-" ? 0 : file, "utf8");
       const res = importCrontab(text, {
@@ -393,7 +393,7 @@ function localTime(isoTime: string, timeZone: string): string {
 }
 
 async function openStoreOrEmpty(config: Config) {
-  const { StoreError } = await import("./store.js");
+  const { StoreError } = await import("../store/store.js");
   try {
     return await openStore(config);
   } catch (e) {
@@ -403,12 +403,12 @@ async function openStoreOrEmpty(config: Config) {
 }
 
 async function runDaemon(file: string): Promise<void> {
-  const { loadConfigCacheable } = await import("./config.js");
-  const { formatConfigError } = await import("./types.js");
-  const { Supervisor, DaemonBusyError } = await import("./supervisor.js");
-  const { StoreError } = await import("./store.js");
-  const { checkOwnership } = await import("./safety.js");
-  const { UnsafeError } = await import("./safety.js");
+  const { loadConfigCacheable } = await import("../config/config.js");
+  const { formatConfigError } = await import("../core/types.js");
+  const { Supervisor, DaemonBusyError } = await import("../daemon/supervisor.js");
+  const { StoreError } = await import("../store/store.js");
+  const { checkOwnership } = await import("../config/safety.js");
+  const { UnsafeError } = await import("../config/safety.js");
   const loaded = loadConfigCacheable(file);
   const config = await valid(loaded.result);
   try {
@@ -462,7 +462,7 @@ async function runDaemon(file: string): Promise<void> {
 }
 
 async function monitorHooks(config: Config) {
-  const { createMonitor } = await import("./monitor.js");
+  const { createMonitor } = await import("../monitor/monitor.js");
   try {
     return await createMonitor(config);
   } catch (e) {
@@ -472,8 +472,8 @@ async function monitorHooks(config: Config) {
 }
 
 async function runNow(config: Config, job: JobConfig): Promise<number> {
-  const { launch } = await import("./execute.js");
-  const { startTimeOf } = await import("./proc.js");
+  const { launch } = await import("../run/execute.js");
+  const { startTimeOf } = await import("../run/proc.js");
   // Checked like the daemon's: a run must not write its records into a corrupt store.
   const store = await openStore(config, true, true);
   try {
@@ -539,9 +539,9 @@ async function runDetached(config: Config, job: JobConfig): Promise<number> {
 }
 
 async function reload(file: string): Promise<void> {
-  const { loadConfig } = await import("./config.js");
-  const { formatConfigError } = await import("./types.js");
-  const { isAlive } = await import("./proc.js");
+  const { loadConfig } = await import("../config/config.js");
+  const { formatConfigError } = await import("../core/types.js");
+  const { isAlive } = await import("../run/proc.js");
   const res = loadConfig(file);
   // Find the daemon through the store of the config's state dir (or, if the new config is
   // broken, there is no state dir to read: say so).
@@ -582,7 +582,7 @@ async function status(
     throw e;
   }
   if (jobName) findJob(config, jobName);
-  const { StoreError } = await import("./store.js");
+  const { StoreError } = await import("../store/store.js");
   let store;
   try {
     store = await openStoreOrEmpty(config);
@@ -600,7 +600,7 @@ async function status(
       EXIT.unknown,
     );
   }
-  const { buildStatus, checkCode, checkSummary } = await import("./status.js");
+  const { buildStatus, checkCode, checkSummary } = await import("../health/status.js");
   let report;
   let detail;
   try {
@@ -620,7 +620,7 @@ async function status(
   if (o.check && !o.json) out(checkSummary(report));
   if (o.json) out(JSON.stringify(report, null, 2));
   else {
-    const { renderStatus } = await import("./render.js");
+    const { renderStatus } = await import("../health/render.js");
     // hasColors() is false with NO_COLOR, NODE_DISABLE_COLORS or TERM=dumb (and honours FORCE_COLOR).
     const color = Boolean(process.stdout.isTTY) && process.stdout.hasColors();
     out(renderStatus(report, detail, { color }));
@@ -689,7 +689,7 @@ async function setPaused(name: string, o: { config?: string }, paused: boolean):
 }
 
 async function markerCommand(name: string, o: { config?: string; job?: string }): Promise<void> {
-  const { runMarkerCommand } = await import("./markers-cli.js");
+  const { runMarkerCommand } = await import("../markers/markers-cli.js");
   const argv = process.argv.slice(process.argv.indexOf(name));
   // Drop -c/--config here: the marker commands know only their own options.
   const rest: string[] = [];
@@ -785,7 +785,7 @@ export async function main(argv: string[]): Promise<void> {
       process.exit(e.code);
     }
     const err = e as Error & { code?: string };
-    const { StoreError } = await import("./store.js");
+    const { StoreError } = await import("../store/store.js");
     if (e instanceof StoreError) {
       process.stderr.write(`cronvisor: ${err.message}\n`);
       process.exit(e.code === "busy" ? EXIT.busy : EXIT.fail);

@@ -1,7 +1,7 @@
 // Safe by default: as root, a config file or state dir that others could write would let them
 // run commands as root. Refuse it, and say why.
 import fs from "node:fs";
-import type { Config } from "./types.js";
+import type { Config } from "../core/types.js";
 
 export class UnsafeError extends Error {}
 

@@ -16,7 +16,7 @@
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import type { Config, ConfigError } from "./types.js";
+import type { Config, ConfigError } from "../core/types.js";
 
 export const CONFIG_CACHE_FILE = "config-cache.json";
 /** Bump when the file's layout or the shape of Config changes. */
@@ -62,7 +62,7 @@ let build: string | undefined;
 function buildId(): string {
   if (build === undefined) {
     const parts: string[] = [];
-    for (const rel of ["../package.json", "./config.js", "./duration.js"]) {
+    for (const rel of ["../../package.json", "./config.js", "../core/duration.js"]) {
       const file = new URL(rel, import.meta.url);
       try {
         if (rel.endsWith(".json")) {

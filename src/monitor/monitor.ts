@@ -30,14 +30,14 @@ import {
   type PingKind,
   type Transition,
 } from "./alerts.js";
-import { buildJobEnv } from "./env.js";
-import { beating, humanDuration, type Assessment, type HealthWord } from "./health.js";
+import { buildJobEnv } from "../run/env.js";
+import { beating, humanDuration, type Assessment, type HealthWord } from "../health/health.js";
 import { startHttp, text, type HttpEndpoint, type HttpResponse } from "./http.js";
 import { Metrics } from "./metrics.js";
-import { buildStatus, inspectJob } from "./status.js";
-import type { RunRow, Store } from "./store.js";
-import type { SupervisorHooks } from "./supervisor.js";
-import type { AlertTarget, Config, JobConfig } from "./types.js";
+import { buildStatus, inspectJob } from "../health/status.js";
+import type { RunRow, Store } from "../store/store.js";
+import type { SupervisorHooks } from "../daemon/supervisor.js";
+import type { AlertTarget, Config, JobConfig } from "../core/types.js";
 
 /** Time a beat may spend judging jobs before it yields to the scheduler (the rest: next beat). */
 const BEAT_BUDGET_MS = 50;

@@ -10,10 +10,10 @@ import {
   type HealthWord,
   type RunFacts,
 } from "./health.js";
-import { groupAlive, isAlive } from "./proc.js";
-import { nextSlot } from "./schedule.js";
-import type { DaemonRow, HistoryRow, JobRow, RunRow, Store } from "./store.js";
-import type { Config, JobConfig } from "./types.js";
+import { groupAlive, isAlive } from "../run/proc.js";
+import { nextSlot } from "../schedule/schedule.js";
+import type { DaemonRow, HistoryRow, JobRow, RunRow, Store } from "../store/store.js";
+import type { Config, JobConfig } from "../core/types.js";
 
 const iso = (t: number | null | undefined): string | null =>
   t === null || t === undefined ? null : new Date(t).toISOString();

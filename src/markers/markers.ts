@@ -2,8 +2,8 @@
 // for Node jobs (`import { Markers } from "cronvisor"`). A marker is committed (fsync'd, WAL +
 // synchronous=FULL) before a call returns; a run that is no longer its job's live, unrevoked run
 // (replaced, taken over, or a straggler) is refused and writes nothing.
-import { isAlive, startTimeOf } from "./proc.js";
-import { Store, StoreError } from "./store.js";
+import { isAlive, startTimeOf } from "../run/proc.js";
+import { Store, StoreError } from "../store/store.js";
 
 /** The writer's fence is stale: a newer run holds the job, or this run has ended. Exit 3. */
 export class FenceError extends Error {

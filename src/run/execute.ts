@@ -7,8 +7,8 @@ import path from "node:path";
 import { buildJobEnv, lookupUser, readEnvFile } from "./env.js";
 import { groupAlive, isAlive } from "./proc.js";
 import { startRun, type RunHandle } from "./runner.js";
-import type { Owner, RunRow, Store } from "./store.js";
-import type { Config, JobConfig, RunResult, Trigger } from "./types.js";
+import type { Owner, RunRow, Store } from "../store/store.js";
+import type { Config, JobConfig, RunResult, Trigger } from "../core/types.js";
 
 export interface RunContext {
   config: Config;

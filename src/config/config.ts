@@ -22,9 +22,16 @@ import {
   type YAMLSeq,
 } from "yaml";
 import { hostTimezone, readConfigFile, saveConfigCache } from "./config-cache.js";
-import { CRON_OPTIONS } from "./cron-options.js";
-import { parseDuration, parseSize } from "./duration.js";
-import type { AlertTarget, Catchup, Config, ConfigError, JobConfig, Overlap } from "./types.js";
+import { CRON_OPTIONS } from "../schedule/cron-options.js";
+import { parseDuration, parseSize } from "../core/duration.js";
+import type {
+  AlertTarget,
+  Catchup,
+  Config,
+  ConfigError,
+  JobConfig,
+  Overlap,
+} from "../core/types.js";
 
 // ---------------------------------------------------------------------------------------------
 // The key table

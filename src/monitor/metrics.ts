@@ -10,8 +10,8 @@
 // The job is labelled `job_name`, not `job`: Prometheus gives every scraped series its own `job`
 // label (the scrape config's), and a clash would rename ours to `exported_job`.
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import { beating, type HealthWord } from "./health.js";
-import type { RunRow, Store } from "./store.js";
+import { beating, type HealthWord } from "../health/health.js";
+import type { RunRow, Store } from "../store/store.js";
 
 /** Seconds: from a quick script to a nightly batch. */
 const DURATION_BUCKETS = [

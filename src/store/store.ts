@@ -5,8 +5,8 @@
 import Database from "better-sqlite3";
 import fs from "node:fs";
 import path from "node:path";
-import type { RunFacts } from "./health.js";
-import type { RunResult, RunStatus, Trigger } from "./types.js";
+import type { RunFacts } from "../health/health.js";
+import type { RunResult, RunStatus, Trigger } from "../core/types.js";
 
 export const STORE_FILE = "cronvisor.db";
 

@@ -19,8 +19,8 @@
 //   ok         none of the above
 // A run that has lasted more than SLOW_FACTOR x the p95 of the job's recent successes is reported
 // as a problem sentence without changing the word: slow is a warning sign, not a failure.
-import type { DaemonRow, RunRow } from "./store.js";
-import type { JobConfig } from "./types.js";
+import type { DaemonRow, RunRow } from "../store/store.js";
+import type { JobConfig } from "../core/types.js";
 
 export type HealthWord = "ok" | "late" | "stuck" | "failing" | "repeating" | "paused" | "never-run";
 export type DaemonState = "running" | "unresponsive" | "down";

@@ -3,12 +3,12 @@
 // outlived a previous daemon, a disposition for every slot, and an ordered, idempotent stop().
 import fs from "node:fs";
 import path from "node:path";
-import { exitFileFor, removeExitFile, reserve, spawnRun, type RunContext } from "./execute.js";
-import { bootId, groupAlive, isAlive, signalGroup, startTimeOf } from "./proc.js";
-import type { RunHandle } from "./runner.js";
-import { missedSlots, nextSlotAt } from "./schedule.js";
-import { Store, type Owner, type RunRow } from "./store.js";
-import type { Config, JobConfig, RunResult, Trigger } from "./types.js";
+import { exitFileFor, removeExitFile, reserve, spawnRun, type RunContext } from "../run/execute.js";
+import { bootId, groupAlive, isAlive, signalGroup, startTimeOf } from "../run/proc.js";
+import type { RunHandle } from "../run/runner.js";
+import { missedSlots, nextSlotAt } from "../schedule/schedule.js";
+import { Store, type Owner, type RunRow } from "../store/store.js";
+import type { Config, JobConfig, RunResult, Trigger } from "../core/types.js";
 
 /** Never sleep longer than this: re-read the wall clock at least this often. */
 const MAX_SLEEP_MS = 30_000;

@@ -3,7 +3,7 @@
 // single timer over a heap of next slots instead of one croner timer per job.
 import { Cron } from "croner";
 import { CRON_OPTIONS } from "./cron-options.js";
-import type { JobConfig } from "./types.js";
+import type { JobConfig } from "../core/types.js";
 
 interface Entry {
   cron: Cron;
