@@ -1,0 +1,6 @@
+// What a variable name may be, for `env:`, `env_file` lines and an imported crontab's variables:
+// the POSIX shell's rule, so that every name a job receives can be read back by `sh`.
+export const ENV_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$";
+export const ENV_NAME = new RegExp(ENV_NAME_PATTERN);
+/** The variables cronvisor itself hands every run; a config may not set them. */
+export const isReservedEnvName = (name: string): boolean => name.startsWith("CRONVISOR_");
