@@ -477,7 +477,7 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
   // Checked like the daemon's: a run must not write its records into a corrupt store.
   const store = await openStore(config, true, true);
   try {
-    const res = launch(
+    const res = await launch(
       {
         config,
         store,

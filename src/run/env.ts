@@ -1,7 +1,6 @@
-// The environment a job receives (DESIGN.md, "Environment a job receives"). The daemon's own
-// variables, secrets included, are never passed on: a job starts from a minimal base and gets
-// exactly what its config and env_file add. Everything here is pure except `readEnvFile` and
-// `lookupUser`, which do the I/O.
+// The environment a job receives. The daemon's own variables, secrets included, are never
+// passed on: a job starts from a minimal base and gets exactly what its config and env_file add.
+// Everything here is pure except `readEnvFile` and `lookupUser`, which do the I/O.
 import fs from "node:fs";
 
 /** The only variables taken from the daemon's environment. */

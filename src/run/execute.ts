@@ -5,10 +5,15 @@
 import fs from "node:fs";
 import path from "node:path";
 import { buildJobEnv, lookupUser, readEnvFile } from "./env.js";
-import { groupAlive, isAlive } from "./proc.js";
+import { exitFileFor, removeExitFile } from "./exit-file.js";
+import { runAlive } from "./proc.js";
+import { runResult, spawnFailed } from "./result.js";
 import { startRun, type RunHandle } from "./runner.js";
 import type { Owner, RunRow, Store } from "../store/store.js";
 import type { Config, JobConfig, RunResult, Trigger } from "../core/types.js";
+
+// Where they lived before the split; the exit file's own module is exit-file.ts.
+export { exitFileFor, removeExitFile };
 
 export interface RunContext {
   config: Config;
@@ -31,33 +36,20 @@ export interface LaunchOptions {
   echo?: NodeJS.WritableStream;
 }
 
-/**
- * A lock holder lives while any process of its group lives, or while its supervisor lives (it
- * will record the end). A stopped (SIGSTOP) process is alive: a lock never expires by time.
- */
-export function holderAlive(r: RunRow): boolean {
-  if (r.pgid !== null && groupAlive(r.pgid)) return true;
-  return r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start);
-}
-
 export function logPathFor(stateDir: string, job: string, runId: number): string {
   return path.join(stateDir, "logs", job, `${runId}.log`);
 }
 
-export function exitFileFor(stateDir: string, runId: number): string {
-  return path.join(stateDir, "runs", `${runId}.exit`);
-}
+type Reserved =
+  { kind: "started"; run: RunRow } | { kind: "locked"; holder: RunRow } | { kind: "duplicate" };
 
-/**
- * Take the job's lock and the slot, bump the fence and insert the `running` row, in one store
- * transaction. Committed before the spawn: the job's own `mark` calls must see their run.
- */
-export function reserve(
+/** What the store's startRun needs to reserve one run of `job`. */
+export function reservation(
   ctx: RunContext,
   job: JobConfig,
   o: LaunchOptions,
-): { kind: "started"; run: RunRow } | { kind: "locked"; holder: RunRow } | { kind: "duplicate" } {
-  const res = ctx.store.startRun({
+): Parameters<Store["startRun"]>[0] {
+  return {
     job: job.name,
     slot: o.slot,
     claimSlot: o.claimSlot,
@@ -66,20 +58,38 @@ export function reserve(
     now: ctx.now,
     owner: ctx.owner,
     lock: job.overlap !== "allow",
-    holderAlive,
+    holderAlive: runAlive,
     logPath: (id) => logPathFor(ctx.config.stateDir, job.name, id),
-  });
+  };
+}
+
+/**
+ * Take the job's lock and the slot, bump the fence and insert the `running` row, in one store
+ * transaction. Committed before the spawn: the job's own `mark` calls must see their run.
+ * Synchronous because the daemon calls it inside its tick's batch transaction, which must not
+ * span an await; with an asynchronous store that batch becomes one store method taking
+ * `reservation(...)`s, and this goes.
+ */
+export function reserve(ctx: RunContext, job: JobConfig, o: LaunchOptions): Reserved {
+  return reserved(ctx.store.startRun(reservation(ctx, job, o)));
+}
+
+function reserved(res: ReturnType<Store["startRun"]>): Reserved {
   return res.kind === "duplicate" ? { kind: "duplicate" } : res;
 }
 
 /** One run, start to recorded end: the path of `cronvisor run`. The daemon batches the same steps. */
-export function launch(ctx: RunContext, job: JobConfig, o: LaunchOptions): LaunchOutcome {
-  const res = reserve(ctx, job, o);
+export async function launch(
+  ctx: RunContext,
+  job: JobConfig,
+  o: LaunchOptions,
+): Promise<LaunchOutcome> {
+  const res = reserved(await ctx.store.startRun(reservation(ctx, job, o)));
   if (res.kind !== "started") return res;
   const run = res.run;
   const handle = spawnRun(ctx, job, run, o.echo);
   if (handle.pid !== null && handle.pgid !== null) {
-    ctx.store.setRunProcess(run.id, handle.pid, handle.pidStart, handle.pgid);
+    await ctx.store.setRunProcess(run.id, handle.pid, handle.pidStart, handle.pgid);
   }
   const finished = handle.done.then((result) => recordEnd(ctx, run.id, result));
   return { kind: "started", run, handle, finished };
@@ -155,17 +165,7 @@ export function spawnRun(
 
 /** A run that could not get as far as a process (unreadable env_file, unknown user). */
 function failedHandle(now: number, reason: string, logBytes: number): RunHandle {
-  const result: RunResult = {
-    status: "spawn_failed",
-    reason,
-    exitCode: null,
-    signal: null,
-    startedAt: now,
-    finishedAt: now,
-    durationMs: 0,
-    logBytes,
-    logTruncated: false,
-  };
+  const result = runResult(spawnFailed(reason), now, now, { bytes: logBytes, truncated: false });
   return {
     pid: null,
     pgid: null,
@@ -175,26 +175,17 @@ function failedHandle(now: number, reason: string, logBytes: number): RunHandle 
   };
 }
 
-function recordEnd(ctx: RunContext, runId: number, result: RunResult): RunRow {
+async function recordEnd(ctx: RunContext, runId: number, result: RunResult): Promise<RunRow> {
   try {
-    ctx.store.finishRun(runId, result);
+    await ctx.store.finishRun(runId, result);
   } catch (e) {
     // A full disk or a busy store must not lose the run: the row stays `running` and the exit
     // file stays, and the daemon's next reap (every heartbeat) records the end from the file.
     process.stderr.write(
       `cronvisor: could not record the end of run ${runId}: ${(e as Error).message}\n`,
     );
-    return { ...(ctx.store.run(runId) as RunRow), status: "running" };
+    return { ...((await ctx.store.run(runId)) as RunRow), status: "running" };
   }
   removeExitFile(ctx.config.stateDir, runId);
-  return ctx.store.run(runId) as RunRow;
-}
-
-/** Once the end is recorded, the wrapper's exit file has served its purpose. */
-export function removeExitFile(stateDir: string, runId: number): void {
-  try {
-    fs.unlinkSync(exitFileFor(stateDir, runId));
-  } catch {
-    // best effort: a stale exit file is never read for a finished run
-  }
+  return (await ctx.store.run(runId)) as RunRow;
 }

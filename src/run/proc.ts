@@ -55,6 +55,24 @@ export function groupAlive(pgid: number): boolean {
   return false;
 }
 
+/** The columns of a run row that say who may still be running it or recording its end. */
+export interface RunProcesses {
+  pgid: number | null;
+  owner_pid: number | null;
+  owner_start: string | null;
+}
+
+/**
+ * The one "is this run live" check (the lock's holder test, and what `status` shows as running):
+ * a run lives while any process of its group lives, or while its owner (the daemon or
+ * `cronvisor run` that will record its end) lives. A stopped (SIGSTOP) process is alive: a lock
+ * never expires by time.
+ */
+export function runAlive(r: RunProcesses): boolean {
+  if (r.pgid !== null && groupAlive(r.pgid)) return true;
+  return r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start);
+}
+
 /** Signal a whole process group; false if it no longer exists. */
 export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
   if (pgid <= 1) return false;

@@ -1,0 +1,58 @@
+// The exit-status file: a wrapper shell runs the job and writes its exit status to a file under
+// the state dir, so a daemon restarted while the job runs (which cannot wait() for a process it
+// did not start) still learns how it ended. This module owns its path, the wrapper, reading it
+// back and removing it once the end is recorded.
+import fs from "node:fs";
+import path from "node:path";
+import { ensureDir } from "./log.js";
+
+/**
+ * `sh -c EXIT_WRAPPER cronvisor-run EXITFILE ARGV...` runs ARGV and writes its exit status to
+ * EXITFILE.
+ * - The job runs in the foreground: a trapped signal then waits until the job has ended, so
+ *   the wrapper outlives the job without a wait loop. Signals go to the whole group, so the job
+ *   gets its own SIGTERM (once; nothing is forwarded) and keeps its kill_grace for cleanup.
+ * - `trap :` (not `trap ''`): an ignored signal would be inherited by the job; a trapped one
+ *   is reset to the default in it.
+ * - The shell's own stderr goes to /dev/null so its "Killed" notices stay out of the job's log;
+ *   the job gets the real stderr back (fd 3) in a subshell, where the redirection lives.
+ * - A job killed by signal N shows as 128+N here (sh cannot tell that from `exit 128+N`).
+ */
+const EXIT_WRAPPER =
+  'f=$1; shift; trap : HUP INT QUIT TERM; exec 3>&2 2>/dev/null; (exec "$@" 2>&3 3>&-); rc=$?; echo "$rc" > "$f"; exit "$rc"';
+
+export function exitFileFor(stateDir: string, runId: number): string {
+  return path.join(stateDir, "runs", `${runId}.exit`);
+}
+
+/**
+ * `argv` inside the wrapper that writes `exitFile`. The wrapper runs as the daemon's user
+ * (outside setpriv), so it can write the state dir.
+ */
+export function withExitFile(argv: string[], exitFile: string): string[] {
+  ensureDir(path.dirname(exitFile));
+  // A stale status must never be read for this run. Run ids are fresh, so there rarely is
+  // one: look first (existsSync does not throw; a failed unlink's exception cost 4% of the
+  // daemon's CPU at 50 runs a second).
+  if (fs.existsSync(exitFile)) fs.unlinkSync(exitFile);
+  return ["/bin/sh", "-c", EXIT_WRAPPER, "cronvisor-run", exitFile, ...argv];
+}
+
+/** The exit status the wrapper recorded, or null when it has not (yet) written one. */
+export function readExitFile(file: string): number | null {
+  try {
+    const n = Number.parseInt(fs.readFileSync(file, "utf8").trim(), 10);
+    return Number.isFinite(n) ? n : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Once the end is recorded, the wrapper's exit file has served its purpose. */
+export function removeExitFile(stateDir: string, runId: number): void {
+  try {
+    fs.unlinkSync(exitFileFor(stateDir, runId));
+  } catch {
+    // best effort: a stale exit file is never read for a finished run
+  }
+}
