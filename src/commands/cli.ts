@@ -6,7 +6,7 @@ import { CliError, EXIT } from "./shared.js";
 export async function main(argv: string[]): Promise<void> {
   // `cronvisor status --check | head -1`: a reader that goes away is not an error of ours.
   process.stdout.on("error", (e: NodeJS.ErrnoException) => {
-    if (e.code === "EPIPE") process.exit(process.exitCode ?? 0);
+    if (e.code === "EPIPE") process.exit(process.exitCode ?? EXIT.ok);
     throw e;
   });
   const fast = fastStatus(argv.slice(2));

@@ -1,5 +1,6 @@
 // The daemon command's signals: TERM or INT stops in order (a second one kills every run now),
 // HUP re-reads the config. Installed only once the daemon has started.
+import { EXIT } from "./shared.js";
 
 /** What the signals drive; `reload()` may be synchronous or return a promise. */
 export interface Stoppable {
@@ -14,7 +15,7 @@ export function handleDaemonSignals(sup: Stoppable): void {
     signals++;
     if (signals === 1) {
       process.stderr.write(`cronvisor: ${sig}: stopping (again to force)\n`);
-      void sup.stop().then(() => process.exit(0));
+      void sup.stop().then(() => process.exit(EXIT.ok));
     } else {
       process.stderr.write(`cronvisor: ${sig} again: killing every run now\n`);
       sup.force();
