@@ -1,0 +1,48 @@
+// `cronvisor history`: runs and slot dispositions, newest first, then the store's events.
+import { positiveInt } from "./args.js";
+import { findJob, load, openStoreOrEmpty, out, table, when } from "./shared.js";
+
+export async function history(
+  jobName: string | undefined,
+  o: { config?: string; limit: string; json?: boolean },
+): Promise<void> {
+  const config = await load(o.config);
+  if (jobName) findJob(config, jobName);
+  const limit = positiveInt(o.limit, "--limit");
+  const store = await openStoreOrEmpty(config);
+  const { historyEntry } = await import("../health/status.js");
+  const rows = store ? (await store.history(jobName ?? null, limit)).map(historyEntry) : [];
+  const events = store ? await store.events(jobName ?? null, limit) : [];
+  await store?.close();
+  if (o.json) return out(JSON.stringify(rows, null, 2));
+  const t = [
+    ["RUN", "JOB", "STATUS", "TRIGGER", "SLOT", "STARTED", "DURATION", "MARKERS", "REASON"],
+  ];
+  for (const r of rows) {
+    t.push([
+      String(r.run_id),
+      r.job,
+      r.status,
+      r.trigger ?? "-",
+      when(r.slot),
+      when(r.started_at),
+      r.duration_ms === null ? "-" : `${(r.duration_ms / 1000).toFixed(1)}s`,
+      `${r.markers_new} new/${r.markers_skipped} done`,
+      r.reason ?? (r.exit_code !== null ? `exit ${r.exit_code}` : ""),
+    ]);
+  }
+  out(rows.length === 0 ? "no runs recorded" : table(t));
+  if (events.length > 0) {
+    out("\nEVENTS");
+    out(
+      table(
+        events.map((e) => [
+          when(new Date(e.at).toISOString()),
+          e.job ?? "-",
+          e.kind,
+          e.detail ?? "",
+        ]),
+      ),
+    );
+  }
+}

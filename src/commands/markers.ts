@@ -1,0 +1,38 @@
+// `cronvisor markers` (list a job's done-markers) and `cronvisor unmark` (an operator removes one).
+import { findJob, load, openStore, openStoreOrEmpty, out, table, when } from "./shared.js";
+
+export async function markers(name: string, o: { config?: string; json?: boolean }): Promise<void> {
+  const config = await load(o.config);
+  findJob(config, name);
+  const store = await openStoreOrEmpty(config);
+  const list = ((await store?.markers(name)) ?? []).map((m) => ({
+    key: m.key,
+    run_id: m.run_id,
+    fence: m.fence,
+    created_at: new Date(m.created_at).toISOString(),
+  }));
+  await store?.close();
+  if (o.json) return out(JSON.stringify(list, null, 2));
+  out(
+    list.length === 0
+      ? `no markers for ${name}`
+      : table([
+          ["KEY", "RUN", "MARKED AT"],
+          ...list.map((m) => [m.key, String(m.run_id ?? "-"), when(m.created_at)]),
+        ]),
+  );
+}
+
+export async function unmark(name: string, key: string, o: { config?: string }): Promise<void> {
+  const config = await load(o.config);
+  findJob(config, name);
+  const store = await openStore(config, true);
+  const removed = await store.removeMarker(
+    name,
+    key,
+    Date.now(),
+    `${process.env.USER ?? "operator"} pid ${process.pid}`,
+  );
+  await store.close();
+  out(removed ? `unmarked ${key} in ${name}` : `${key} was not marked in ${name}`);
+}

@@ -1,0 +1,31 @@
+// `cronvisor next`: upcoming fire times in each job's time zone.
+import type { JobConfig } from "../core/types.js";
+import { positiveInt } from "./args.js";
+import { findJob, load, out } from "./shared.js";
+
+export async function next(
+  jobName: string | undefined,
+  o: { config?: string; count: string; json?: boolean },
+): Promise<void> {
+  const config = await load(o.config);
+  const jobs = jobName ? [findJob(config, jobName)] : config.jobs;
+  const count = positiveInt(o.count, "--count");
+  const { nextSlots } = await import("../schedule/schedule.js");
+  const now = new Date();
+  const list = jobs.map((j) => ({
+    job: j.name,
+    timezone: j.timezone,
+    next: nextSlots(j, now, count).map((d) => d.toISOString()),
+  }));
+  if (o.json) return out(JSON.stringify(list, null, 2));
+  for (const j of list) {
+    const cfg = jobs.find((x) => x.name === j.job) as JobConfig;
+    out(`${j.job} (${cfg.schedule}, ${j.timezone})`);
+    if (cfg.pattern === null) out("  @reboot: once per machine boot");
+    for (const t of j.next) out(`  ${t}  ${localTime(t, j.timezone)}`);
+  }
+}
+
+function localTime(isoTime: string, timeZone: string): string {
+  return new Date(isoTime).toLocaleString("sv-SE", { timeZone, timeZoneName: "short" });
+}

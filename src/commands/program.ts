@@ -1,0 +1,189 @@
+// Commander wiring only: the commands, their options and help. Each action imports its
+// subcommand's module when that command runs, so start-up loads none of the others.
+import type { Command } from "commander";
+import { createRequire } from "node:module";
+import type { MarkerCommand } from "./mark.js";
+
+// commander (and the node:child_process it loads) costs ~25 ms of start-up: loaded only when a
+// command goes through it, which a plain `status` call does not (see fastStatus in args.ts).
+const requireCjs = createRequire(import.meta.url);
+export const commander = (): typeof import("commander") => requireCjs("commander");
+
+type Opts = { config?: string };
+
+const withConfig = (cmd: Command): Command =>
+  cmd.option("-c, --config <file>", "config file (default: $CRONVISOR_CONFIG, then ./jobs.yaml)");
+
+const example = (text: string): string => `\nExample:\n  ${text}`;
+
+export function buildProgram(): Command {
+  const program = new (commander().Command)();
+  program
+    .name("cronvisor")
+    .description(
+      "A cron replacement: locked runs, run records and logs, durable done-markers, and a status that tells liveness from progress.",
+    )
+    .version("0.1.0")
+    .enablePositionalOptions()
+    .showHelpAfterError()
+    .addHelpText(
+      "after",
+      example("cronvisor validate -c jobs.yaml && cronvisor daemon -c jobs.yaml"),
+    );
+  daemonCommands(program);
+  readingCommands(program);
+  markerCommands(program);
+  operatorCommands(program);
+  return program;
+}
+
+/** The daemon and what talks to it: daemon, validate, status, run, reload. */
+function daemonCommands(program: Command): void {
+  withConfig(program.command("daemon"))
+    .description("run the supervisor in the foreground (systemd runs it)")
+    .addHelpText("after", example("cronvisor daemon -c /etc/cronvisor/jobs.yaml"))
+    .action(async (o: Opts) => (await import("./daemon.js")).daemon(o));
+
+  withConfig(program.command("validate"))
+    .description("check the config; print every error, or each job's next fire times")
+    .addHelpText("after", example("cronvisor validate -c jobs.yaml"))
+    .action(async (o: Opts) => (await import("./validate.js")).validate(o));
+
+  withConfig(program.command("status [job]"))
+    .description("daemon liveness and per-job progress and health, from the state store")
+    .option("--json", "machine-readable output")
+    .option("--check", "exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (for monitoring)")
+    .addHelpText("after", example("cronvisor status --check || echo unhealthy"))
+    .action(async (job: string | undefined, o: Opts & { json?: boolean; check?: boolean }) =>
+      (await import("./status.js")).status(job ?? null, o),
+    );
+
+  withConfig(program.command("run <job>"))
+    .description("run a job now, under the same lock and records as a tick; prints its output")
+    .option("--no-wait", "start it and return at once")
+    .addHelpText("after", example("cronvisor run backup -c jobs.yaml"))
+    .action(async (name: string, o: Opts & { wait: boolean }) =>
+      (await import("./run.js")).run(name, o),
+    );
+
+  withConfig(program.command("reload"))
+    .description("ask the running daemon to re-read its config (as SIGHUP does)")
+    .addHelpText("after", example("cronvisor reload -c jobs.yaml"))
+    .action(async (o: Opts) => (await import("./reload.js")).reload(o));
+}
+
+/** What the store and the schedule say: history, logs, next. */
+function readingCommands(program: Command): void {
+  withConfig(program.command("history [job]"))
+    .description("runs and slot dispositions, newest first")
+    .option("--limit <n>", "how many", "20")
+    .option("--json", "machine-readable output")
+    .addHelpText("after", example("cronvisor history backup --limit 5"))
+    .action(async (job: string | undefined, o: Opts & { limit: string; json?: boolean }) =>
+      (await import("./history.js")).history(job, o),
+    );
+
+  withConfig(program.command("logs <job>"))
+    .description("print a run's log (default: the latest run)")
+    .option("--run <id>", "run id")
+    .option("-f, --follow", "keep printing while the run goes on")
+    .addHelpText("after", example("cronvisor logs backup --follow"))
+    .action(async (name: string, o: Opts & { run?: string; follow?: boolean }) =>
+      (await import("./logs.js")).logs(name, o),
+    );
+
+  withConfig(program.command("next [job]"))
+    .description("upcoming fire times in the job's time zone")
+    .option("--count <n>", "how many per job", "5")
+    .option("--json", "machine-readable output")
+    .addHelpText("after", example("cronvisor next backup --count 10"))
+    .action(async (job: string | undefined, o: Opts & { count: string; json?: boolean }) =>
+      (await import("./next.js")).next(job, o),
+    );
+}
+
+const MARKER_COMMANDS: readonly (readonly [MarkerCommand, string, string, string])[] = [
+  [
+    "mark",
+    "[keys...]",
+    "record done-markers durably (fsync'd) before exiting 0",
+    "cronvisor mark invoice-42",
+  ],
+  [
+    "check",
+    "<key>",
+    "exit 0 if KEY is marked, 1 if not",
+    "cronvisor check invoice-42 || send-invoice 42",
+  ],
+  [
+    "once",
+    "<key> [cmd...]",
+    "run CMD only if KEY is not marked; mark KEY right after CMD exits 0",
+    "cronvisor once upload-7 -- ./upload.sh 7",
+  ],
+  [
+    "progress",
+    "[message]",
+    "report progress for the current run",
+    'cronvisor progress "row 118 of 200"',
+  ],
+];
+
+/** mark, check, once, progress: what a job calls (bin/cronvisor takes the in-job calls itself). */
+function markerCommands(program: Command): void {
+  for (const [name, args, desc, text] of MARKER_COMMANDS) {
+    const cmd = withConfig(program.command(`${name} ${args}`))
+      .description(`${desc}; inside a job it needs no options`)
+      .option("--job <name>", "the job's namespace (outside a run)")
+      .addHelpText("after", example(text))
+      // Not passThroughOptions: `--job NAME` may follow the key (`check KEY --job NAME`); once's
+      // CMD comes after `--`, where commander stops reading options. markerCommand reads the
+      // arguments from argv itself, so their order is kept.
+      .allowUnknownOption(true);
+    if (name === "mark")
+      cmd.option("--stdin", "one key per line; each is acknowledged on stdout when it is on disk");
+    if (name === "once")
+      cmd.option("--wait", "wait for another `once` holding KEY instead of exiting 75");
+    cmd.action(async (...a: unknown[]) => {
+      const o = a[a.length - 2] as Opts & { job?: string };
+      await (await import("./mark.js")).markerCommand(name, o);
+    });
+  }
+}
+
+/** An operator's changes and tools: pause, resume, markers, unmark, import-crontab. */
+function operatorCommands(program: Command): void {
+  withConfig(program.command("pause <job>"))
+    .description("stop firing a job (its slots are recorded skipped); survives daemon restarts")
+    .addHelpText("after", example("cronvisor pause backup"))
+    .action(async (name: string, o: Opts) => (await import("./pause.js")).pause(name, o));
+  withConfig(program.command("resume <job>"))
+    .description("fire a paused job again")
+    .addHelpText("after", example("cronvisor resume backup"))
+    .action(async (name: string, o: Opts) => (await import("./pause.js")).resume(name, o));
+
+  withConfig(program.command("markers <job>"))
+    .description("list a job's done-markers")
+    .option("--json", "machine-readable output")
+    .addHelpText("after", example("cronvisor markers enrich --json"))
+    .action(async (name: string, o: Opts & { json?: boolean }) =>
+      (await import("./markers.js")).markers(name, o),
+    );
+
+  withConfig(program.command("unmark <job> <key>"))
+    .description("remove one marker (an operator's reconcile; recorded in history's events)")
+    .addHelpText("after", example("cronvisor unmark enrich task-118"))
+    .action(async (name: string, key: string, o: Opts) =>
+      (await import("./markers.js")).unmark(name, key, o),
+    );
+
+  program
+    .command("import-crontab [file]")
+    .description("translate a crontab (user or system format) into jobs YAML on stdout")
+    .option("--system", "the crontab has a user column (/etc/crontab, /etc/cron.d)")
+    .option("--skip-invalid", "turn unparseable lines into comments instead of failing")
+    .addHelpText("after", example("crontab -l | cronvisor import-crontab - > jobs.yaml"))
+    .action(async (file: string | undefined, o: { system?: boolean; skipInvalid?: boolean }) =>
+      (await import("./import-crontab.js")).importCrontabCommand(file, o),
+    );
+}

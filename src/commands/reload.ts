@@ -1,0 +1,26 @@
+// `cronvisor reload`: send the running daemon SIGHUP, as systemd's ExecReload does.
+import { CliError, EXIT, configPath, openStoreOrEmpty, out } from "./shared.js";
+
+export async function reload(o: { config?: string }): Promise<void> {
+  const file = configPath(o.config);
+  const { loadConfig } = await import("../config/config.js");
+  const { formatConfigError } = await import("../core/types.js");
+  const { isAlive } = await import("../run/proc.js");
+  const res = loadConfig(file);
+  // Find the daemon through the store of the config's state dir (or, if the new config is
+  // broken, there is no state dir to read: say so).
+  if (!res.config) {
+    throw new CliError(
+      `${res.errors.map(formatConfigError).join("\n")}\nthe running daemon keeps its old config`,
+      EXIT.usage,
+    );
+  }
+  const store = await openStoreOrEmpty(res.config);
+  const d = await store?.daemon();
+  await store?.close();
+  if (!d || d.pid === null || d.stopped_at !== null || !isAlive(d.pid, d.pid_start)) {
+    throw new CliError(`no daemon is running for ${res.config.stateDir}`, EXIT.fail);
+  }
+  process.kill(d.pid, "SIGHUP");
+  out(`sent SIGHUP to daemon ${d.pid}`);
+}

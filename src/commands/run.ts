@@ -1,0 +1,76 @@
+// `cronvisor run JOB`: run a job now, under the same lock and records as a tick. It waits and
+// exits with the job's code, or (--no-wait) hands the run to a detached `cronvisor run`.
+import type { Config, JobConfig } from "../core/types.js";
+import { EXIT, SIGNAL_NUMBERS, findJob, load, openStore, out } from "./shared.js";
+
+export async function run(name: string, o: { config?: string; wait: boolean }): Promise<void> {
+  const config = await load(o.config);
+  const job = findJob(config, name);
+  process.exitCode = o.wait ? await runNow(config, job) : await runDetached(config, job);
+}
+
+async function runNow(config: Config, job: JobConfig): Promise<number> {
+  const { launch } = await import("../run/execute.js");
+  const { startTimeOf } = await import("../run/proc.js");
+  // Checked like the daemon's: a run must not write its records into a corrupt store.
+  const store = await openStore(config, true, true);
+  try {
+    const res = await launch(
+      {
+        config,
+        store,
+        owner: { pid: process.pid, start: startTimeOf(process.pid) },
+        now: Date.now,
+      },
+      job,
+      { slot: null, claimSlot: false, trigger: "manual", attempt: 1, echo: process.stdout },
+    );
+    if (res.kind === "locked") {
+      const h = res.holder;
+      process.stderr.write(
+        `cronvisor: ${job.name} is running: run ${h.id} (pid ${h.pid ?? "-"}, since ${new Date(h.started_at).toISOString()}) holds the lock\n`,
+      );
+      return EXIT.busy;
+    }
+    if (res.kind !== "started") return EXIT.busy;
+    // Ctrl-C or a TERM to `cronvisor run` stops the job's whole group and still records the run.
+    const stop = (): void => res.handle.terminate("killed: cronvisor run was interrupted");
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+    const row = await res.finished;
+    process.stderr.write(
+      `cronvisor: run ${row.id} of ${job.name}: ${row.status}${row.reason ? ` (${row.reason})` : ""}\n`,
+    );
+    return exitCodeOf(row.status, row.exit_code, row.signal);
+  } finally {
+    await store.close();
+  }
+}
+
+/** The job's exit code; for runs that did not exit by themselves, the codes timeout(1) and shells use. */
+export function exitCodeOf(status: string, exitCode: number | null, signal: string | null): number {
+  if (exitCode !== null) return exitCode;
+  if (status === "timeout") return EXIT.timeout;
+  if (status === "spawn_failed") return EXIT.spawnFailed;
+  if (signal) return EXIT.signalBase + (SIGNAL_NUMBERS[signal] ?? 0);
+  return EXIT.fail;
+}
+
+async function runDetached(config: Config, job: JobConfig): Promise<number> {
+  const { spawn } = await import("node:child_process");
+  // A detached `cronvisor run` owns the run, so its end is recorded even though we return now.
+  const child = spawn(
+    process.execPath,
+    [process.argv[1] as string, "run", job.name, "-c", config.file],
+    {
+      detached: true,
+      stdio: "ignore",
+      env: process.env,
+    },
+  );
+  child.unref();
+  out(
+    `started ${job.name} in the background (pid ${child.pid}); see: cronvisor history ${job.name} -c ${config.file}`,
+  );
+  return EXIT.ok;
+}

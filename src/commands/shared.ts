@@ -1,0 +1,114 @@
+// What every subcommand shares: the CLI's exit codes, its usage error, config loading, job lookup,
+// opening the state store, and plain output. Kept light (no commander, no SQLite at import time):
+// the fast `status` path and every command load it.
+import path from "node:path";
+import type { Config, ConfigError, JobConfig } from "../core/types.js";
+
+/**
+ * The CLI's exit codes (the contract's), in one table. `status --check` speaks the monitoring
+ * plugin convention (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN), whose numbers overlap the others;
+ * `run` passes on the job's own code, or the one timeout(1) and shells use when it did not exit.
+ */
+export const EXIT = {
+  ok: 0,
+  fail: 1,
+  usage: 2,
+  critical: 2,
+  unknown: 3,
+  busy: 75,
+  timeout: 124,
+  spawnFailed: 127,
+  /** Plus the signal's number, for a run ended by a signal. */
+  signalBase: 128,
+} as const;
+
+/** The numbers `run` adds to EXIT.signalBase; a signal not listed adds 0. */
+export const SIGNAL_NUMBERS: Readonly<Record<string, number>> = {
+  SIGHUP: 1,
+  SIGINT: 2,
+  SIGKILL: 9,
+  SIGTERM: 15,
+};
+
+/** An error the CLI prints as it is (one message, no stack) and exits with `code`. */
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly code: number,
+  ) {
+    super(message);
+  }
+}
+
+export function configPath(opt: string | undefined): string {
+  return path.resolve(opt ?? process.env.CRONVISOR_CONFIG ?? "jobs.yaml");
+}
+
+/**
+ * Load and validate the config. `cached`: take the state dir's copy of a validated config when it
+ * matches the file exactly (only `status` does; see src/config/config-cache.ts).
+ */
+export async function load(opt: string | undefined, cached = false): Promise<Config> {
+  const file = configPath(opt);
+  return valid(
+    cached
+      ? await (await import("../config/config-cache.js")).loadConfigCached(file)
+      : (await import("../config/config.js")).loadConfig(file),
+  );
+}
+
+/** The config, or a usage error listing every problem. */
+export async function valid(res: {
+  config: Config | null;
+  errors: ConfigError[];
+}): Promise<Config> {
+  if (!res.config) {
+    const { formatConfigError } = await import("../core/types.js");
+    throw new CliError(res.errors.map(formatConfigError).join("\n"), EXIT.usage);
+  }
+  return res.config;
+}
+
+export function findJob(config: Config, name: string): JobConfig {
+  const job = config.jobs.find((j) => j.name === name);
+  if (!job) {
+    const names = config.jobs.map((j) => j.name).join(", ");
+    throw new CliError(
+      `no job named ${JSON.stringify(name)} in ${config.file} (jobs: ${names || "none"})`,
+      EXIT.usage,
+    );
+  }
+  return job;
+}
+
+export async function openStore(config: Config, create = false, check = false) {
+  const { Store } = await import("../store/store.js");
+  return Store.open(config.stateDir, { create, busyTimeoutMs: 5000, check });
+}
+
+/** The store, or null when the daemon (or a run) has never created one. */
+export async function openStoreOrEmpty(config: Config) {
+  const { StoreError } = await import("../store/store.js");
+  try {
+    return await openStore(config);
+  } catch (e) {
+    if (e instanceof StoreError && e.code === "missing") return null;
+    throw e;
+  }
+}
+
+export const out = (s: string): void => {
+  process.stdout.write(s.endsWith("\n") ? s : `${s}\n`);
+};
+
+export function table(rows: string[][]): string {
+  const widths: number[] = [];
+  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
+  return rows
+    .map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  "))
+    .join("\n");
+}
+
+/** An ISO time as the tables print it: a space for the T, whole seconds; null as "-". */
+export const when = (iso: string | null): string =>
+  iso === null ? "-" : iso.replace("T", " ").replace(/\.\d{3}Z$/, "Z");

@@ -1,0 +1,68 @@
+// `cronvisor status [JOB]`: daemon liveness and per-job progress and health, from the state store.
+// What monitoring runs every minute: bin/cronvisor reaches it without commander (see fastStatus).
+import type { Config } from "../core/types.js";
+import type { StatusOptions } from "./args.js";
+import { CliError, EXIT, findJob, load, openStoreOrEmpty, out } from "./shared.js";
+
+export async function status(jobName: string | null, o: StatusOptions): Promise<void> {
+  // `--check` answers for monitoring (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN) whatever goes wrong:
+  // its first output line is the verdict, the human status follows as detail.
+  const verdict = (why: string, code: number = EXIT.unknown): void => {
+    out(`${code === EXIT.critical ? "CRITICAL" : "UNKNOWN"}: ${why}`);
+    process.exitCode = code;
+  };
+  let config: Config;
+  try {
+    config = await load(o.config, true);
+  } catch (e) {
+    if (o.check && e instanceof CliError) {
+      process.stderr.write(`${e.message}\n`);
+      return verdict("the config cannot be read");
+    }
+    throw e;
+  }
+  if (jobName) findJob(config, jobName);
+  const { StoreError } = await import("../store/store.js");
+  let store;
+  try {
+    store = await openStoreOrEmpty(config);
+  } catch (e) {
+    // A store that exists but cannot be read stops the daemon too: CRITICAL. A busy one: UNKNOWN.
+    if (o.check && e instanceof StoreError) {
+      return verdict(e.message, e.code === "busy" ? EXIT.unknown : EXIT.critical);
+    }
+    throw e;
+  }
+  if (!store) {
+    if (o.check) return verdict(`no state store in ${config.stateDir} (has the daemon ever run?)`);
+    throw new CliError(
+      `no state store in ${config.stateDir}: the daemon has never run`,
+      EXIT.unknown,
+    );
+  }
+  const { buildStatus, checkCode, checkSummary } = await import("../health/status.js");
+  let report;
+  let detail;
+  try {
+    report = await buildStatus(config, store, Date.now(), jobName);
+    detail = jobName ? await store.history(jobName, 10) : [];
+  } catch (e) {
+    // Pages that fail only when read (a store corrupted in the middle): the daemon cannot run
+    // on it either. One line, no stack.
+    const msg = `cannot read the state store in ${config.stateDir}: ${(e as Error).message}`;
+    if (o.check) return verdict(msg, EXIT.critical);
+    throw new CliError(`cronvisor: ${msg}`, EXIT.fail);
+  } finally {
+    await store.close();
+  }
+  // The code first: a reader that stops after the verdict line (`| head -1`) must not change it.
+  if (o.check) process.exitCode = checkCode(report);
+  if (o.check && !o.json) out(checkSummary(report));
+  if (o.json) out(JSON.stringify(report, null, 2));
+  else {
+    const { renderStatus } = await import("../health/render.js");
+    // hasColors() is false with NO_COLOR, NODE_DISABLE_COLORS or TERM=dumb (and honours FORCE_COLOR).
+    const color = Boolean(process.stdout.isTTY) && process.stdout.hasColors();
+    out(renderStatus(report, detail, { color }));
+  }
+}

@@ -1,0 +1,20 @@
+// `cronvisor validate`: check the config; print every error, or each job's next fire times.
+import { load, out, table } from "./shared.js";
+
+export async function validate(o: { config?: string }): Promise<void> {
+  const config = await load(o.config);
+  const { nextSlots } = await import("../schedule/schedule.js");
+  const now = new Date();
+  const rows = [["JOB", "TIMEZONE", "NEXT"]];
+  for (const j of config.jobs) {
+    const next =
+      j.pattern === null
+        ? "@reboot (once per boot)"
+        : nextSlots(j, now, 3)
+            .map((d) => d.toISOString())
+            .join(", ");
+    rows.push([j.name, j.timezone, next]);
+  }
+  out(`${config.file}: ok, ${config.jobs.length} job(s)`);
+  out(table(rows));
+}

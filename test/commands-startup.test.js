@@ -1,0 +1,100 @@
+// What keeps the CLI's start-up fast: a plain `status` never loads commander, and the commander
+// wiring loads a subcommand's module only when that command runs. Plus the daemon's signals.
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { ROOT, cleanEnv, tmpdir, waitFor, writeConfig } from "./helpers.js";
+
+const DIST = path.join(ROOT, "dist", "commands");
+
+/** Run main(argv) in a fresh node; report its exit code, stdout and whether commander loaded. */
+function probe(args) {
+  const script = `
+    import { createRequire } from "node:module";
+    const require = createRequire(import.meta.url);
+    process.on("exit", () => {
+      const commander = Object.keys(require.cache).some((k) => k.includes("/node_modules/commander/"));
+      process.stderr.write("\\nPROBE " + JSON.stringify({ commander }) + "\\n");
+    });
+    const { main } = await import(${JSON.stringify(path.join(DIST, "cli.js"))});
+    await main([process.execPath, "cronvisor", ...${JSON.stringify(args)}]);
+  `;
+  const r = spawnSync(process.execPath, ["--input-type=module", "-e", script], {
+    encoding: "utf8",
+    env: cleanEnv(),
+  });
+  const m = /PROBE (\{.*\})/.exec(r.stderr);
+  assert.ok(m, `probe output: ${r.stderr}`);
+  return { code: r.status, stdout: r.stdout, ...JSON.parse(m[1]) };
+}
+
+test("a plain status call does not load commander; other commands do", (t) => {
+  const dir = tmpdir(t);
+  const file = writeConfig(
+    dir,
+    `state_dir: ${path.join(dir, "state")}\njobs:\n  a: { schedule: "* * * * *", command: "true" }\n`,
+  );
+  const plain = probe(["status", "--check", "-c", file]);
+  assert.equal(plain.code, 3);
+  assert.match(plain.stdout, /^UNKNOWN: no state store/);
+  assert.equal(plain.commander, false);
+  const other = probe(["next", "-c", file]);
+  assert.equal(other.code, 0);
+  assert.equal(other.commander, true);
+  // Not a plain call (an unknown option): commander reads it and prints its usage error.
+  const odd = probe(["status", "--bogus", "-c", file]);
+  assert.equal(odd.code, 2);
+  assert.equal(odd.commander, true);
+});
+
+test("the commander wiring imports no subcommand module at load time", () => {
+  const src = fs.readFileSync(path.join(DIST, "program.js"), "utf8");
+  const staticImports = [...src.matchAll(/^import\s[^;]*?from\s+"([^"]+)"/gm)].map((m) => m[1]);
+  assert.deepEqual(
+    staticImports.filter((s) => s.startsWith(".")),
+    [],
+    "program.js must import its subcommands with import() inside their actions",
+  );
+  const cli = fs.readFileSync(path.join(DIST, "cli.js"), "utf8");
+  const cliImports = [...cli.matchAll(/^import\s[^;]*?from\s+"([^"]+)"/gm)].map((m) => m[1]);
+  assert.deepEqual(cliImports.sort(), ["./args.js", "./shared.js"]);
+});
+
+test("daemon signals: a failed reload is logged and the daemon keeps going; TERM stops, a second forces", async (t) => {
+  const dir = tmpdir(t);
+  const script = `
+    import { handleDaemonSignals } from ${JSON.stringify(path.join(DIST, "daemon-signals.js"))};
+    let release;
+    handleDaemonSignals({
+      reload: async () => { process.stdout.write("reload\\n"); throw new Error("boom"); },
+      stop: () => { process.stdout.write("stop\\n"); return new Promise((r) => (release = r)); },
+      force: () => { process.stdout.write("force\\n"); release(); },
+    });
+    process.stdout.write("ready\\n");
+    setInterval(() => {}, 1000);
+  `;
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+    cwd: dir,
+    env: cleanEnv(),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  t.after(() => child.kill("SIGKILL"));
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (err += d));
+  const exited = new Promise((r) => child.on("exit", (code, signal) => r({ code, signal })));
+  await waitFor(() => out.includes("ready"), "ready");
+  child.kill("SIGHUP");
+  await waitFor(() => err.includes("cronvisor: reload failed: boom"), "the reload failure logged");
+  assert.equal(child.exitCode, null, "still running after a failed reload");
+  child.kill("SIGTERM");
+  await waitFor(() => out.includes("stop"), "stop called");
+  assert.match(err, /cronvisor: SIGTERM: stopping \(again to force\)/);
+  child.kill("SIGINT");
+  assert.deepEqual(await exited, { code: 0, signal: null });
+  assert.match(err, /cronvisor: SIGINT again: killing every run now/);
+  assert.equal(out, "ready\nreload\nstop\nforce\n");
+});
