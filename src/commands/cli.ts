@@ -436,7 +436,7 @@ async function runDaemon(file: string): Promise<void> {
     },
   });
   try {
-    sup.start();
+    await sup.start();
   } catch (e) {
     if (e instanceof DaemonBusyError || e instanceof StoreError)
       throw new CliError(e.message, EXIT.fail);
@@ -457,7 +457,7 @@ async function runDaemon(file: string): Promise<void> {
   };
   process.on("SIGTERM", () => onStop("SIGTERM"));
   process.on("SIGINT", () => onStop("SIGINT"));
-  process.on("SIGHUP", () => sup.reload());
+  process.on("SIGHUP", () => void sup.reload());
   await new Promise<never>(() => {});
 }
 
