@@ -43,7 +43,7 @@ export class Runtime {
     return { config: this.config, store: this.store, owner: this.owner, now: this.now };
   }
 
-  /** The ids of the job's runs this daemon watches. */
+  /** The job's runs this daemon watches. */
   runningOf(name: string): Active[] {
     return [...this.active.values()].filter((a) => a.run.job === name);
   }

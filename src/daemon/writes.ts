@@ -7,7 +7,7 @@ import type { RunRow, Store } from "../store/store.js";
 import type { JobConfig } from "../core/types.js";
 import type { Pending } from "./state.js";
 
-/** A job the daemon starts watching, with `bootId` for an @reboot job (claims this boot's run). */
+/** A job the daemon starts watching: its slot stamp, and whether this boot's @reboot run is its. */
 export interface AddedJob {
   name: string;
   scannedTo: number;
