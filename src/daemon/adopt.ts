@@ -1,0 +1,157 @@
+// Runs that outlived the daemon that started them (or `cronvisor run`): a live process group is
+// adopted (its lock stays held, its end is recorded when its main process exits); a dead one is
+// recorded from its exit file, or `interrupted` without one. The exit file is read in one place.
+import fs from "node:fs";
+import { exitFileFor } from "../run/execute.js";
+import { groupAlive, isAlive, signalGroup } from "../run/proc.js";
+import type { RunRow } from "../store/store.js";
+import type { JobConfig, RunResult } from "../core/types.js";
+import type { Runtime } from "./runtime.js";
+import type { Active } from "./state.js";
+
+/** How often adopted orphans (runs we did not spawn) are checked for their end. */
+const ADOPT_POLL_MS = 500;
+
+export type OrphanAction =
+  /** Not an orphan: watched by this daemon, or owned by another live process. */
+  | "ignore"
+  /** Its group lives: watch it until it ends. */
+  | "adopt"
+  /** Its group lives but its job is gone from the config: left alone, reaped later. */
+  | "leave"
+  /** Its processes are gone: record its end now. */
+  | "reap";
+
+/**
+ * A `running` row this daemon does not watch. A run this daemon owns but no longer watches is
+ * one whose end could not be recorded (a full disk): it is reaped like an orphan.
+ */
+export function orphanAction(f: {
+  watched: boolean;
+  ownerAlive: boolean;
+  groupAlive: boolean;
+  jobKnown: boolean;
+}): OrphanAction {
+  if (f.watched || f.ownerAlive) return "ignore";
+  if (f.groupAlive) return f.jobKnown ? "adopt" : "leave";
+  return "reap";
+}
+
+/** An orphan's end: found dead at start-up or a heartbeat, or an adopted run that exited. */
+export type OrphanEnd = "found-dead" | "adopted";
+
+/** The result recorded for an orphan, from its exit code (null: no exit file). */
+export function orphanResult(
+  r: RunRow,
+  code: number | null,
+  now: number,
+  how: OrphanEnd,
+): RunResult {
+  const base = {
+    signal: null,
+    startedAt: r.started_at,
+    finishedAt: now,
+    durationMs: now - r.started_at,
+    logBytes: r.log_bytes ?? 0,
+    logTruncated: false,
+  };
+  if (code === null) {
+    const reason =
+      how === "found-dead"
+        ? "its processes died with the daemon"
+        : "adopted after a daemon restart; exit status unknown";
+    return { ...base, status: "interrupted", reason, exitCode: null };
+  }
+  const reason =
+    how === "found-dead"
+      ? `exit ${code} (recorded late, from its exit file)`
+      : code === 0
+        ? null
+        : `exit ${code}`;
+  return { ...base, status: code === 0 ? "ok" : "failed", reason, exitCode: code };
+}
+
+function readExitFile(file: string): number | null {
+  try {
+    const n = Number.parseInt(fs.readFileSync(file, "utf8").trim(), 10);
+    return Number.isFinite(n) ? n : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Record an orphan's end from its exit file and remove the file. A run found dead whose end the
+ * store refuses is left `running` (the next heartbeat tries again); an adopted run's end is
+ * logged and dropped, as its watcher is gone.
+ */
+async function recordOrphanEnd(rt: Runtime, r: RunRow, how: OrphanEnd): Promise<RunRow> {
+  const file = exitFileFor(rt.config.stateDir, r.id);
+  const result = orphanResult(r, readExitFile(file), rt.now(), how);
+  try {
+    await rt.store.finishRun(r.id, result);
+  } catch (e) {
+    if (how === "found-dead") throw e;
+    rt.log(`cronvisor: could not record adopted run ${r.id}: ${(e as Error).message}`);
+  }
+  fs.rmSync(file, { force: true });
+  return (await rt.store.run(r.id)) as RunRow;
+}
+
+/**
+ * Adopt or reap every orphan. `onReaped` gets each run recorded now (an interrupted one's slot
+ * follows the job's catch-up policy); `ended` is called when an adopted run ends.
+ */
+export async function adoptOrphans(
+  rt: Runtime,
+  onReaped: (row: RunRow, job: JobConfig) => void,
+  ended: (a: Active, row: RunRow) => Promise<void>,
+): Promise<void> {
+  const { store, owner } = rt;
+  for (const r of await store.runningRuns()) {
+    const mine = r.owner_pid === owner.pid && r.owner_start === owner.start;
+    const job = rt.jobs.get(r.job)?.cfg ?? null;
+    const action = orphanAction({
+      watched: rt.active.has(r.id) || rt.unrecorded.has(r.id),
+      ownerAlive: !mine && r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start),
+      groupAlive: r.pgid !== null && groupAlive(r.pgid),
+      jobKnown: job !== null,
+    });
+    if (action === "adopt" && job) {
+      await store.adoptRun(r.id, owner);
+      watchAdopted(rt, r, job, ended);
+    } else if (action === "reap") {
+      const row = await recordOrphanEnd(rt, r, "found-dead");
+      if (job) onReaped(row, job);
+    }
+  }
+}
+
+/** The adopted run is not our child: poll its main process, then clean up its group. */
+function watchAdopted(
+  rt: Runtime,
+  r: RunRow,
+  job: JobConfig,
+  ended: (a: Active, row: RunRow) => Promise<void>,
+): void {
+  rt.log(`cronvisor: adopted run ${r.id} of ${r.job} (pid ${r.pid}) left by a previous daemon`);
+  let resolve!: (row: RunRow) => void;
+  const finished = new Promise<RunRow>((res) => (resolve = res));
+  const a: Active = { run: r, job, handle: null, finished };
+  const poll = setInterval(() => {
+    if (r.pid !== null && isAlive(r.pid, r.pid_start)) return;
+    clearInterval(poll);
+    if (r.pgid !== null) signalGroup(r.pgid, "SIGKILL");
+    rt.guard(async () => {
+      let row = r;
+      try {
+        row = await recordOrphanEnd(rt, r, "adopted");
+      } finally {
+        resolve(row); // stop() waits for this
+      }
+    }, `job: ${r.job}, run: ${r.id}`);
+  }, ADOPT_POLL_MS);
+  a.stopAdopt = () => clearInterval(poll);
+  rt.active.set(r.id, a);
+  a.finished = finished.then((row) => ended(a, row));
+}

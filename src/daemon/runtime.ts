@@ -1,0 +1,103 @@
+// What the daemon's parts share once it has started: the store (open and ours), the config, the
+// jobs and live runs, and the small helpers every part needs (hooks, timers, events). Created by
+// Supervisor.start() only, so the store is never null here.
+import type { RunContext } from "../run/execute.js";
+import type { JobConfig, Config, RunResult } from "../core/types.js";
+import type { Owner, RunRow, Store } from "../store/store.js";
+import type { Active, JobState } from "./state.js";
+
+/**
+ * Observers of the daemon (alerts, pings, metrics, HTTP). Called after the store has recorded the
+ * fact; a hook must not block or throw (errors are logged and ignored): monitoring never delays
+ * a slot and never loses a run's record.
+ */
+export interface SupervisorHooks {
+  runStarted?(run: RunRow, job: JobConfig): void;
+  runEnded?(run: RunRow, job: JobConfig): void;
+  /** Every heartbeat, after the beat is recorded. */
+  beat?(store: Store, config: Config, now: number): void;
+  reloaded?(config: Config): void;
+  /** On stop, after the runs are recorded and before the store closes. */
+  stopping?(): Promise<void> | void;
+}
+
+export class Runtime {
+  readonly jobs = new Map<string, JobState>();
+  readonly active = new Map<number, Active>();
+  /** Results of runs whose end the store refused (a full disk): retried every heartbeat. */
+  readonly unrecorded = new Map<number, { result: RunResult; job: JobConfig }>();
+  private readonly timers = new Set<NodeJS.Timeout>();
+  /** Set once stop() begins: nothing new starts. */
+  stopping = false;
+
+  constructor(
+    readonly store: Store,
+    public config: Config,
+    readonly owner: Owner,
+    readonly now: () => number,
+    readonly log: (line: string) => void,
+    private readonly hooks: SupervisorHooks | undefined,
+  ) {}
+
+  get ctx(): RunContext {
+    return { config: this.config, store: this.store, owner: this.owner, now: this.now };
+  }
+
+  /** The job's runs this daemon watches. */
+  runningOf(name: string): Active[] {
+    return [...this.active.values()].filter((a) => a.run.job === name);
+  }
+
+  hook(name: string, fn: (h: SupervisorHooks) => void): void {
+    const h = this.hooks;
+    if (!h) return;
+    try {
+      fn(h);
+    } catch (e) {
+      this.log(`cronvisor: ${name} hook failed: ${(e as Error).message}`);
+    }
+  }
+
+  async stoppingHook(): Promise<void> {
+    try {
+      await this.hooks?.stopping?.();
+    } catch (e) {
+      this.log(`cronvisor: monitor stop failed: ${(e as Error).message}`);
+    }
+  }
+
+  /** A timer whose callback never throws out of the loop: a rejection is logged. */
+  later(ms: number, fn: () => Promise<void> | void): NodeJS.Timeout {
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      this.guard(fn);
+    }, ms);
+    this.timers.add(t);
+    return t;
+  }
+
+  clearTimers(): void {
+    for (const t of this.timers) clearTimeout(t);
+  }
+
+  /** Run a callback from a timer, a signal or a hook: log a throw or a rejection, never pass it on. */
+  guard(fn: () => Promise<void> | void, context = ""): void {
+    const where = context ? ` (${context})` : "";
+    const fail = (e: unknown): void => this.log(`cronvisor: ${(e as Error).message}${where}`);
+    try {
+      void Promise.resolve(fn()).catch(fail);
+    } catch (e) {
+      fail(e);
+    }
+  }
+
+  /** Logged, and recorded best effort (the log line stands if the store refuses it). */
+  async event(job: string | null, kind: string, detail: string): Promise<void> {
+    this.log(`cronvisor: ${kind}${job ? ` (job: ${job})` : ""}: ${detail}`);
+    try {
+      await this.store.event(this.now(), job, kind, detail);
+    } catch {
+      // recording an event is best effort; the log line above stands
+    }
+  }
+}

@@ -1,0 +1,98 @@
+// A tick's batch and how it starts: reserve every run (locks, slots, fences, rows) in one
+// transaction, commit, spawn each, then record their pids in a second transaction. Two fsyncs
+// per tick however many jobs are due, and no store work between one spawn and the next.
+import { spawnRun } from "../run/execute.js";
+import type { RunHandle } from "../run/runner.js";
+import type { RunRow } from "../store/store.js";
+import type { JobConfig, RunResult } from "../core/types.js";
+import type { Runtime } from "./runtime.js";
+import { scheduled, type Active, type Pending } from "./state.js";
+import { recordProcesses, writeTick, type TickWrite } from "./writes.js";
+
+/**
+ * The starts and dispositions one tick (or start-up) collects, written in its one transaction.
+ * Passed explicitly from the tick to everything that adds to it; a start outside a tick (a
+ * retry, a queued slot, a jittered start) writes a batch of its own at once.
+ */
+export class TickBatch {
+  readonly writes: TickWrite[] = [];
+  /** Jobs with a start here: a second start of one waits like one behind a running run. */
+  private readonly starts = new Set<string>();
+
+  start(job: JobConfig, p: Pending): void {
+    this.writes.push({ job, p });
+    this.starts.add(job.name);
+  }
+
+  record(job: JobConfig, slot: number, status: "skipped" | "missed", reason: string): void {
+    this.writes.push({ job, p: scheduled(slot), record: { status, reason } });
+  }
+
+  starting(name: string): boolean {
+    return this.starts.has(name);
+  }
+}
+
+/** A started run's result, handed on to be recorded (with others that end together). */
+export type OnEnd = (a: Active, result: RunResult, done: () => void) => void;
+
+export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): Promise<void> {
+  const writes = batch.writes;
+  if (writes.length === 0) return;
+  let outcomes;
+  try {
+    outcomes = await writeTick(rt.ctx, writes);
+  } catch (e) {
+    // The store refused the write (a full disk): these slots get their disposition later.
+    for (const { job } of writes) {
+      rt.log(`cronvisor: error handling slot: ${(e as Error).message} (job: ${job.name})`);
+      const st = rt.jobs.get(job.name);
+      if (st) st.gap = true;
+    }
+    return;
+  }
+  const started: { job: JobConfig; run: RunRow; handle: RunHandle }[] = [];
+  outcomes.forEach((out, i) => {
+    const { job, p } = writes[i] as TickWrite;
+    if (out.kind === "locked") {
+      // A scheduled slot's `skipped` disposition was recorded in the transaction that saw the lock.
+      if (p.slot === null || !p.claimSlot)
+        rt.log(
+          `cronvisor: ${p.trigger} of ${job.name} skipped: run ${out.holder.id} holds the lock`,
+        );
+    } else if (out.kind === "duplicate") {
+      rt.log(
+        `cronvisor: slot ${new Date(p.slot ?? 0).toISOString()} of ${job.name} already has a disposition; not run again`,
+      );
+    } else if (out.kind === "started") {
+      started.push({ job, run: out.run, handle: spawnRun(rt.ctx, job, out.run) });
+    }
+  });
+  await recordPids(rt, started);
+  for (const { job, run, handle } of started) {
+    let done!: () => void;
+    const a: Active = { run, job, handle, finished: new Promise<void>((r) => (done = r)) };
+    rt.active.set(run.id, a);
+    rt.hook("runStarted", (h) => h.runStarted?.(run, job));
+    void handle.done.then((result) => onEnd(a, result, done));
+  }
+}
+
+async function recordPids(
+  rt: Runtime,
+  started: { run: RunRow; handle: RunHandle }[],
+): Promise<void> {
+  const procs = [];
+  for (const { run, handle: h } of started) {
+    if (h.pid !== null && h.pgid !== null)
+      procs.push({ runId: run.id, pid: h.pid, pidStart: h.pidStart, pgid: h.pgid });
+  }
+  try {
+    await recordProcesses(rt.store, procs);
+  } catch (e) {
+    // The runs go on and this daemon watches them; only a restart in this state loses sight.
+    rt.log(
+      `cronvisor: could not record the pids of ${started.length} run(s): ${(e as Error).message}`,
+    );
+  }
+}

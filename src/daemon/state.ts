@@ -1,0 +1,69 @@
+// What the daemon holds per job and per live run, and the constants its decisions share. The
+// job state is built here only (start-up, a job added by reload, a job changed by reload).
+import type { RunHandle } from "../run/runner.js";
+import { nextSlotAt } from "../schedule/schedule.js";
+import type { RunRow } from "../store/store.js";
+import type { JobConfig, Trigger } from "../core/types.js";
+
+/** A timer this late (or a clock this far off) is recorded as an event. */
+export const LATE_MS = 5_000;
+/** Missed slots recorded one by one per job and downtime; the rest are counted in one event. */
+export const MISSED_ROWS = 100;
+
+/** A run to start: a slot's first run, a catch-up, a retry, a resume or an @reboot run. */
+export interface Pending {
+  slot: number | null;
+  /** Claim the slot (its first run); retries and resumes reuse the claimed slot. */
+  claimSlot: boolean;
+  trigger: Trigger;
+  attempt: number;
+}
+
+/** A scheduled slot's first run. */
+export function scheduled(slot: number): Pending {
+  return { slot, claimSlot: true, trigger: "schedule", attempt: 1 };
+}
+
+export interface JobState {
+  cfg: JobConfig;
+  next: number | null;
+  /** Slots waiting for the job's current run to end: `queue` overlap, `catchup: all`, resumes. */
+  pending: Pending[];
+  retryTimer: NodeJS.Timeout | null;
+  /** Runs ended since old runs were last pruned (pruning is spread out: it takes the write lock). */
+  sincePrune: number;
+  /** A slot could not be recorded (the store refused a write): record the gap when it can. */
+  gap: boolean;
+}
+
+/**
+ * A job's state from its config and its slot stamp (`scanned_to`). A job seen for the first time
+ * has missed nothing: its slots count from now. A job changed by reload keeps what is waiting
+ * (queued slots, a retry timer, a gap to record); a changed job's running run finishes under the
+ * lock it started with.
+ */
+export function jobState(
+  cfg: JobConfig,
+  scannedTo: number | null,
+  now: number,
+  prev?: JobState,
+): JobState {
+  return {
+    cfg,
+    next: nextSlotAt(cfg, Math.max(now, scannedTo ?? now)),
+    pending: prev?.pending ?? [],
+    retryTimer: prev?.retryTimer ?? null,
+    sincePrune: prev?.sincePrune ?? 0,
+    gap: prev?.gap ?? false,
+  };
+}
+
+/** A run this daemon watches: its own child, or one adopted from a previous daemon. */
+export interface Active {
+  run: RunRow;
+  job: JobConfig;
+  /** Our own child; null for a run adopted from a previous daemon. */
+  handle: RunHandle | null;
+  finished: Promise<unknown>;
+  stopAdopt?: () => void;
+}

@@ -1,0 +1,32 @@
+// Ending runs the daemon watches: on stop (TERM, the job's kill_grace, then KILL), on `replace`
+// overlap, and on a second signal (KILL every group now).
+import { signalGroup } from "../run/proc.js";
+import type { Runtime } from "./runtime.js";
+import type { Active } from "./state.js";
+
+export function terminate(rt: Runtime, a: Active, reason: string, graceMs: number): void {
+  if (a.handle) {
+    a.handle.terminate(reason, graceMs);
+    return;
+  }
+  // An adopted run: signal its group ourselves; its watcher records its end.
+  if (a.run.pgid === null) return;
+  const pgid = a.run.pgid;
+  signalGroup(pgid, "SIGTERM");
+  rt.later(graceMs, () => void signalGroup(pgid, "SIGKILL"));
+}
+
+/** The second signal: SIGKILL every run's group now. */
+export function forceAll(rt: Runtime): void {
+  for (const a of rt.active.values()) {
+    if (a.handle) a.handle.terminate("killed: daemon stopped (forced)", 0);
+    else if (a.run.pgid !== null) signalGroup(a.run.pgid, "SIGKILL");
+  }
+}
+
+/** TERM every run, wait for their ends to be recorded (each run's kill_grace bounds the wait). */
+export async function stopRuns(rt: Runtime): Promise<void> {
+  const runs = [...rt.active.values()];
+  for (const a of runs) terminate(rt, a, "killed: daemon stopping", a.job.killGraceMs);
+  await Promise.all(runs.map((a) => a.finished));
+}
