@@ -11,8 +11,9 @@
 // contents are not part of a Config (they are read at each run start), so they are not a key.
 //
 // Only `status` reads the cache. The daemon always parses for real and refreshes the cache once
-// its store is open (start) and after each accepted reload; `status` writes it after a miss. Writing is best effort:
-// temp file + rename, mode 0600, only into a state dir that exists and is ours; never an error.
+// its store is open (start) and after each accepted reload; `status` writes it after a miss.
+// Writing is best effort: temp file + rename, mode 0600, only into a state dir that exists and is
+// ours; never an error.
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
@@ -36,7 +37,7 @@ interface CacheFile {
 
 // The modules that turn YAML into a Config are every module of these folders (next to this
 // file's compiled copy): listed by reading the folders, not by hand, so that a module added by a
-// later split is part of the key too. A few readdirs and stats: well under a millisecond.
+// later split is part of the key too. About twenty stats: under a millisecond.
 const PARSER_DIRS = ["./", "../schedule/", "../core/"];
 
 let build: string | undefined;
@@ -62,7 +63,7 @@ function packageVersion(): string {
   }
 }
 
-/** `name size@mtime` of each .js file under `dir`, in a stable order; "?" for what cannot be read. */
+/** `name size@mtime` of each .js file under `dir`, in a stable order; "?" where unreadable. */
 function moduleStamps(dir: string, prefix: string): string[] {
   let entries: fs.Dirent[];
   try {
