@@ -1,4 +1,4 @@
-// Writes schema/jobs.schema.json from the key table in src/config.ts. Run after a build:
+// Writes schema/jobs.schema.json from the key table in src/config/keys.ts. Run after a build:
 //   npx tsc -p tsconfig.json && node scripts/gen-schema.js
 // Formatted with the project's Prettier settings so `prettier --check` passes on the result.
 import fs from "node:fs";

@@ -1,7 +1,8 @@
-// The validated-config cache that `status` reads (src/config-cache.ts): a hit reports exactly what
-// a cold parse does; any change to the file's bytes (also at the same size and mtime), a corrupt,
-// foreign or others-writable cache, or a cache location that cannot be written falls back to a
-// real parse; config errors read the same with a cache present; the daemon refreshes it on reload.
+// The validated-config cache that `status` reads (src/config/config-cache.ts): a hit reports
+// exactly what a cold parse does; any change to the file's bytes (also at the same size and
+// mtime), a corrupt, foreign or others-writable cache, or a cache location that cannot be written
+// falls back to a real parse; config errors read the same with a cache present; the daemon
+// refreshes it on reload.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";

@@ -11,21 +11,22 @@
 // contents are not part of a Config (they are read at each run start), so they are not a key.
 //
 // Only `status` reads the cache. The daemon always parses for real and refreshes the cache once
-// its store is open (start) and after each accepted reload; `status` writes it after a miss. Writing is best effort:
-// temp file + rename, mode 0600, only into a state dir that exists and is ours; never an error.
+// its store is open (start) and after each accepted reload; `status` writes it after a miss.
+// Writing is best effort: temp file + rename, mode 0600, only into a state dir that exists and is
+// ours; never an error.
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import type { Config, ConfigError } from "../core/types.js";
+import { fileURLToPath } from "node:url";
+import type { Config } from "../core/types.js";
+import { hostTimezone, readConfigFile } from "./file.js";
+import type { ParseResult } from "./parse.js";
 
 export const CONFIG_CACHE_FILE = "config-cache.json";
 /** Bump when the file's layout or the shape of Config changes. */
 const FORMAT = 1;
-/** A parse result: a config, or every error (the same shape as config.ts's ParseResult). */
-export interface LoadResult {
-  config: Config | null;
-  errors: ConfigError[];
-}
+/** A parse result: a config, or every error (parse.ts's ParseResult). */
+export type LoadResult = ParseResult;
 
 type Key = Record<string, string | number>;
 
@@ -34,52 +35,59 @@ interface CacheFile {
   config: Config;
 }
 
-/** The config file's bytes, or the one error a file that cannot be read is (at 1:1). */
-export function readConfigFile(file: string): { bytes: Buffer } | { error: ConfigError } {
-  try {
-    return { bytes: fs.readFileSync(path.resolve(file)) };
-  } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    const why =
-      err.code === "ENOENT"
-        ? "no such file"
-        : err.code === "EACCES"
-          ? "permission denied"
-          : err.code === "EISDIR"
-            ? "is a directory"
-            : err.message;
-    return { error: { file, line: 1, col: 1, path: "(file)", message: `cannot read: ${why}` } };
-  }
-}
-
-/** The zone a config without `timezone:` gets. */
-export function hostTimezone(): string {
-  return Intl.DateTimeFormat().resolvedOptions().timeZone;
-}
+// The modules that turn YAML into a Config are every module of these folders (next to this
+// file's compiled copy): listed by reading the folders, not by hand, so that a module added by a
+// later split is part of the key too. About twenty stats: under a millisecond.
+const PARSER_DIRS = ["./", "../schedule/", "../core/"];
 
 let build: string | undefined;
-/** cronvisor's version and the identity (size, mtime) of the modules that turn YAML into a Config. */
+/** cronvisor's version and the identity (name, size, mtime) of the modules that build a Config. */
 function buildId(): string {
   if (build === undefined) {
-    const parts: string[] = [];
-    for (const rel of ["../../package.json", "./config.js", "../core/duration.js"]) {
-      const file = new URL(rel, import.meta.url);
-      try {
-        if (rel.endsWith(".json")) {
-          parts.push(
-            String((JSON.parse(fs.readFileSync(file, "utf8")) as { version?: unknown }).version),
-          );
-        } else {
-          const st = fs.statSync(file);
-          parts.push(`${st.size}@${st.mtimeMs}`);
-        }
-      } catch {
-        parts.push("?");
-      }
+    const hash = createHash("sha256");
+    for (const rel of PARSER_DIRS) {
+      const dir = fileURLToPath(new URL(rel, import.meta.url));
+      for (const line of moduleStamps(dir, rel)) hash.update(`${line}\n`);
     }
-    build = parts.join(" ");
+    build = `${packageVersion()} ${hash.digest("hex").slice(0, 32)}`;
   }
   return build;
+}
+
+function packageVersion(): string {
+  try {
+    const file = new URL("../../package.json", import.meta.url);
+    return String((JSON.parse(fs.readFileSync(file, "utf8")) as { version?: unknown }).version);
+  } catch {
+    return "?";
+  }
+}
+
+/** `name size@mtime` of each .js file under `dir`, in a stable order; "?" where unreadable. */
+function moduleStamps(dir: string, prefix: string): string[] {
+  let entries: fs.Dirent[];
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return [`${prefix} ?`];
+  }
+  const out: string[] = [];
+  entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const entry of entries) {
+    const { name } = entry;
+    const full = path.join(dir, name);
+    if (entry.isDirectory()) {
+      out.push(...moduleStamps(full, `${prefix}${name}/`));
+    } else if (name.endsWith(".js")) {
+      try {
+        const st = fs.statSync(full);
+        out.push(`${prefix}${name} ${st.size}@${st.mtimeMs}`);
+      } catch {
+        out.push(`${prefix}${name} ?`);
+      }
+    }
+  }
+  return out;
 }
 
 function keyOf(file: string, bytes: Buffer, zone: string): Key {
@@ -205,7 +213,7 @@ export async function loadConfigCached(file: string): Promise<LoadResult> {
     const config = readCache(dir, key);
     if (config !== null) return { config, errors: [] };
   }
-  const { parseConfig } = await import("./config.js");
+  const { parseConfig } = await import("./parse.js");
   const res = parseConfig(text, file, { hostTimezone: zone });
   if (res.config) writeCache(res.config, key);
   return res;

@@ -1,19 +1,19 @@
-// The JSON Schema of jobs.yaml, built from the same key table the validator reads (config.ts
+// The JSON Schema of jobs.yaml, built from the same key table the validator reads (keys.ts
 // KEYS), so the two cannot drift. scripts/gen-schema.js writes it to schema/jobs.schema.json for
 // editors; a test checks the committed file is current.
 //
 // The schema is a guide for editors, the validator is the authority: some checks (a cron
 // expression that never fires, an unknown time zone, a zero timeout) have no schema form.
 
+import { DURATION_PATTERN, SIZE_PATTERN } from "../core/duration.js";
+import { MACROS } from "../schedule/syntax.js";
 import {
   ENV_NAME_PATTERN,
   HOSTPORT_PATTERN,
   JOB_NAME_PATTERN,
   KEYS,
-  MACROS,
   type KeySpec,
-} from "./config.js";
-import { DURATION_PATTERN, SIZE_PATTERN } from "../core/duration.js";
+} from "./keys.js";
 
 export type JsonSchema = { [key: string]: unknown };
 

@@ -1,0 +1,246 @@
+// The key table: every key of jobs.yaml with its kind, default and doc. It is declarative on
+// purpose: the walk (walk.ts) validates against it, defaults.ts fills in from it and schema.ts
+// turns it into the JSON Schema, so the three cannot drift.
+import type { Catchup, Overlap } from "../core/types.js";
+
+export type KeyKind =
+  | "string"
+  | "path"
+  | "duration"
+  | "size"
+  | "count"
+  | "bool"
+  | "enum"
+  | "schedule"
+  | "command"
+  | "timezone"
+  | "env"
+  | "url"
+  | "hostport"
+  | "alerts"
+  | "section"
+  | "defaults"
+  | "jobs";
+
+export interface KeySpec {
+  kind: KeyKind;
+  /** For humans: the schema's description. Says what a missing key means. */
+  doc: string;
+  /** The default as written in jobs.yaml. Absent: required, or derived (see doc). */
+  default?: string | number | boolean | null | Record<string, never> | never[];
+  required?: true;
+  /** `null` (and `none` for a duration) switches the setting off. */
+  nullable?: true;
+  /** A duration or size of 0 makes no sense here. */
+  positive?: true;
+  /** Smallest allowed count. */
+  min?: number;
+  /** enum: the allowed words. */
+  values?: readonly string[];
+  /** section, alerts, defaults, jobs: the keys inside. */
+  keys?: Readonly<Record<string, KeySpec>>;
+}
+
+export const JOB_NAME_PATTERN = "^[a-z0-9][a-z0-9_.-]{0,63}$";
+export const ENV_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$";
+/** `127.0.0.1:9464`, `localhost:80`, `[::1]:9464`. */
+export const HOSTPORT_PATTERN = "^(\\[[0-9A-Fa-f:.]+\\]|[^\\s:[\\]]+):([0-9]+)$";
+const OVERLAPS: readonly Overlap[] = ["skip", "queue", "replace", "allow"];
+const CATCHUPS: readonly Catchup[] = ["skip", "once", "all"];
+
+export const JOB_KEYS: Readonly<Record<string, KeySpec>> = {
+  schedule: {
+    kind: "schedule",
+    required: true,
+    doc: 'Cron expression in quotes: 5 fields ("0 2 * * *"), or 6 with seconds first; or @yearly @annually @monthly @weekly @daily @midnight @hourly @reboot. Day-of-month and day-of-week are OR\'ed when both are set.',
+  },
+  command: {
+    kind: "command",
+    required: true,
+    doc: "A string is run by `shell -c`; a list is exec'd as argv, with no shell.",
+  },
+  cwd: {
+    kind: "path",
+    doc: "Working directory, relative to this file's directory. Default: this file's directory.",
+  },
+  env: {
+    kind: "env",
+    default: {},
+    doc: "Environment variables, on top of the top-level env. Numbers and booleans are kept as written.",
+  },
+  env_file: {
+    kind: "path",
+    nullable: true,
+    default: null,
+    doc: "A file of NAME=value lines, read at each run start; relative to this file's directory. Default: none.",
+  },
+  user: {
+    kind: "string",
+    nullable: true,
+    default: null,
+    doc: "Run as this user (the daemon must be root). Default: the daemon's user.",
+  },
+  timezone: {
+    kind: "timezone",
+    doc: "Time zone of the schedule, e.g. Europe/Berlin. Default: the top-level timezone, else the host's.",
+  },
+  timeout: {
+    kind: "duration",
+    nullable: true,
+    positive: true,
+    default: null,
+    doc: "Then SIGTERM to the whole process group (and SIGKILL after kill_grace). Default: none.",
+  },
+  kill_grace: {
+    kind: "duration",
+    default: "10s",
+    doc: "Time between SIGTERM and SIGKILL when a run is stopped.",
+  },
+  overlap: {
+    kind: "enum",
+    values: OVERLAPS,
+    default: "skip",
+    doc: "When a slot comes while the previous run still runs: skip it, queue it (at most one waiting), replace the running one, or allow both.",
+  },
+  catchup: {
+    kind: "enum",
+    values: CATCHUPS,
+    default: "once",
+    doc: "Slots missed while the daemon was down, or whose run was interrupted: skip them, run once, or run all.",
+  },
+  catchup_window: {
+    kind: "duration",
+    default: "6h",
+    doc: "Only slots this recent are caught up.",
+  },
+  jitter: {
+    kind: "duration",
+    default: "0s",
+    doc: "Start each run up to this much after its slot (spreads load).",
+  },
+  retries: {
+    kind: "section",
+    doc: "Retry a failed or timed-out run.",
+    keys: {
+      attempts: {
+        kind: "count",
+        min: 0,
+        default: 0,
+        doc: "Extra runs after a failed one; 0 = no retries.",
+      },
+      backoff: {
+        kind: "duration",
+        default: "30s",
+        doc: "Delay before the first retry; doubles for each further one.",
+      },
+    },
+  },
+  paused: {
+    kind: "bool",
+    default: false,
+    doc: "A paused job does not fire (its slots are recorded as skipped).",
+  },
+  health: {
+    kind: "section",
+    doc: "When status calls the job unhealthy.",
+    keys: {
+      success_within: {
+        kind: "duration",
+        nullable: true,
+        positive: true,
+        default: null,
+        doc: "No successful run for longer: late (a dead-man's switch). Default: not checked.",
+      },
+      progress_within: {
+        kind: "duration",
+        nullable: true,
+        positive: true,
+        default: null,
+        doc: "A run with no progress signal for longer: stuck. Default: not checked.",
+      },
+      repeat_limit: {
+        kind: "count",
+        min: 1,
+        default: 3,
+        doc: "A marker key attempted more often than this without being marked: repeating.",
+      },
+    },
+  },
+  log: {
+    kind: "section",
+    doc: "Run logs.",
+    keys: {
+      max_size: {
+        kind: "size",
+        positive: true,
+        default: "10MB",
+        doc: "Largest log kept per run (1024-based units: B KB MB GB TB).",
+      },
+      keep_runs: { kind: "count", min: 1, default: 100, doc: "Logs of this many runs are kept." },
+    },
+  },
+  ping: {
+    kind: "url",
+    nullable: true,
+    default: null,
+    doc: "Healthchecks-style URL: URL/start when a run starts, URL on success, URL/fail on failure. Default: none.",
+  },
+};
+
+/** Every job key but schedule and command may have a default. */
+const DEFAULTABLE_KEYS: Readonly<Record<string, KeySpec>> = Object.fromEntries(
+  Object.entries(JOB_KEYS).filter(([, spec]) => !spec.required),
+);
+
+const ALERT_KEYS: Readonly<Record<string, KeySpec>> = {
+  webhook: { kind: "url", doc: "Send each event to this http(s) URL." },
+  command: { kind: "string", doc: "Run this command for each event." },
+};
+
+/** The top-level keys of jobs.yaml; `defaults` and `jobs` lead to the job keys. */
+export const KEYS: Readonly<Record<string, KeySpec>> = {
+  state_dir: {
+    kind: "path",
+    default: "./.cronvisor",
+    doc: "Store, logs and locks; relative to this file's directory.",
+  },
+  timezone: {
+    kind: "timezone",
+    doc: "Time zone of every schedule, e.g. Europe/Berlin. Default: the host's.",
+  },
+  shell: { kind: "string", default: "/bin/sh", doc: "Runs string commands as `shell -c COMMAND`." },
+  env: {
+    kind: "env",
+    default: {},
+    doc: "Environment variables for every job, on top of a minimal base (PATH HOME USER LOGNAME SHELL LANG TZ).",
+  },
+  heartbeat: {
+    kind: "duration",
+    positive: true,
+    default: "10s",
+    doc: "How often the daemon records that it is alive.",
+  },
+  http: {
+    kind: "hostport",
+    nullable: true,
+    default: null,
+    doc: "HOST:PORT for GET /healthz /status /metrics. Default: off.",
+  },
+  alerts: {
+    kind: "alerts",
+    default: [],
+    keys: ALERT_KEYS,
+    doc: "Where events go (failed timeout late stuck repeating interrupted recovered): each entry is {webhook: URL} or {command: STRING}.",
+  },
+  defaults: {
+    kind: "defaults",
+    keys: DEFAULTABLE_KEYS,
+    doc: "Values for every job (any job key but schedule and command). A job's own value wins; env, retries, health and log merge key by key.",
+  },
+  jobs: {
+    kind: "jobs",
+    required: true,
+    keys: JOB_KEYS,
+    doc: "The jobs by name: 1-64 of a-z 0-9 _ . - starting with a letter or digit.",
+  },
+};
