@@ -62,8 +62,8 @@ function findJob(config: Config, name: string): JobConfig {
 }
 
 async function openStore(config: Config, create = false, check = false) {
-  const { Store } = await import("../store/store.js");
-  return Store.open(config.stateDir, { create, busyTimeoutMs: 5000, check });
+  const store = await import("../store/store.js");
+  return store.openStore(config.stateDir, { create, busyTimeoutMs: 5000, check });
 }
 
 const withConfig = (cmd: Command): Command =>
@@ -173,9 +173,9 @@ export function buildProgram(): Command {
         const limit = positiveInt(o.limit, "--limit");
         const store = await openStoreOrEmpty(config);
         const { historyEntry } = await import("../health/status.js");
-        const rows = store ? store.history(jobName ?? null, limit).map(historyEntry) : [];
-        const events = store ? store.events(jobName ?? null, limit) : [];
-        store?.close();
+        const rows = store ? (await store.history(jobName ?? null, limit)).map(historyEntry) : [];
+        const events = store ? await store.events(jobName ?? null, limit) : [];
+        await store?.close();
         if (o.json) return out(JSON.stringify(rows, null, 2));
         const t = [
           ["RUN", "JOB", "STATUS", "TRIGGER", "SLOT", "STARTED", "DURATION", "MARKERS", "REASON"],
@@ -317,13 +317,13 @@ export function buildProgram(): Command {
       const config = await load(o.config);
       findJob(config, name);
       const store = await openStoreOrEmpty(config);
-      const list = (store?.markers(name) ?? []).map((m) => ({
+      const list = ((await store?.markers(name)) ?? []).map((m) => ({
         key: m.key,
         run_id: m.run_id,
         fence: m.fence,
         created_at: new Date(m.created_at).toISOString(),
       }));
-      store?.close();
+      await store?.close();
       if (o.json) return out(JSON.stringify(list, null, 2));
       out(
         list.length === 0
@@ -342,13 +342,13 @@ export function buildProgram(): Command {
       const config = await load(o.config);
       findJob(config, name);
       const store = await openStore(config, true);
-      const removed = store.removeMarker(
+      const removed = await store.removeMarker(
         name,
         key,
         Date.now(),
         `${process.env.USER ?? "operator"} pid ${process.pid}`,
       );
-      store.close();
+      await store.close();
       out(removed ? `unmarked ${key} in ${name}` : `${key} was not marked in ${name}`);
     });
 
@@ -475,7 +475,12 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
   const { launch } = await import("../run/execute.js");
   const { startTimeOf } = await import("../run/proc.js");
   // Checked like the daemon's: a run must not write its records into a corrupt store.
-  const store = await openStore(config, true, true);
+  const { LegacyStore } = await import("../daemon/legacy-store.js");
+  const store = LegacyStore.open(config.stateDir, {
+    create: true,
+    busyTimeoutMs: 5000,
+    check: true,
+  });
   try {
     const res = launch(
       {
@@ -552,8 +557,8 @@ async function reload(file: string): Promise<void> {
     );
   }
   const store = await openStoreOrEmpty(res.config);
-  const d = store?.daemon();
-  store?.close();
+  const d = await store?.daemon();
+  await store?.close();
   if (!d || d.pid === null || d.stopped_at !== null || !isAlive(d.pid, d.pid_start)) {
     throw new CliError(`no daemon is running for ${res.config.stateDir}`, EXIT.fail);
   }
@@ -604,8 +609,8 @@ async function status(
   let report;
   let detail;
   try {
-    report = buildStatus(config, store, Date.now(), jobName);
-    detail = jobName ? store.history(jobName, 10) : [];
+    report = await buildStatus(config, store, Date.now(), jobName);
+    detail = jobName ? await store.history(jobName, 10) : [];
   } catch (e) {
     // Pages that fail only when read (a store corrupted in the middle): the daemon cannot run
     // on it either. One line, no stack.
@@ -613,7 +618,7 @@ async function status(
     if (o.check) return verdict(msg, 2);
     throw new CliError(`cronvisor: ${msg}`, EXIT.fail);
   } finally {
-    store.close();
+    await store.close();
   }
   // The code first: a reader that stops after the verdict line (`| head -1`) must not change it.
   if (o.check) process.exitCode = checkCode(report);
@@ -636,11 +641,11 @@ async function logs(
   const store = await openStoreOrEmpty(config);
   const run = store
     ? runId === null
-      ? store.history(job, 50).find((r) => r.log_path !== null)
-      : store.run(runId)
+      ? (await store.history(job, 50)).find((r) => r.log_path !== null)
+      : await store.run(runId)
     : undefined;
   if (!store || !run || run.job !== job || run.log_path === null) {
-    store?.close();
+    await store?.close();
     throw new CliError(
       runId === null ? `no runs of ${job} yet` : `no run ${runId} of ${job}`,
       EXIT.fail,
@@ -669,20 +674,20 @@ async function logs(
     }
   };
   pump();
-  while (follow && store.run(run.id)?.status === "running") {
+  while (follow && (await store.run(run.id))?.status === "running") {
     await new Promise((r) => setTimeout(r, 250));
     pump();
   }
   if (follow) pump();
-  store.close();
+  await store.close();
 }
 
 async function setPaused(name: string, o: { config?: string }, paused: boolean): Promise<void> {
   const config = await load(o.config);
   const job = findJob(config, name);
   const store = await openStore(config, true);
-  store.setPaused(name, paused, Date.now());
-  store.close();
+  await store.setPaused(name, paused, Date.now());
+  await store.close();
   if (!paused && job.paused)
     out(`note: ${name} has paused: true in ${config.file}; it stays paused until that is removed`);
   out(`${name} ${paused ? "paused" : "resumed"}`);
@@ -709,7 +714,7 @@ async function markerCommand(name: string, o: { config?: string; job?: string })
     findJob(config, o.job);
     // An operator may mark keys before the daemon's first start: the writing commands create the
     // store, as `pause` and `run` do (`check` on no store is simply "not marked").
-    if (name === "mark" || name === "once") (await openStore(config, true)).close();
+    if (name === "mark" || name === "once") await (await openStore(config, true)).close();
     const inRun =
       process.env.CRONVISOR_JOB === o.job &&
       process.env.CRONVISOR_RUN_ID &&

@@ -7,7 +7,8 @@ import { exitFileFor, removeExitFile, reserve, spawnRun, type RunContext } from 
 import { bootId, groupAlive, isAlive, signalGroup, startTimeOf } from "../run/proc.js";
 import type { RunHandle } from "../run/runner.js";
 import { missedSlots, nextSlotAt } from "../schedule/schedule.js";
-import { Store, type Owner, type RunRow } from "../store/store.js";
+import type { Owner, RunRow, Store } from "../store/store.js";
+import { LegacyStore } from "./legacy-store.js";
 import type { Config, JobConfig, RunResult, Trigger } from "../core/types.js";
 
 /** Never sleep longer than this: re-read the wall clock at least this often. */
@@ -98,7 +99,7 @@ export class Supervisor {
   private config: Config;
   private readonly now: () => number;
   private readonly log: (line: string) => void;
-  private store: Store | null = null;
+  private store: LegacyStore | null = null;
   private owner: Owner = { pid: process.pid, start: startTimeOf(process.pid) };
   private readonly jobs = new Map<string, JobState>();
   private readonly active = new Map<number, Active>();
@@ -127,14 +128,19 @@ export class Supervisor {
   }
 
   private get ctx(): RunContext {
-    return { config: this.config, store: this.store as Store, owner: this.owner, now: this.now };
+    return {
+      config: this.config,
+      store: this.store as LegacyStore,
+      owner: this.owner,
+      now: this.now,
+    };
   }
 
   /** Open the store, claim the state dir, adopt or record what the last daemon left, start ticking. */
   start(): void {
     const cfg = this.config;
     fs.mkdirSync(cfg.stateDir, { recursive: true, mode: 0o700 });
-    this.store = Store.open(cfg.stateDir, { create: true, check: true, busyTimeoutMs: 2000 });
+    this.store = LegacyStore.open(cfg.stateDir, { create: true, check: true, busyTimeoutMs: 2000 });
     const store = this.store;
     const now = this.now();
     const holder = store.claimDaemon(this.owner, now, cfg.heartbeatMs, cfg.file, isAlive);
@@ -164,7 +170,7 @@ export class Supervisor {
     this.arm();
     this.beat = setInterval(() => this.heartbeat(), cfg.heartbeatMs);
     // Monitors (HTTP, alerts) get their first beat now, not one interval later.
-    this.hook("beat", (h) => h.beat?.(store, this.config, now));
+    this.hook("beat", (h) => h.beat?.(store.store, this.config, now));
     this.log(
       `cronvisor: daemon ${process.pid} started with ${cfg.jobs.length} job(s), state in ${cfg.stateDir}`,
     );
@@ -173,7 +179,7 @@ export class Supervisor {
   // ---- jobs and slots ------------------------------------------------------------------------
 
   private addJob(cfg: JobConfig, now: number): void {
-    const store = this.store as Store;
+    const store = this.store as LegacyStore;
     const row = store.ensureJob(cfg.name, now);
     // A job seen for the first time has missed nothing: its slots count from now.
     if (row.scanned_to === null) store.setScannedTo(cfg.name, now);
@@ -201,7 +207,7 @@ export class Supervisor {
    * older ones counted in one event so a long downtime cannot write millions of rows).
    */
   private catchUp(st: JobState, now: number): void {
-    const store = this.store as Store;
+    const store = this.store as LegacyStore;
     const row = store.job(st.cfg.name);
     const from = row?.scanned_to ?? now;
     if (from > now + LATE_MS) {
@@ -352,7 +358,7 @@ export class Supervisor {
    * disposition: once a write works again, record them `missed` with the reason.
    */
   private recordGap(st: JobState, before: number, now: number): void {
-    const store = this.store as Store;
+    const store = this.store as LegacyStore;
     const from = store.job(st.cfg.name)?.scanned_to ?? before;
     const gap = missedSlots(st.cfg, new Date(from), new Date(before - 1), MISSED_ROWS);
     store.tx(() => {
@@ -379,7 +385,7 @@ export class Supervisor {
   private fire(st: JobState, slot: number): void {
     const p: Pending = { ...SCHEDULED, slot };
     // `cronvisor pause` writes the store from another process: read it once per tick.
-    this.pausedInStore ??= (this.store as Store).pausedJobs();
+    this.pausedInStore ??= (this.store as LegacyStore).pausedJobs();
     if (st.cfg.paused || this.pausedInStore.has(st.cfg.name)) {
       this.dispose(st.cfg.name, slot, "skipped", "paused");
       return;
@@ -410,7 +416,7 @@ export class Supervisor {
             st.pending.push(p);
             return;
           }
-          (this.store as Store).recordDisposition(
+          (this.store as LegacyStore).recordDisposition(
             name,
             p.slot as number,
             "skipped",
@@ -431,7 +437,7 @@ export class Supervisor {
 
   /** Revoke the old runs' fences first, so a replaced run can no longer write markers, then stop them. */
   private replace(running: Active[], then: () => void): void {
-    const store = this.store as Store;
+    const store = this.store as LegacyStore;
     for (const a of running) store.revokeRun(a.run.id);
     for (const a of running) this.terminate(a, "replaced", a.job.killGraceMs);
     void Promise.all(running.map((a) => a.finished)).then(then);
@@ -469,7 +475,7 @@ export class Supervisor {
    */
   private startBatch(items: BatchItem[]): void {
     if (items.length === 0) return;
-    const store = this.store as Store;
+    const store = this.store as LegacyStore;
     let reserved;
     try {
       const now = this.now();
@@ -551,7 +557,7 @@ export class Supervisor {
   private flushEndings(): void {
     const batch = this.endings;
     this.endings = [];
-    const store = this.store as Store;
+    const store = this.store as LegacyStore;
     let recorded = true;
     try {
       store.tx(() => {
@@ -589,7 +595,7 @@ export class Supervisor {
     if (st && ++st.sincePrune >= Math.max(1, Math.floor(a.job.log.keepRuns / 10))) {
       st.sincePrune = 0;
       try {
-        const logs = (this.store as Store).pruneRuns(name, a.job.log.keepRuns);
+        const logs = (this.store as LegacyStore).pruneRuns(name, a.job.log.keepRuns);
         for (const p of logs) fs.rmSync(p, { force: true });
       } catch (e) {
         this.log(`cronvisor: pruning old runs failed: ${(e as Error).message} (job: ${name})`);
@@ -633,7 +639,7 @@ export class Supervisor {
    * its slot follows the job's catch-up policy (trigger `resume`).
    */
   private adoptOrphans(): void {
-    const store = this.store as Store;
+    const store = this.store as LegacyStore;
     for (const r of store.runningRuns()) {
       if (this.active.has(r.id) || this.unrecorded.has(r.id)) continue;
       // Another live owner records its own runs. A run this daemon owns but no longer watches
@@ -680,7 +686,7 @@ export class Supervisor {
   }
 
   private adopt(r: RunRow, job: JobConfig): void {
-    const store = this.store as Store;
+    const store = this.store as LegacyStore;
     this.log(`cronvisor: adopted run ${r.id} of ${r.job} (pid ${r.pid}) left by a previous daemon`);
     let resolve!: (row: RunRow) => void;
     const finished = new Promise<RunRow>((res) => (resolve = res));
@@ -723,7 +729,7 @@ export class Supervisor {
 
   /** Retry recording the ends the store refused; the lock is free once they are recorded. */
   private recordUnrecorded(): void {
-    const store = this.store as Store;
+    const store = this.store as LegacyStore;
     for (const [id, { result, job }] of this.unrecorded) {
       store.finishRun(id, result); // throws while the disk is still full: next beat, again
       this.unrecorded.delete(id);
@@ -740,11 +746,11 @@ export class Supervisor {
   private heartbeat(): void {
     try {
       const now = this.now();
-      (this.store as Store).heartbeat(process.pid, now, this.config.heartbeatMs);
+      (this.store as LegacyStore).heartbeat(process.pid, now, this.config.heartbeatMs);
       this.writeHeartbeatFile(now);
       this.recordUnrecorded();
       this.adoptOrphans();
-      this.hook("beat", (h) => h.beat?.(this.store as Store, this.config, now));
+      this.hook("beat", (h) => h.beat?.((this.store as LegacyStore).store, this.config, now));
     } catch (e) {
       this.log(`cronvisor: heartbeat failed: ${(e as Error).message}`);
     }
@@ -769,7 +775,7 @@ export class Supervisor {
 
   /** Re-read the config. Invalid: keep the old one and show the error. Valid: apply it. */
   reload(): { ok: boolean; errors: string[] } {
-    const store = this.store as Store;
+    const store = this.store as LegacyStore;
     const res = this.opts.loadConfig?.() ?? { config: null, errors: ["no config loader"] };
     if (!res.config) {
       const msg = res.errors.join("\n");
@@ -894,7 +900,7 @@ export class Supervisor {
   private event(job: string | null, kind: string, detail: string): void {
     this.log(`cronvisor: ${kind}${job ? ` (job: ${job})` : ""}: ${detail}`);
     try {
-      (this.store as Store).event(this.now(), job, kind, detail);
+      (this.store as LegacyStore).event(this.now(), job, kind, detail);
     } catch {
       // recording an event is best effort; the log line above stands
     }

@@ -7,12 +7,13 @@ import path from "node:path";
 import { buildJobEnv, lookupUser, readEnvFile } from "./env.js";
 import { groupAlive, isAlive } from "./proc.js";
 import { startRun, type RunHandle } from "./runner.js";
-import type { Owner, RunRow, Store } from "../store/store.js";
+import type { Owner, RunRow } from "../store/store.js";
+import type { LegacyStore } from "../daemon/legacy-store.js";
 import type { Config, JobConfig, RunResult, Trigger } from "../core/types.js";
 
 export interface RunContext {
   config: Config;
-  store: Store;
+  store: LegacyStore;
   owner: Owner;
   now: () => number;
 }
