@@ -31,10 +31,11 @@ import {
   type Transition,
 } from "./alerts.js";
 import { buildJobEnv } from "../run/env.js";
-import { beating, humanDuration, type Assessment, type HealthWord } from "../health/health.js";
-import { startHttp, text, type HttpEndpoint, type HttpResponse } from "./http.js";
+import type { Assessment, HealthWord } from "../health/health.js";
+import { startHttp, type HttpEndpoint } from "./http.js";
 import { Metrics } from "./metrics.js";
-import { buildStatus, inspectJob } from "../health/status.js";
+import { monitorRoutes } from "./routes.js";
+import { inspectJob } from "../health/status.js";
 import type { RunRow, Store } from "../store/store.js";
 import type { SupervisorHooks } from "../daemon/supervisor.js";
 import type { AlertTarget, Config, JobConfig } from "../core/types.js";
@@ -162,7 +163,16 @@ export class Monitor {
   async start(): Promise<void> {
     const bind = this.config.http;
     if (!bind) return;
-    this.http = await startHttp(bind, this.routes(), this.log);
+    this.http = await startHttp(
+      bind,
+      monitorRoutes({
+        store: () => this.store,
+        config: () => this.config,
+        now: this.now,
+        metrics: this.metrics,
+      }),
+      this.log,
+    );
     this.log(
       `cronvisor: http: serving /healthz /status /metrics on ${bind.host.includes(":") ? `[${bind.host}]` : bind.host}:${this.http.port}`,
     );
@@ -416,44 +426,6 @@ export class Monitor {
     } catch (e) {
       this.log(`cronvisor: ping: ${(e as Error).message} (job: ${job.name}, run: ${run.id})`);
     }
-  }
-
-  // ---- HTTP ------------------------------------------------------------------------------
-
-  private routes(): Record<string, () => HttpResponse | Promise<HttpResponse>> {
-    const starting = text(503, "starting: the daemon has not recorded a heartbeat yet\n");
-    return {
-      "/healthz": async () => {
-        const store = this.store;
-        if (!store?.isOpen()) return starting;
-        const now = this.now();
-        const d = await store.daemon();
-        if (!d || d.pid !== process.pid || d.heartbeat_at === null) return starting;
-        const ageText = humanDuration(Math.max(0, now - d.heartbeat_at));
-        return beating(d, now)
-          ? text(200, `ok: beating, last heartbeat ${ageText} ago\n`)
-          : text(
-              503,
-              `not beating: last heartbeat ${ageText} ago (every ${humanDuration(d.heartbeat_ms ?? 0)})\n`,
-            );
-      },
-      "/status": async () => {
-        const store = this.store;
-        if (!store?.isOpen()) return starting;
-        const report = await buildStatus(this.config, store, this.now());
-        return {
-          status: 200,
-          contentType: "application/json; charset=utf-8",
-          body: `${JSON.stringify(report, null, 2)}\n`,
-        };
-      },
-      "/metrics": async () => {
-        const body = await this.metrics.render(this.now());
-        return body === null
-          ? starting
-          : { status: 200, contentType: this.metrics.contentType, body };
-      },
-    };
   }
 
   // ---- stop ------------------------------------------------------------------------------
