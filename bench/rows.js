@@ -556,9 +556,9 @@ export async function throughput() {
 
 /** A store with one running run (owned by this process, so its fence is live). */
 async function runningRun(stateDir, job = "bench") {
-  const { Store } = await importDist("store/store.js");
-  const store = Store.open(stateDir, { create: true });
-  const res = store.startRun({
+  const { SqliteStore } = await importDist("store/sqlite-store.js");
+  const store = SqliteStore.open(stateDir, { create: true });
+  const res = await store.reserveRun({
     job,
     slot: null,
     claimSlot: false,
@@ -659,7 +659,7 @@ export async function markers() {
   }
   m.close();
   raw.close();
-  store.close();
+  await store.close();
   const lib = libMs / (blocks * per);
   const rw = rawMs / (blocks * per);
   out.push(
@@ -707,8 +707,8 @@ async function markLoops(state) {
         // already gone
       }
     }
-    const n = store.markerCount("bench-marks");
-    store.close();
+    const n = await store.markerCount("bench-marks");
+    await store.close();
     return { marks: n, perSec: n / ((Date.now() - t0) / 1000) };
   };
 }
@@ -752,8 +752,8 @@ export async function fillStore(dir, jobs, runs) {
     jobs: range(jobs).map((i) => ({ name: jobName(i), schedule, command: ["/bin/true"] })),
   });
   const state = path.join(dir, "state");
-  const { Store } = await importDist("store/store.js");
-  Store.open(state, { create: true }).close(); // the schema, exactly as src/store.ts makes it
+  const { openStore } = await importDist("store/store.js");
+  await (await openStore(state, { create: true })).close(); // the schema, as src/store/ makes it
   const { default: Database } = await import("better-sqlite3");
   const db = new Database(path.join(state, "cronvisor.db"));
   db.pragma("journal_mode = WAL");

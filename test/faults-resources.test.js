@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { Store } from "../dist/store/store.js";
+import { SqliteStore } from "../dist/store/sqlite-store.js";
 import {
   alive,
   cli,
@@ -142,7 +142,7 @@ test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays 
   // The burst ends (all but 5 jobs paused; raising a hard limit needs CAP_SYS_RESOURCE, and Node
   // raises its soft limit to the hard one at start-up): the same limit now suffices, runs succeed.
   const active = jobs.slice(0, 5);
-  const store = Store.open(state, { create: false });
+  const store = SqliteStore.open(state, { create: false });
   for (const j of jobs.slice(5)) store.setPaused(j, true, Date.now());
   store.close();
   const pausedAt = Date.now();

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { Store } from "../dist/store/store.js";
+import { SqliteStore } from "../dist/store/sqlite-store.js";
 import {
   cli,
   fillDisk,
@@ -76,16 +76,14 @@ test("a run that ends while the state dir is full is recorded once space returns
   assert.deepEqual(gaps, [], "every slot of the full window has a disposition");
 });
 
-test("status --check on a store with corrupt pages in the middle: CRITICAL (2), one line, no stack trace", (t) => {
+test("status --check on a store with corrupt pages in the middle: CRITICAL (2), one line, no stack trace", async (t) => {
   const dir = tmpdir(t);
   const state = path.join(dir, ".cronvisor");
   const cfg = writeConfig(dir, `jobs:\n  a:\n    schedule: "@daily"\n    command: "true"\n`);
-  const store = Store.open(state, { create: true });
-  store.tx(() => {
-    for (let i = 0; i < 3000; i++)
-      store.insertMarker("a", `item-${i}-${"x".repeat(40)}`, null, null, Date.now());
-  });
-  store.close();
+  const store = SqliteStore.open(state, { create: true });
+  const keys = Array.from({ length: 3000 }, (_, i) => `item-${i}-${"x".repeat(40)}`);
+  await store.markDone({ job: "a", run: null }, keys, Date.now());
+  await store.close();
   const file = path.join(state, "cronvisor.db");
   const pages = fs.statSync(file).size / 4096;
   const fd = fs.openSync(file, "r+");

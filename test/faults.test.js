@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
-import { Store } from "../dist/store/store.js";
+import { SqliteStore } from "../dist/store/sqlite-store.js";
 import {
   alive,
   cli,
@@ -436,7 +436,7 @@ test(
   },
 );
 
-test("a store with pages overwritten in the middle: the daemon and `run` refuse it and leave its bytes unchanged", (t) => {
+test("a store with pages overwritten in the middle: the daemon and `run` refuse it and leave its bytes unchanged", async (t) => {
   const dir = tmpdir(t);
   const state = path.join(dir, ".cronvisor");
   const cfg = writeConfig(
@@ -444,14 +444,18 @@ test("a store with pages overwritten in the middle: the daemon and `run` refuse 
     `jobs:\n  a:\n    schedule: "@daily"\n    command: echo ran > ${path.join(dir, "ran")}\n`,
   );
   // A real store with a few hundred pages of markers and runs.
-  const store = Store.open(state, { create: true });
-  store.tx(() => {
-    for (let i = 0; i < 3000; i++)
-      store.insertMarker("a", `item-${i}-${"x".repeat(40)}`, null, null, Date.now());
-  });
+  const store = SqliteStore.open(state, { create: true });
+  const keys = Array.from({ length: 3000 }, (_, i) => `item-${i}-${"x".repeat(40)}`);
+  await store.markDone({ job: "a", run: null }, keys, Date.now());
   for (let i = 0; i < 50; i++)
-    store.recordDisposition("a", Date.UTC(2026, 0, 1 + i), "missed", "daemon down", Date.now());
-  store.close();
+    await store.recordDisposition(
+      "a",
+      Date.UTC(2026, 0, 1 + i),
+      "missed",
+      "daemon down",
+      Date.now(),
+    );
+  await store.close();
   const file = path.join(state, "cronvisor.db");
   assert.ok(!fs.existsSync(`${file}-wal`), "the store is checkpointed and closed");
   const pageSize = 4096;

@@ -9,7 +9,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { allowedHosts, hostAllowed } from "../dist/monitor/http.js";
 import { Monitor } from "../dist/monitor/monitor.js";
-import { Store } from "../dist/store/store.js";
+import { SqliteStore } from "../dist/store/sqlite-store.js";
 import { BIN, cli, startDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 /** A port nobody listens on right now (the daemon binds it a moment later). */
@@ -303,12 +303,18 @@ test("/healthz answers 503 while the recorded heartbeat is stale, 200 once it be
   const port = await freePort();
   const file = writeConfig(dir, `jobs: {}\n`);
   const stateDir = path.join(dir, ".cronvisor");
-  const store = Store.open(stateDir, { create: true });
+  const store = SqliteStore.open(stateDir, { create: true });
   t.after(() => store.close());
   const now = Date.now();
   // This process plays the daemon: its last beat was a minute ago, at a 1 s interval.
   assert.equal(
-    store.claimDaemon({ pid: process.pid, start: null }, now - 60_000, 1000, file, () => false),
+    await store.claimDaemon(
+      { pid: process.pid, start: null },
+      now - 60_000,
+      1000,
+      file,
+      () => false,
+    ),
     null,
   );
   const config = {
@@ -330,13 +336,13 @@ test("/healthz answers 503 while the recorded heartbeat is stale, 200 once it be
     503,
     "no beat seen yet: starting",
   );
-  m.hooks.beat(store, config, now);
+  await m.hooks.beat(store, config, now);
   const stale = await request(port, { path: "/healthz" });
   assert.equal(stale.status, 503);
   assert.match(stale.body, /^not beating: last heartbeat 60s ago \(every 1s\)\n$/);
   const metrics = await request(port, { path: "/metrics" });
   assert.match(metrics.body, /^cronvisor_up 0$/m);
-  store.heartbeat(process.pid, Date.now(), 1000);
+  await store.heartbeat(process.pid, Date.now(), 1000);
   assert.equal((await request(port, { path: "/healthz" })).status, 200);
   assert.match((await request(port, { path: "/metrics" })).body, /^cronvisor_up 1$/m);
   assert.ok(fs.existsSync(path.join(stateDir, "cronvisor.db")));

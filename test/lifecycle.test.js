@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { Store } from "../dist/store/store.js";
+import { SqliteStore } from "../dist/store/sqlite-store.js";
 import {
   alive,
   cli,
@@ -108,7 +108,7 @@ test("daemon and jobs SIGKILLed together: the run is recorded interrupted and re
 
 /** A store whose job was last scanned `agoMs` ago: as if the daemon had been down since. */
 function fakeDowntime(dir, job, agoMs) {
-  const store = Store.open(path.join(dir, ".cronvisor"), { create: true });
+  const store = SqliteStore.open(path.join(dir, ".cronvisor"), { create: true });
   store.ensureJob(job, Date.now() - agoMs);
   store.db.prepare("UPDATE jobs SET scanned_to = ? WHERE name = ?").run(Date.now() - agoMs, job);
   store.close();
@@ -294,7 +294,7 @@ test("retries: a failing run is retried with backoff, CRONVISOR_ATTEMPT counting
   d.kill("SIGTERM");
   await d.exited;
   // ...a catch-up of a missed slot does.
-  const store = Store.open(path.join(dir, ".cronvisor"), { create: false });
+  const store = SqliteStore.open(path.join(dir, ".cronvisor"), { create: false });
   store.db
     .prepare("UPDATE jobs SET scanned_to = ? WHERE name = 'flaky'")
     .run(Date.UTC(new Date().getUTCFullYear(), 0, 1) - 1000);

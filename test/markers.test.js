@@ -6,14 +6,14 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
-import { Store } from "../dist/store/store.js";
+import { SqliteStore } from "../dist/store/sqlite-store.js";
 import { Markers, FenceError } from "../dist/index.js";
 import { BIN, cleanEnv, cli, tmpdir, waitFor } from "./helpers.js";
 
 /** A store with one `running` run of `job`, owned by this test process (so its lock lives). */
-function startRun(stateDir, job = "enrich") {
-  const store = Store.open(stateDir, { create: true });
-  const res = store.startRun({
+async function startRun(stateDir, job = "enrich") {
+  const store = SqliteStore.open(stateDir, { create: true });
+  const res = await store.reserveRun({
     job,
     slot: null,
     claimSlot: false,
@@ -38,9 +38,9 @@ function runEnv(stateDir, run) {
   };
 }
 
-function finish(store, run, status = "ok") {
+async function finish(store, run, status = "ok") {
   const now = Date.now();
-  store.finishRun(run.id, {
+  await store.finishRun(run.id, {
     status,
     reason: null,
     exitCode: 0,
@@ -65,16 +65,16 @@ function cliAsync(args, env) {
   });
 }
 
-test("mark then check: 0 after a durable commit, 1 for an unknown key; counted on the run", (t) => {
+test("mark then check: 0 after a durable commit, 1 for an unknown key; counted on the run", async (t) => {
   const dir = tmpdir(t);
-  const { store, run } = startRun(dir);
+  const { store, run } = await startRun(dir);
   const env = runEnv(dir, run);
   assert.equal(cli(["check", "a"], { env }).code, 1);
   const r = cli(["mark", "a", "b"], { env });
   assert.equal(r.code, 0, r.stderr);
   assert.equal(cli(["check", "a"], { env }).code, 0);
   assert.equal(cli(["check", "b"], { env }).code, 0);
-  const row = store.run(run.id);
+  const row = await store.run(run.id);
   assert.equal(row.markers_new, 2);
   assert.equal(row.markers_skipped, 2, "two checks found their key done");
   // synchronous=FULL must be set on the connection, not just assumed.
@@ -83,28 +83,28 @@ test("mark then check: 0 after a durable commit, 1 for an unknown key; counted o
   store.close();
 });
 
-test("a superseded writer is refused with exit 3 and writes nothing", (t) => {
+test("a superseded writer is refused with exit 3 and writes nothing", async (t) => {
   const dir = tmpdir(t);
-  const { store, run: old } = startRun(dir);
-  finish(store, old); // the run ended: any later write from it is a straggler
-  const { run: current } = startRun(dir);
+  const { store, run: old } = await startRun(dir);
+  await finish(store, old); // the run ended: any later write from it is a straggler
+  const { run: current } = await startRun(dir);
   assert.ok(current.fence > old.fence, "the fence grows with every run");
   const r = cli(["mark", "late-write"], { env: runEnv(dir, old) });
   assert.equal(r.code, 3, r.stderr);
   assert.match(r.stderr, /no longer the current run/);
-  assert.equal(store.isMarked("enrich", "late-write"), false);
+  assert.equal(await store.isMarked("enrich", "late-write"), false);
   const once = cli(["once", "k", "--", "sh", "-c", "echo ran"], { env: runEnv(dir, old) });
   assert.equal(once.code, 3);
   assert.doesNotMatch(once.stdout, /ran/, "a stale run does not even start the side effect");
   // A revoked (replaced) run is refused the same way.
-  store.revokeRun(current.id);
+  await store.revokeRun(current.id);
   assert.equal(cli(["mark", "x"], { env: runEnv(dir, current) }).code, 3);
   store.close();
 });
 
-test("once: runs CMD, marks right after exit 0, then skips; a failure leaves the key open and counts attempts", (t) => {
+test("once: runs CMD, marks right after exit 0, then skips; a failure leaves the key open and counts attempts", async (t) => {
   const dir = tmpdir(t);
-  const { store, run } = startRun(dir);
+  const { store, run } = await startRun(dir);
   const env = runEnv(dir, run);
   const out = path.join(dir, "out.txt");
   const cmd = ["once", "upload-1", "--", "sh", "-c", `echo up >> ${out}`];
@@ -116,9 +116,9 @@ test("once: runs CMD, marks right after exit 0, then skips; a failure leaves the
   for (let i = 0; i < 4; i++) {
     assert.equal(cli(["once", "flaky", "--", "sh", "-c", "exit 7"], { env }).code, 7);
   }
-  assert.equal(store.isMarked("enrich", "flaky"), false);
-  assert.deepEqual(store.repeatingKeys("enrich", 3), [{ key: "flaky", count: 4 }]);
-  const row = store.run(run.id);
+  assert.equal(await store.isMarked("enrich", "flaky"), false);
+  assert.deepEqual(await store.repeatingKeys("enrich", 3), [{ key: "flaky", count: 4 }]);
+  const row = await store.run(run.id);
   assert.equal(row.markers_new, 1);
   assert.equal(row.markers_skipped, 1);
   store.close();
@@ -126,7 +126,7 @@ test("once: runs CMD, marks right after exit 0, then skips; a failure leaves the
 
 test("4 concurrent once calls on one key run the command once", async (t) => {
   const dir = tmpdir(t);
-  const { store, run } = startRun(dir);
+  const { store, run } = await startRun(dir);
   const env = runEnv(dir, run);
   const out = path.join(dir, "ran.txt");
   // The command takes a while so the four calls overlap for real.
@@ -142,7 +142,7 @@ test("4 concurrent once calls on one key run the command once", async (t) => {
     codes.every((c) => c === 0 || c === 75),
     `exit codes: ${codes}`,
   );
-  assert.ok(store.isMarked("enrich", "the-key"));
+  assert.ok(await store.isMarked("enrich", "the-key"));
   // --wait: a second caller waits for the holder, then finds the key done and skips.
   // The holder starts first and is seen holding the key (its command ran) before the waiter starts.
   const holder = cliAsync(["once", "k2", "--", "sh", "-c", `echo k2 >> ${out}; sleep 0.5`], env);
@@ -165,7 +165,7 @@ test("4 concurrent once calls on one key run the command once", async (t) => {
 
 test("once killed alone while its command runs: the claim holds until the command ends, then is taken over", async (t) => {
   const dir = tmpdir(t);
-  const { store, run } = startRun(dir);
+  const { store, run } = await startRun(dir);
   t.after(() => store.close());
   const env = runEnv(dir, run);
   const out = path.join(dir, "out.txt");
@@ -184,7 +184,9 @@ test("once killed alone while its command runs: the claim holds until the comman
     { env: cleanEnv(env), stdio: "ignore" },
   );
   const claim = await waitFor(
-    () => store.claim("enrich", "k3")?.cmd_pid && store.claim("enrich", "k3"),
+    async () =>
+      (await store.claimHolder("enrich", "k3"))?.cmd_pid &&
+      (await store.claimHolder("enrich", "k3")),
     "the claim to name its command",
   );
   t.after(() => {
@@ -215,12 +217,12 @@ test("once killed alone while its command runs: the claim holds until the comman
   const third = await cliAsync(["once", "k3", "--", "sh", "-c", `echo third >> ${out}`], env);
   assert.equal(third.code, 0, third.stderr);
   assert.equal(fs.readFileSync(out, "utf8"), "start\nend\nthird\n");
-  assert.ok(store.isMarked("enrich", "k3"));
+  assert.ok(await store.isMarked("enrich", "k3"));
 });
 
 test("8 processes marking in parallel lose nothing; integrity_check is ok", async (t) => {
   const dir = tmpdir(t);
-  const { store, run } = startRun(dir);
+  const { store, run } = await startRun(dir);
   const env = runEnv(dir, run);
   const perProc = 100;
   const procs = [];
@@ -241,16 +243,16 @@ test("8 processes marking in parallel lose nothing; integrity_check is ok", asyn
     assert.equal(r.code, 0);
     assert.equal(r.acks.trim().split("\n").length, perProc, "every key acknowledged once on disk");
   }
-  assert.equal(store.markerCount("enrich"), 8 * perProc);
+  assert.equal(await store.markerCount("enrich"), 8 * perProc);
   store.close();
   const db = new Database(path.join(dir, "cronvisor.db"), { readonly: true });
   assert.equal(db.pragma("integrity_check", { simple: true }), "ok");
   db.close();
 });
 
-test("usage errors exit 2; outside a run without --job is a usage error", (t) => {
+test("usage errors exit 2; outside a run without --job is a usage error", async (t) => {
   const dir = tmpdir(t);
-  const { store, run } = startRun(dir);
+  const { store, run } = await startRun(dir);
   const env = runEnv(dir, run);
   assert.equal(cli(["mark"], { env }).code, 2);
   assert.equal(cli(["mark", ""], { env }).code, 2);
@@ -258,26 +260,26 @@ test("usage errors exit 2; outside a run without --job is a usage error", (t) =>
   assert.equal(cli(["once", "k", "sh"], { env }).code, 2);
   assert.equal(cli(["check"], { env }).code, 2);
   assert.equal(cli(["mark", "a\nb"], { env }).code, 2);
-  assert.equal(store.markerCount("enrich"), 0);
+  assert.equal(await store.markerCount("enrich"), 0);
   store.close();
 });
 
-test("progress records time, message and count on the run and as job progress", (t) => {
+test("progress records time, message and count on the run and as job progress", async (t) => {
   const dir = tmpdir(t);
-  const { store, run } = startRun(dir);
+  const { store, run } = await startRun(dir);
   const env = runEnv(dir, run);
   assert.equal(cli(["progress", "item 5 of 10"], { env }).code, 0);
   assert.equal(cli(["progress"], { env }).code, 0);
-  const row = store.run(run.id);
+  const row = await store.run(run.id);
   assert.equal(row.progress_msg, "item 5 of 10");
   assert.equal(row.progress_count, 2);
-  assert.ok(store.job("enrich").last_progress_at >= run.started_at);
+  assert.ok((await store.job("enrich")).last_progress_at >= run.started_at);
   store.close();
 });
 
 test("library: once/isDone/markDone with the same semantics and fence checks", async (t) => {
   const dir = tmpdir(t);
-  const { store, run } = startRun(dir);
+  const { store, run } = await startRun(dir);
   const m = Markers.fromEnv(runEnv(dir, run));
   let calls = 0;
   assert.equal(await m.once("a", () => calls++), true);
@@ -292,9 +294,9 @@ test("library: once/isDone/markDone with the same semantics and fence checks", a
   assert.equal(m.isDone("b"), false);
   assert.equal(m.markDone("c", "d"), 2);
   assert.equal(m.isDone("c"), true);
-  finish(store, run);
+  await finish(store, run);
   assert.throws(() => m.markDone("e"), FenceError);
-  assert.equal(store.isMarked("enrich", "e"), false);
+  assert.equal(await store.isMarked("enrich", "e"), false);
   m.close();
   store.close();
 });

@@ -6,7 +6,7 @@ import fs from "node:fs";
 import { test } from "node:test";
 import { parseConfig } from "../dist/config/config.js";
 import { Monitor } from "../dist/monitor/monitor.js";
-import { Store } from "../dist/store/store.js";
+import { SqliteStore } from "../dist/store/sqlite-store.js";
 import { tmpdir, writeConfig } from "./helpers.js";
 
 test("monitor: an idle beat reads no job's rows; time, another process's pause and attempts still change the health", async (t) => {
@@ -31,24 +31,24 @@ test("monitor: an idle beat reads no job's rows; time, another process's pause a
     hostTimezone: "UTC",
   });
   assert.deepEqual(errors, []);
-  const store = Store.open(config.stateDir, { create: true });
+  const store = SqliteStore.open(config.stateDir, { create: true });
   t.after(() => store.close());
   // Another connection stands in for another process (`cronvisor pause`, `once --job`).
-  const other = Store.open(config.stateDir, {});
+  const other = SqliteStore.open(config.stateDir, {});
   t.after(() => other.close());
   const t0 = Date.now();
-  for (const j of config.jobs) store.ensureJob(j.name, t0);
+  for (const j of config.jobs) await store.ensureJob(j.name, t0);
 
   // Without alert targets or an HTTP endpoint, nobody reads a judgement: none is made.
   const silent = new Monitor(config, { log: () => {} });
   t.after(() => silent.stop());
   let reads = 0;
-  const recentFinished = store.recentFinished.bind(store);
-  store.recentFinished = (...a) => {
+  const jobReadings = store.jobReadings.bind(store);
+  store.jobReadings = (...a) => {
     reads++;
-    return recentFinished(...a);
+    return jobReadings(...a);
   };
-  silent.hooks.beat(store, config, t0);
+  await silent.hooks.beat(store, config, t0);
   assert.equal(reads, 0, "no alerts, no http: no job is judged");
 
   // With the endpoint (port 0: any free one), /metrics shows the judgements.
@@ -65,9 +65,9 @@ test("monitor: an idle beat reads no job's rows; time, another process's pause a
       out[job] = word;
     return out;
   };
-  const beat = (now) => m.hooks.beat(store, served, now);
+  const beat = (now) => m.hooks.beat(store, served, now); // resolves when the beat is done
 
-  beat(t0);
+  await beat(t0);
   assert.equal(reads, 3, "the first beat judges every job");
   assert.deepEqual(await health(t0), {
     nightly: "never-run",
@@ -76,19 +76,21 @@ test("monitor: an idle beat reads no job's rows; time, another process's pause a
   });
 
   reads = 0;
-  beat(t0 + 30_000);
+  await beat(t0 + 30_000);
   assert.equal(reads, 0, "nothing changed: no job's rows are read");
 
   // `late` by time alone: the deadline (first seen + success_within) passes with no new row.
-  beat(t0 + 61_000);
+  await beat(t0 + 61_000);
   assert.equal(reads, 1, "only the job whose deadline passed");
   assert.equal((await health(t0 + 61_000)).nightly, "late");
 
   // Another process pauses a job (an event row) and counts attempts outside a run (no row at all).
-  other.setPaused("reports", true, t0 + 62_000);
-  for (let i = 0; i < 3; i++) other.countAttempt("items", "k1", t0 + 62_000);
+  await other.setPaused("reports", true, t0 + 62_000);
+  const me = { pid: process.pid, start: null };
+  for (let i = 0; i < 3; i++)
+    await other.takeClaim({ job: "items", run: null }, "k1", me, t0 + 62_000, () => true);
   reads = 0;
-  beat(t0 + 63_000);
+  await beat(t0 + 63_000);
   assert.equal(reads, 2, "the paused job and the attempted one");
   assert.deepEqual(await health(t0 + 63_000), {
     nightly: "late",
@@ -97,6 +99,6 @@ test("monitor: an idle beat reads no job's rows; time, another process's pause a
   });
 
   reads = 0;
-  beat(t0 + 64_000);
+  await beat(t0 + 64_000);
   assert.equal(reads, 0, "idle again");
 });

@@ -82,8 +82,8 @@ export function findJob(config: Config, name: string): JobConfig {
 }
 
 export async function openStore(config: Config, create = false, check = false) {
-  const { Store } = await import("../store/store.js");
-  return Store.open(config.stateDir, { create, busyTimeoutMs: 5000, check });
+  const store = await import("../store/store.js");
+  return store.openStore(config.stateDir, { create, busyTimeoutMs: 5000, check });
 }
 
 /** The store, or null when the daemon (or a run) has never created one. */

@@ -6,7 +6,7 @@
 import fs from "node:fs";
 import { isAlive, startTimeOf } from "../run/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
-import { Store } from "../store/store.js";
+import { openStore } from "../store/store.js";
 import type { Config } from "../core/types.js";
 import { adoptOrphans } from "./adopt.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, type LateSlot } from "./due.js";
@@ -61,12 +61,12 @@ export class Supervisor {
   async start(): Promise<void> {
     const cfg = this.opts.config;
     fs.mkdirSync(cfg.stateDir, { recursive: true, mode: 0o700 });
-    const store = Store.open(cfg.stateDir, { create: true, check: true, busyTimeoutMs: 2000 });
+    const store = await openStore(cfg.stateDir, { create: true, check: true, busyTimeoutMs: 2000 });
     const owner = { pid: process.pid, start: startTimeOf(process.pid) };
     const now = this.now();
     const holder = await store.claimDaemon(owner, now, cfg.heartbeatMs, cfg.file, isAlive);
     if (holder) {
-      store.close();
+      await store.close();
       throw new DaemonBusyError(
         `another cronvisor daemon (pid ${holder.pid}, started ${new Date(holder.started_at ?? 0).toISOString()}) holds the state dir ${cfg.stateDir}; it was left untouched`,
       );
@@ -268,7 +268,7 @@ export class Supervisor {
       try {
         await rt.store.releaseDaemon(process.pid, this.now());
       } finally {
-        rt.store.close();
+        await rt.store.close();
       }
     }
     this.log(`cronvisor: daemon ${process.pid} stopped`);

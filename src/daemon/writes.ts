@@ -1,8 +1,7 @@
-// The daemon's writes that must commit together, each one whole transaction in one function
-// (never a transaction held across an await: better-sqlite3 would commit at the first await).
-// Each is the shape of one Store method, so a second store implementation replaces the body
-// with one call. Start-up and a tick's batch pay one fsync each, however many jobs.
-import { reserve, type RunContext } from "../run/execute.js";
+// The daemon's writes that must commit together, each one Store call (one transaction: never a
+// transaction held across an await, which better-sqlite3 would commit at the first await).
+// Start-up and a tick's batch pay one fsync each, however many jobs.
+import { reservation, type RunContext } from "../run/execute.js";
 import type { RunRow, Store } from "../store/store.js";
 import type { JobConfig } from "../core/types.js";
 import type { Pending } from "./state.js";
@@ -22,14 +21,14 @@ export async function addJobs(
   now: number,
   bootId: () => string,
 ): Promise<AddedJob[]> {
-  return store.tx(() =>
-    jobs.map((cfg) => {
-      const row = store.ensureJob(cfg.name, now);
-      if (row.scanned_to === null) store.setScannedTo(cfg.name, now);
-      const reboot = cfg.pattern === null && store.claimReboot(cfg.name, bootId(), now);
-      return { name: cfg.name, scannedTo: row.scanned_to ?? now, reboot };
-    }),
+  const added = await store.addJobs(
+    jobs.map((cfg) => ({ name: cfg.name, bootId: cfg.pattern === null ? bootId() : null })),
+    now,
   );
+  return jobs.map((cfg, i) => {
+    const a = added[i] as (typeof added)[number];
+    return { name: cfg.name, scannedTo: a.row.scanned_to ?? now, reboot: a.rebootClaimed };
+  });
 }
 
 /** A job's slots recorded `missed`, with an event first and a new slot stamp if given. */
@@ -47,13 +46,19 @@ export async function recordMissed(
   writes: MissedWrite[],
   now: number,
 ): Promise<void> {
-  store.tx(() => {
-    for (const w of writes) {
-      if (w.event) store.event(now, w.job, w.event.kind, w.event.detail);
-      if (w.scannedTo !== undefined) store.setScannedTo(w.job, w.scannedTo);
-      for (const s of w.slots) store.disposition(w.job, s, "missed", w.reason, now);
-    }
-  });
+  // A new stamp only moves forward (the store keeps the greater), so it need not share the
+  // dispositions' transaction.
+  for (const w of writes)
+    if (w.scannedTo !== undefined) await store.setScannedTo(w.job, w.scannedTo);
+  await store.recordDispositions(
+    writes.flatMap((w) =>
+      w.slots.map((slot) => ({ job: w.job, slot, status: "missed" as const, reason: w.reason })),
+    ),
+    now,
+    writes.flatMap((w) =>
+      w.event ? [{ job: w.job, kind: w.event.kind, detail: w.event.detail }] : [],
+    ),
+  );
 }
 
 /** One write of a tick's batch: reserve a run, or record a slot's disposition. */
@@ -71,17 +76,18 @@ export type TickOutcome =
 
 /** Reserve every run (locks, slots, fences, rows) and record every disposition, in one transaction. */
 export async function writeTick(ctx: RunContext, writes: TickWrite[]): Promise<TickOutcome[]> {
-  const { store } = ctx;
   const now = ctx.now();
-  return store.tx(() =>
-    writes.map(({ job, p, record }): TickOutcome => {
-      if (record !== undefined) {
-        store.disposition(job.name, p.slot as number, record.status, record.reason, now);
-        return { kind: "recorded" };
-      }
-      return reserve(ctx, job, p);
-    }),
+  const outcomes = await ctx.store.reserveRuns(
+    writes.map(({ job, p, record }) =>
+      record !== undefined
+        ? { dispose: { job: job.name, slot: p.slot as number, ...record }, now }
+        : { reserve: reservation(ctx, job, p) },
+    ),
   );
+  return outcomes.map((o): TickOutcome => {
+    if (o.kind === "started" || o.kind === "locked") return o;
+    return { kind: o.kind };
+  });
 }
 
 /** The pids of runs just spawned, in one transaction. */
@@ -89,9 +95,7 @@ export async function recordProcesses(
   store: Store,
   procs: { runId: number; pid: number; pidStart: string | null; pgid: number }[],
 ): Promise<void> {
-  store.tx(() => {
-    for (const p of procs) store.setRunProcess(p.runId, p.pid, p.pidStart, p.pgid);
-  });
+  await store.setRunProcesses(procs);
 }
 
 /** Ends that arrived together (a tick's worth of short jobs), in one transaction. */
@@ -99,7 +103,5 @@ export async function recordEnds(
   store: Store,
   ends: { runId: number; result: Parameters<Store["finishRun"]>[1] }[],
 ): Promise<void> {
-  store.tx(() => {
-    for (const e of ends) store.finishRun(e.runId, e.result);
-  });
+  await store.finishRuns(ends);
 }

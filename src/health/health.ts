@@ -19,7 +19,7 @@
 //   ok         none of the above
 // A run that has lasted more than SLOW_FACTOR x the p95 of the job's recent successes is reported
 // as a problem sentence without changing the word: slow is a warning sign, not a failure.
-import type { DaemonRow, RunRow } from "../store/store.js";
+import type { DaemonRow, RunFacts } from "../store/rows.js";
 import type { JobConfig } from "../core/types.js";
 
 export type HealthWord = "ok" | "late" | "stuck" | "failing" | "repeating" | "paused" | "never-run";
@@ -64,10 +64,7 @@ export function beating(
 }
 
 /** The columns of a run that health reads (so tests can build rows by hand). */
-export type RunFacts = Pick<
-  RunRow,
-  "id" | "status" | "reason" | "started_at" | "finished_at" | "duration_ms" | "progress_at"
->;
+export type { RunFacts };
 
 export interface JobFacts {
   now: number;

@@ -1,7 +1,7 @@
 // The human view of `status`: the daemon line on top, then one line per job, health first, then
 // each problem as a sentence. `status JOB` adds the job's detail and its last runs. Colour only
 // when asked (the CLI asks on a terminal that has colours: not with NO_COLOR or TERM=dumb).
-import type { RunRow } from "../store/store.js";
+import type { RunRow } from "../store/rows.js";
 import { historyEntry, type JobReport, type StatusReport } from "./status.js";
 
 const RED = "31";

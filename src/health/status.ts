@@ -8,11 +8,19 @@ import {
   type Assessment,
   type DaemonState,
   type HealthWord,
-  type RunFacts,
 } from "./health.js";
 import { groupAlive, isAlive } from "../run/proc.js";
 import { nextSlot } from "../schedule/schedule.js";
-import type { DaemonRow, HistoryRow, JobRow, RunRow, Store } from "../store/store.js";
+import type {
+  DaemonRow,
+  HistoryRow,
+  JobReadings,
+  JobRow,
+  RunFacts,
+  RunRow,
+  StatusJobRows,
+  Store,
+} from "../store/store.js";
 import type { Config, JobConfig } from "../core/types.js";
 
 const iso = (t: number | null | undefined): string | null =>
@@ -122,59 +130,26 @@ export interface JobInspection {
   assessment: Assessment;
 }
 
-/**
- * What inspectJob would read per job, read for every job at once (one query each instead of one
- * per job: `status` over 1,000 jobs). Built by `prefetch`.
- */
-export interface Prefetched {
-  jobs: Map<string, JobRow>;
-  /** `running` rows by job, oldest first (before the liveness check). */
-  running: Map<string, RunRow[]>;
-  /** Keys attempted more than the smallest repeat_limit of any job, by job, worst first. */
-  attempts: Map<string, { key: string; count: number; last_at: number }[]>;
-}
-
-export function prefetch(store: Store, jobs: readonly JobConfig[]): Prefetched {
-  const running = new Map<string, RunRow[]>();
-  for (const r of store.runningRuns()) {
-    const list = running.get(r.job);
-    if (list) list.push(r);
-    else running.set(r.job, [r]);
-  }
-  const minLimit = Math.min(...jobs.map((j) => j.health.repeatLimit));
-  return {
-    jobs: new Map(store.allJobs().map((r) => [r.name, r])),
-    running,
-    attempts: jobs.length > 0 ? store.repeatingKeysAll(minLimit) : new Map(),
-  };
-}
-
-/**
- * Read one job's rows and judge its health: the same for `status`, alerts and metrics. `pre`:
- * rows already read for every job (buildStatus over all jobs); without it, this job's are read.
- */
-export function inspectJob(
+/** Read one job's rows and judge its health: the same for `status`, alerts and metrics. */
+export async function inspectJob(
   store: Store,
   job: JobConfig,
   now: number,
-  pre?: Prefetched,
-): JobInspection {
-  const row = pre ? (pre.jobs.get(job.name) ?? null) : store.job(job.name);
+): Promise<JobInspection> {
+  const readings = await store.jobReadings(job.name, RECENT_RUNS, job.health.repeatLimit);
+  return judgeJob(job, readings, now);
+}
+
+/** Judge one job's health from its readings. */
+export function judgeJob(job: JobConfig, r: JobReadings, now: number): JobInspection {
+  const { row, recent, attempts } = r;
   const paused = job.paused || row?.paused === 1;
   // A `running` row whose processes and supervisor are gone is not running: show it as such.
-  const running = (pre ? (pre.running.get(job.name) ?? []) : store.runningRuns(job.name)).filter(
-    (r) =>
-      (r.pgid !== null && groupAlive(r.pgid)) ||
-      (r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start)),
+  const running = r.running.filter(
+    (x) =>
+      (x.pgid !== null && groupAlive(x.pgid)) ||
+      (x.owner_pid !== null && isAlive(x.owner_pid, x.owner_start)),
   );
-  const recent = store.recentFinished(job.name, RECENT_RUNS);
-  const limit = job.health.repeatLimit;
-  const since = recent[0]?.started_at ?? 0;
-  const attempts = pre
-    ? (pre.attempts.get(job.name) ?? [])
-        .filter((a) => a.count > limit && a.last_at >= since)
-        .slice(0, 10)
-    : store.repeatingKeysSince(job.name, limit, since);
   const assessment = assessJob({
     now,
     job,
@@ -203,54 +178,49 @@ export function daemonReport(d: DaemonRow | null, now: number): DaemonReport {
   };
 }
 
-export function buildStatus(
+export async function buildStatus(
   config: Config,
   store: Store,
   now: number,
   only: string | null = null,
-): StatusReport {
+): Promise<StatusReport> {
   // One snapshot: the rows read for every job belong together (and a run cannot be pruned
   // between reading a job's recent runs and its last finished one).
-  return store.snapshot(() => {
-    const d = store.daemon();
-    const daemon = daemonReport(d, now);
-    const jobs: JobReport[] = [];
-    const pre = only === null ? prefetch(store, config.jobs) : undefined;
-    const markerCounts = only === null ? store.markerCounts() : null;
-    for (const job of config.jobs) {
-      if (only !== null && job.name !== only) continue;
-      const { row, paused, running, recent, assessment } = inspectJob(store, job, now, pre);
-      const last = store.lastRun(job.name);
-      const newest = recent[0];
-      // `last` is the newest finished run too unless a run is going: then read that one.
-      const lastFinished =
-        newest === undefined ? null : last?.id === newest.id ? last : store.historyRow(newest.id);
-      const holder = job.overlap === "allow" ? undefined : running[0];
-      jobs.push({
-        name: job.name,
-        schedule: job.schedule,
-        timezone: job.timezone,
-        paused,
-        health: assessment.health,
-        problems: assessment.problems,
-        next_slot: iso(nextSlot(job, new Date(Math.max(now, row?.scanned_to ?? 0)))?.getTime()),
-        running: running[0] ? runningEntry(running[0], now, assessment.slowRunIds) : null,
-        running_count: running.length,
-        lock: holder
-          ? { run_id: holder.id, pid: holder.pid, since: iso(holder.started_at) as string }
-          : null,
-        last_run: last ? historyEntry(last) : null,
-        last_finished_run: lastFinished ? historyEntry(lastFinished) : null,
-        last_success_at: iso(row?.last_success_at),
-        last_progress_at: iso(row?.last_progress_at),
-        markers: markerCounts ? (markerCounts.get(job.name) ?? 0) : store.markerCount(job.name),
-        markers_new_last_run: last?.markers_new ?? null,
-        markers_skipped_last_run: last?.markers_skipped ?? null,
-        p95_duration_ms: assessment.p95DurationMs,
-      });
-    }
-    return { daemon, jobs };
-  });
+  const wanted = config.jobs.filter((j) => only === null || j.name === only);
+  const rows = await store.statusRows(
+    wanted.map((j) => ({ name: j.name, repeatLimit: j.health.repeatLimit })),
+    RECENT_RUNS,
+  );
+  const jobs = wanted.map((job) => jobReport(job, rows.jobs.get(job.name) as StatusJobRows, now));
+  return { daemon: daemonReport(rows.daemon, now), jobs };
+}
+
+function jobReport(job: JobConfig, r: StatusJobRows, now: number): JobReport {
+  const { row, paused, running, assessment } = judgeJob(job, r, now);
+  const { last, lastFinished } = r;
+  const holder = job.overlap === "allow" ? undefined : running[0];
+  return {
+    name: job.name,
+    schedule: job.schedule,
+    timezone: job.timezone,
+    paused,
+    health: assessment.health,
+    problems: assessment.problems,
+    next_slot: iso(nextSlot(job, new Date(Math.max(now, row?.scanned_to ?? 0)))?.getTime()),
+    running: running[0] ? runningEntry(running[0], now, assessment.slowRunIds) : null,
+    running_count: running.length,
+    lock: holder
+      ? { run_id: holder.id, pid: holder.pid, since: iso(holder.started_at) as string }
+      : null,
+    last_run: last ? historyEntry(last) : null,
+    last_finished_run: lastFinished ? historyEntry(lastFinished) : null,
+    last_success_at: iso(row?.last_success_at),
+    last_progress_at: iso(row?.last_progress_at),
+    markers: r.markers,
+    markers_new_last_run: last?.markers_new ?? null,
+    markers_skipped_last_run: last?.markers_skipped ?? null,
+    p95_duration_ms: assessment.p95DurationMs,
+  };
 }
 
 function runningEntry(r: RunRow, now: number, slow: number[]): RunningReport {

@@ -4,14 +4,24 @@
 import {
   ClaimHeldError,
   FenceError,
-  Markers,
   UsageError,
   checkKey,
+  claimResult,
   isBusy,
   runCommand,
+  staleFence,
   targetFromEnv,
+  untilClaimed,
   type MarkersTarget,
 } from "./markers.js";
+import { isAlive, startTimeOf } from "../run/proc.js";
+import { openStore, type Store } from "../store/store.js";
+
+/** The store and the writer (a run with its fence, or an operator) of one marker command. */
+interface Session {
+  store: Store;
+  t: MarkersTarget;
+}
 
 const USAGE: Record<string, string> = {
   mark: "usage: cronvisor mark KEY... | cronvisor mark --stdin",
@@ -31,22 +41,25 @@ export async function main(argv: string[], target?: MarkersTarget): Promise<neve
 
 export async function runMarkerCommand(argv: string[], target?: MarkersTarget): Promise<number> {
   const [cmd = "", ...rest] = argv;
-  let m: Markers | null = null;
+  let m: Session | null = null;
   try {
     const args = stripJobOption(rest);
-    m = Markers.open(target ?? targetFromEnv());
+    const t = target ?? targetFromEnv();
+    m = { store: await openStore(t.stateDir, { create: false, busyTimeoutMs: 5000 }), t };
     switch (cmd) {
       case "mark":
         return await mark(m, args);
       case "check": {
         if (args.length !== 1) throw new UsageError(USAGE.check as string);
-        return m.isDone(args[0] as string) ? 0 : 1;
+        return (await m.store.isDone(m.t, checkKey(args[0] as string))) ? 0 : 1;
       }
       case "once":
         return await once(m, args);
       case "progress": {
         if (args.length > 1) throw new UsageError(USAGE.progress as string);
-        m.progress(args[0] ?? null);
+        if (m.t.run === null)
+          throw new UsageError("progress is reported by a run: call it inside a cronvisor job");
+        await m.store.progress(m.t.run.id, args[0] ?? null, Date.now());
         return 0;
       }
       default:
@@ -55,8 +68,14 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
   } catch (e) {
     return fail(e);
   } finally {
-    m?.close();
+    await m?.store.close();
   }
+}
+
+/** Mark keys done in one transaction; a stale fence writes nothing and throws FenceError. */
+async function markDone(m: Session, keys: string[]): Promise<void> {
+  keys.forEach(checkKey);
+  if ((await m.store.markDone(m.t, keys, Date.now())) === null) throw staleFence(m.t);
 }
 
 /** `--job NAME` is resolved by the full CLI; drop it here. */
@@ -74,7 +93,7 @@ function stripJobOption(args: string[]): string[] {
   return out;
 }
 
-async function mark(m: Markers, args: string[]): Promise<number> {
+async function mark(m: Session, args: string[]): Promise<number> {
   if (args[0] === "--stdin") {
     if (args.length !== 1) throw new UsageError(USAGE.mark as string);
     // Group commit: the lines that have arrived are committed in one transaction (one fsync),
@@ -84,59 +103,50 @@ async function mark(m: Markers, args: string[]): Promise<number> {
     const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
     await new Promise<void>((resolve, reject) => {
       let batch: string[] = [];
+      let stopped = false; // a bad line or a failure: no later line is taken
       let failed = false;
-      const flush = (): void => {
+      // One commit at a time, in arrival order: a batch is taken when its flush is called.
+      let chain: Promise<void> = Promise.resolve();
+      const flush = (): Promise<void> => {
         const keys = batch;
         batch = [];
-        if (keys.length === 0 || failed) return;
-        m.markDone(...keys);
-        process.stdout.write(`${keys.join("\n")}\n`);
+        if (keys.length === 0) return chain;
+        chain = chain.then(async () => {
+          if (failed) return;
+          await markDone(m, keys);
+          process.stdout.write(`${keys.join("\n")}\n`);
+        });
+        return chain;
       };
       const fail = (e: unknown): void => {
-        failed = true;
+        stopped = failed = true;
         reject(e); // before close(): it emits "close" at once, whose resolve() must not win
         rl.close();
       };
       rl.on("line", (line) => {
-        if (failed || line === "") return;
+        if (stopped || line === "") return;
         try {
           checkKey(line);
         } catch (e) {
-          try {
-            flush();
-          } catch (e2) {
-            return fail(e2);
-          }
-          return fail(e);
+          stopped = true;
+          flush().then(() => fail(e), fail);
+          return;
         }
-        if (batch.push(line) === 1) {
-          setImmediate(() => {
-            try {
-              flush();
-            } catch (e) {
-              fail(e);
-            }
-          });
-        }
+        if (batch.push(line) === 1) setImmediate(() => flush().catch(fail));
       });
       rl.on("close", () => {
-        try {
-          flush();
-          resolve();
-        } catch (e) {
-          fail(e);
-        }
+        flush().then(resolve, fail);
       });
     });
     return 0;
   }
   if (args.length === 0 || args.some((a) => a.startsWith("--")))
     throw new UsageError(USAGE.mark as string);
-  m.markDone(...args);
+  await markDone(m, args);
   return 0;
 }
 
-async function once(m: Markers, args: string[]): Promise<number> {
+async function once(m: Session, args: string[]): Promise<number> {
   let wait = false;
   if (args[0] === "--wait") {
     wait = true;
@@ -147,26 +157,32 @@ async function once(m: Markers, args: string[]): Promise<number> {
   if (key === undefined || sep !== 1 || args.length < 3) throw new UsageError(USAGE.once as string);
   checkKey(key);
   const argv = args.slice(2);
-  for (;;) {
-    try {
-      if (m.claim(key) === "done") {
-        process.stderr.write(`cronvisor: ${key} already done; not running it again\n`);
-        return 0;
-      }
-      break;
-    } catch (e) {
-      if (!(e instanceof ClaimHeldError) || !wait) throw e;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+  const me = { pid: process.pid, start: startTimeOf(process.pid) };
+  const take = async (): Promise<"done" | "claimed"> =>
+    claimResult(m.t, key, await m.store.takeClaim(m.t, key, me, Date.now(), isAlive));
+  if ((await untilClaimed(take, wait)) === "done") {
+    process.stderr.write(`cronvisor: ${key} already done; not running it again\n`);
+    return 0;
   }
-  const code = await runCommand(argv, (pid) => m.noteClaimCommand(key, pid));
+  const code = await runCommand(argv, (pid) => noteClaimCommand(m, key, me.pid, pid));
   if (code === 0) {
     // Right after the side effect: nothing that comes later can undo this.
-    m.completeClaim(key);
+    if (!(await m.store.completeClaim(m.t, key, me.pid, Date.now()))) throw staleFence(m.t);
   } else {
-    m.releaseClaim(key);
+    await m.store.releaseClaim(m.t.job, key, me.pid);
   }
   return code;
+}
+
+/** Record the process a claim's command runs in (see ClaimRow). Best effort. */
+function noteClaimCommand(m: Session, key: string, pid: number, cmdPid: number): void {
+  try {
+    m.store.setClaimCommand(m.t.job, key, pid, cmdPid, startTimeOf(cmdPid)).catch(() => {
+      // a busy or full store: the claim is still held by this process while it lives
+    });
+  } catch {
+    // startTimeOf failed: the claim is still held by this process while it lives
+  }
 }
 
 function fail(e: unknown): number {

@@ -3,7 +3,10 @@
 // synchronous=FULL) before a call returns; a run that is no longer its job's live, unrevoked run
 // (replaced, taken over, or a straggler) is refused and writes nothing.
 import { isAlive, startTimeOf } from "../run/proc.js";
-import { Store, StoreError } from "../store/store.js";
+import { openConn, type Conn } from "../store/connection.js";
+import { StoreError } from "../store/errors.js";
+import type { ClaimOutcome, MarkerWriter } from "../store/rows.js";
+import * as sql from "../store/sqlite/markers.js";
 
 /** The writer's fence is stale: a newer run holds the job, or this run has ended. Exit 3. */
 export class FenceError extends Error {
@@ -18,11 +21,8 @@ export class UsageError extends Error {
   readonly exitCode = 2;
 }
 
-export interface MarkersTarget {
+export interface MarkersTarget extends MarkerWriter {
   stateDir: string;
-  job: string;
-  /** The run writing, with its fence; null for an operator outside any run (no fence check). */
-  run: { id: number; fence: number } | null;
 }
 
 const KEY_MAX = 1024;
@@ -54,7 +54,7 @@ export class Markers {
   private readonly me = { pid: process.pid, start: startTimeOf(process.pid) };
 
   private constructor(
-    private readonly store: Store,
+    private readonly c: Conn,
     readonly target: MarkersTarget,
   ) {}
 
@@ -64,35 +64,22 @@ export class Markers {
   }
 
   static open(target: MarkersTarget, busyTimeoutMs = 5000): Markers {
-    return new Markers(Store.open(target.stateDir, { create: false, busyTimeoutMs }), target);
+    return new Markers(openConn(target.stateDir, { create: false, busyTimeoutMs }), target);
   }
 
   close(): void {
-    this.store.close();
+    this.c.close();
   }
 
   get job(): string {
     return this.target.job;
   }
 
-  private runId(): number | null {
-    return this.target.run?.id ?? null;
-  }
-
-  private assertFence(): void {
-    const run = this.target.run;
-    if (run && !this.store.fenceValid(this.target.job, run.id, run.fence)) {
-      throw new FenceError(
-        `refused: run ${run.id} (fence ${run.fence}) is no longer the current run of job ${this.target.job}; nothing was written`,
-      );
-    }
-  }
-
   /** Is KEY done? A done key counts as skipped work on the current run. */
   isDone(key: string): boolean {
     checkKey(key);
-    const done = this.store.isMarked(this.target.job, key);
-    if (done && this.target.run) this.store.tx(() => this.store.countSkipped(this.runId()));
+    const done = sql.isMarked(this.c, this.target.job, key);
+    if (done && this.target.run) this.c.write(() => sql.countSkipped(this.c, this.runId()));
     return done;
   }
 
@@ -100,22 +87,9 @@ export class Markers {
   markDone(...keys: string[]): number {
     keys.forEach(checkKey);
     const now = Date.now();
-    return this.store.tx(() => {
-      this.assertFence();
-      let n = 0;
-      for (const k of keys)
-        if (
-          this.store.insertMarker(
-            this.target.job,
-            k,
-            this.runId(),
-            this.target.run?.fence ?? null,
-            now,
-          )
-        )
-          n++;
-      return n;
-    });
+    const n = this.c.write(() => sql.markKeys(this.c, this.target, keys, now));
+    if (n === null) throw staleFence(this.target);
+    return n;
   }
 
   /**
@@ -125,60 +99,32 @@ export class Markers {
    */
   claim(key: string): "done" | "claimed" {
     checkKey(key);
-    const { job } = this.target;
     const now = Date.now();
-    return this.store.tx(() => {
-      if (this.store.isMarked(job, key)) {
-        this.store.countSkipped(this.runId());
-        return "done" as const;
-      }
-      this.assertFence();
-      const c = this.store.claim(job, key);
-      if (c && c.pid !== this.me.pid) {
-        const run = `run ${c.run_id ?? "-"}`;
-        if (isAlive(c.pid, c.pid_start))
-          throw new ClaimHeldError(
-            `key ${JSON.stringify(key)} is being worked on by pid ${c.pid} (${run})`,
-          );
-        // The `once` process died but its command may still be at work: the claim holds.
-        if (c.cmd_pid !== null && isAlive(c.cmd_pid, c.cmd_start))
-          throw new ClaimHeldError(
-            `key ${JSON.stringify(key)} is being worked on by pid ${c.cmd_pid}, whose \`once\` (pid ${c.pid}, ${run}) has died`,
-          );
-      }
-      this.store.putClaim(job, key, this.me.pid, this.me.start, this.runId(), now);
-      this.store.countAttempt(job, key, now);
-      return "claimed" as const;
-    });
+    const out = this.c.write(() => sql.takeClaim(this.c, this.target, key, this.me, now, isAlive));
+    return claimResult(this.target, key, out);
   }
 
   /** Mark a claimed key right after its side effect succeeded, and release the claim. */
   completeClaim(key: string): void {
     const now = Date.now();
-    this.store.tx(() => {
-      this.assertFence();
-      this.store.insertMarker(
-        this.target.job,
-        key,
-        this.runId(),
-        this.target.run?.fence ?? null,
-        now,
-      );
-      this.store.dropClaim(this.target.job, key, this.me.pid);
-    });
+    const ok = this.c.write(() => sql.completeClaim(this.c, this.target, key, this.me.pid, now));
+    if (!ok) throw staleFence(this.target);
   }
 
   /** Record the process a claim's command runs in (see ClaimRow). Best effort. */
   noteClaimCommand(key: string, cmdPid: number): void {
     try {
-      this.store.setClaimCommand(this.target.job, key, this.me.pid, cmdPid, startTimeOf(cmdPid));
+      const start = startTimeOf(cmdPid);
+      this.c.writeUnsynced(() =>
+        sql.setClaimCommand(this.c, this.target.job, key, this.me.pid, cmdPid, start),
+      );
     } catch {
       // a busy or full store: the claim is still held by this process while it lives
     }
   }
 
   releaseClaim(key: string): void {
-    this.store.tx(() => this.store.dropClaim(this.target.job, key, this.me.pid));
+    this.c.write(() => sql.dropClaim(this.c, this.target.job, key, this.me.pid));
   }
 
   /**
@@ -190,15 +136,7 @@ export class Markers {
     fn: () => unknown | Promise<unknown>,
     opts: { wait?: boolean } = {},
   ): Promise<boolean> {
-    for (;;) {
-      try {
-        if (this.claim(key) === "done") return false;
-        break;
-      } catch (e) {
-        if (!(e instanceof ClaimHeldError) || !opts.wait) throw e;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
+    if ((await untilClaimed(() => this.claim(key), opts.wait ?? false)) === "done") return false;
     try {
       await fn();
     } catch (e) {
@@ -214,11 +152,58 @@ export class Markers {
     const id = this.runId();
     if (id === null)
       throw new UsageError("progress is reported by a run: call it inside a cronvisor job");
-    this.store.progress(id, message, Date.now());
+    const now = Date.now();
+    this.c.write(() => sql.progress(this.c, id, message, now));
   }
 
   list(): { key: string; run_id: number | null; created_at: number }[] {
-    return this.store.markers(this.target.job);
+    return sql.markers(this.c, this.target.job);
+  }
+
+  private runId(): number | null {
+    return this.target.run?.id ?? null;
+  }
+}
+
+export function staleFence(t: MarkerWriter): FenceError {
+  const run = t.run as { id: number; fence: number };
+  return new FenceError(
+    `refused: run ${run.id} (fence ${run.fence}) is no longer the current run of job ${t.job}; nothing was written`,
+  );
+}
+
+/** A claim's outcome as the marker path reports it: "done", "claimed", or the error to throw. */
+export function claimResult(t: MarkerWriter, key: string, out: ClaimOutcome): "done" | "claimed" {
+  switch (out.kind) {
+    case "done":
+    case "claimed":
+      return out.kind;
+    case "stale":
+      throw staleFence(t);
+    case "held": {
+      const h = out.holder;
+      const run = `run ${h.run_id ?? "-"}`;
+      throw new ClaimHeldError(
+        out.by === "once"
+          ? `key ${JSON.stringify(key)} is being worked on by pid ${h.pid} (${run})`
+          : `key ${JSON.stringify(key)} is being worked on by pid ${h.cmd_pid}, whose \`once\` (pid ${h.pid}, ${run}) has died`,
+      );
+    }
+  }
+}
+
+/** Take a claim; with `wait`, try again every 100 ms while another live process holds it. */
+export async function untilClaimed(
+  take: () => "done" | "claimed" | Promise<"done" | "claimed">,
+  wait: boolean,
+): Promise<"done" | "claimed"> {
+  for (;;) {
+    try {
+      return await take();
+    } catch (e) {
+      if (!(e instanceof ClaimHeldError) || !wait) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
   }
 }
 

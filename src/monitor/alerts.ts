@@ -14,7 +14,7 @@ import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import os from "node:os";
 import type { Assessment, Finding, HealthWord } from "../health/health.js";
-import type { RunRow } from "../store/store.js";
+import type { RunRow } from "../store/rows.js";
 
 export type AlertEvent =
   "failed" | "timeout" | "late" | "stuck" | "repeating" | "interrupted" | "recovered";

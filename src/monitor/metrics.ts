@@ -11,7 +11,7 @@
 // label (the scrape config's), and a clash would rename ours to `exported_job`.
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import { beating, type HealthWord } from "../health/health.js";
-import type { RunRow, Store } from "../store/store.js";
+import type { DaemonRow, JobGauge, RunRow, Store } from "../store/store.js";
 
 /** Seconds: from a quick script to a nightly batch. */
 const DURATION_BUCKETS = [
@@ -32,8 +32,8 @@ export interface ScrapeSource {
 
 type Snapshot = {
   pausedInConfig: ReadonlySet<string>;
-  daemon: ReturnType<Store["daemon"]>;
-  jobs: ReturnType<Store["jobGauges"]>;
+  daemon: DaemonRow | null;
+  jobs: JobGauge[];
   health: (job: string) => HealthWord | null;
   now: number;
 };
@@ -244,8 +244,8 @@ export class Metrics {
     const wanted = new Set(src.jobs);
     this.snap = {
       pausedInConfig: src.pausedInConfig,
-      daemon: src.store.daemon(),
-      jobs: src.store.jobGauges().filter((j) => wanted.has(j.name)),
+      daemon: await src.store.daemon(),
+      jobs: (await src.store.jobGauges()).filter((j) => wanted.has(j.name)),
       health: src.health,
       now,
     };

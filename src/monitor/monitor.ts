@@ -31,10 +31,11 @@ import {
   type Transition,
 } from "./alerts.js";
 import { buildJobEnv } from "../run/env.js";
-import { beating, humanDuration, type Assessment, type HealthWord } from "../health/health.js";
-import { startHttp, text, type HttpEndpoint, type HttpResponse } from "./http.js";
+import type { Assessment, HealthWord } from "../health/health.js";
+import { startHttp, type HttpEndpoint } from "./http.js";
 import { Metrics } from "./metrics.js";
-import { buildStatus, inspectJob } from "../health/status.js";
+import { monitorRoutes } from "./routes.js";
+import { inspectJob } from "../health/status.js";
 import type { RunRow, Store } from "../store/store.js";
 import type { SupervisorHooks } from "../daemon/supervisor.js";
 import type { AlertTarget, Config, JobConfig } from "../core/types.js";
@@ -109,7 +110,7 @@ export class Monitor {
     this.log = opts.log ?? ((l) => process.stderr.write(`${l}\n`));
     this.now = opts.now ?? Date.now;
     this.metrics = new Metrics(() =>
-      this.store && this.store.db.open
+      this.store && this.store.isOpen()
         ? {
             store: this.store,
             jobs: this.config.jobs.map((j) => j.name),
@@ -121,37 +122,73 @@ export class Monitor {
     this.applyConfig(config);
   }
 
-  readonly hooks: SupervisorHooks = {
-    runStarted: (run, job) => this.ping(job, run, "start"),
-    runEnded: (run, job) => {
+  /**
+   * The hooks return at once; the store work they start runs one piece at a time, in order
+   * (see `serial`), and the promise they return never rejects.
+   */
+  readonly hooks = {
+    runStarted: (run: RunRow, job: JobConfig): void => this.ping(job, run, "start"),
+    runEnded: (run: RunRow, job: JobConfig): Promise<void> => {
       this.ping(job, run, pingKindOf(run.status));
-      if (this.store && this.judging) this.watch(job, this.now());
+      const now = this.now();
+      return this.serial(async () => {
+        if (this.store && this.judging) await this.watch(job, now);
+      });
     },
-    beat: (store, config, now) => {
-      if (this.store !== store) this.attach(store, now);
-      if (config !== this.config) this.applyConfig(config);
-      this.sweep(now);
-    },
-    reloaded: (config) => this.applyConfig(config),
-    stopping: () => this.stop(),
-  };
+    beat: (store: Store, config: Config, now: number): Promise<void> =>
+      this.serial(async () => {
+        if (this.store !== store) await this.attach(store, now);
+        if (config !== this.config) this.applyConfig(config);
+        await this.sweep(now);
+      }),
+    reloaded: (config: Config): Promise<void> => this.serial(async () => this.applyConfig(config)),
+    stopping: (): Promise<void> => this.stop(),
+  } satisfies SupervisorHooks;
+
+  /** The tail of the monitor's store work: each piece starts when the one before has ended. */
+  private work: Promise<void> = Promise.resolve();
+
+  /**
+   * Run fn after the monitor's earlier work: a beat and a run's end must not scan the same job's
+   * rows at once (each row is counted once). A failure is logged, never thrown into the daemon.
+   */
+  private serial(fn: () => Promise<void>): Promise<void> {
+    const next = this.work.then(fn).catch((e: unknown) => {
+      this.log(`cronvisor: monitor: ${(e as Error).message}`);
+    });
+    this.work = next;
+    return next;
+  }
 
   async start(): Promise<void> {
     const bind = this.config.http;
     if (!bind) return;
-    this.http = await startHttp(bind, this.routes(), this.log);
+    this.http = await startHttp(
+      bind,
+      monitorRoutes({
+        store: () => this.store,
+        config: () => this.config,
+        now: this.now,
+        metrics: this.metrics,
+      }),
+      this.log,
+    );
     this.log(
       `cronvisor: http: serving /healthz /status /metrics on ${bind.host.includes(":") ? `[${bind.host}]` : bind.host}:${this.http.port}`,
     );
   }
 
-  private attach(store: Store, now: number): void {
+  private async attach(store: Store, now: number): Promise<void> {
     this.store = store;
-    const d = store.daemon();
+    const d = await store.daemon();
     this.startedAt = d?.pid === process.pid && d.started_at !== null ? d.started_at : now;
     this.cursors.clear();
     // Everything is looked at once; after that, only what changed.
-    this.seen = { ...store.maxIds(), attemptAt: now, dataVersion: store.dataVersion() };
+    this.seen = {
+      ...(await store.maxIds()),
+      attemptAt: now,
+      dataVersion: await store.dataVersion(),
+    };
     this.judgeAll();
   }
 
@@ -187,20 +224,21 @@ export class Monitor {
     return this.targets.length > 0 || this.http !== null;
   }
 
-  private sweep(now: number): void {
+  private async sweep(now: number): Promise<void> {
     // (A reload that adds alerts judges every job from then on: applyConfig marks them all.)
     if (!this.judging) return;
     const store = this.store as Store;
     try {
-      const changed = store.jobsChangedSince(this.seen.runId, this.seen.eventId);
+      const changed = await store.jobsChangedSince(this.seen.runId, this.seen.eventId);
       this.seen.runId = changed.runId;
       this.seen.eventId = changed.eventId;
       for (const name of changed.jobs) this.dirty.add(name);
       // Marker attempts leave no run or event row; only another process (`once --job`) can
       // make them outside a live run, so look only when another connection has written.
-      const version = store.dataVersion();
+      const version = await store.dataVersion();
       if (version !== this.seen.dataVersion) {
-        for (const name of store.jobsAttemptedSince(this.seen.attemptAt)) this.dirty.add(name);
+        for (const name of await store.jobsAttemptedSince(this.seen.attemptAt))
+          this.dirty.add(name);
         this.seen.dataVersion = version;
         this.seen.attemptAt = now;
       }
@@ -222,43 +260,43 @@ export class Monitor {
         return;
       }
       const job = byName.get(todo[i] as string);
-      if (job) this.watch(job, now);
+      if (job) await this.watch(job, now);
     }
   }
 
   /** New rows of the job (counters, `interrupted`), then its health (transition alerts). */
-  private watch(job: JobConfig, now: number): void {
+  private async watch(job: JobConfig, now: number): Promise<void> {
     try {
-      const interrupted = this.scan(job).filter((r) => r.status === "interrupted");
-      this.judge(job, now, interrupted);
+      const interrupted = (await this.scan(job)).filter((r) => r.status === "interrupted");
+      await this.judge(job, now, interrupted);
     } catch (e) {
       this.log(`cronvisor: monitor: ${(e as Error).message} (job: ${job.name})`);
     }
   }
 
   /** The job's rows finished since the last look, each returned once per daemon life. */
-  private scan(job: JobConfig): RunRow[] {
+  private async scan(job: JobConfig): Promise<RunRow[]> {
     const store = this.store as Store;
     const rows: RunRow[] = [];
     let c = this.cursors.get(job.name);
     if (!c) {
       // First look: rows finished since this daemon started are news (runs it found dead at
       // start were just recorded `interrupted`); older ones are history.
-      c = { last: store.maxRunId(job.name), pending: new Set() };
-      for (const r of store.runsRunningOrFinishedSince(job.name, this.startedAt)) {
+      c = { last: await store.maxRunId(job.name), pending: new Set() };
+      for (const r of await store.runsRunningOrFinishedSince(job.name, this.startedAt)) {
         if (r.status === "running") c.pending.add(r.id);
         else rows.push(r);
       }
       this.cursors.set(job.name, c);
     } else {
       for (const id of c.pending) {
-        const r = store.run(id);
+        const r = await store.run(id);
         if (r?.status === "running") continue;
         c.pending.delete(id);
         if (r) rows.push(r);
       }
       for (;;) {
-        const batch = store.runsAfter(job.name, c.last, SCAN_BATCH);
+        const batch = await store.runsAfter(job.name, c.last, SCAN_BATCH);
         for (const r of batch) {
           c.last = r.id;
           if (r.status === "running") c.pending.add(r.id);
@@ -271,9 +309,9 @@ export class Monitor {
     return rows;
   }
 
-  private judge(job: JobConfig, now: number, interrupted: RunRow[]): void {
+  private async judge(job: JobConfig, now: number, interrupted: RunRow[]): Promise<void> {
     const store = this.store as Store;
-    const { paused, row, running, assessment } = inspectJob(store, job, now);
+    const { paused, row, running, assessment } = await inspectJob(store, job, now);
     this.judged.set(job.name, assessment.health);
     // A live run can turn stuck or slow at any moment: look at it every beat. Otherwise only
     // `late` changes by time alone: look again when it falls due.
@@ -288,17 +326,17 @@ export class Monitor {
     if (paused) return;
     let before = this.announced.get(job.name);
     if (before === undefined) {
-      const saved = store.alertState(job.name)?.active ?? "";
+      const saved = (await store.alertState(job.name))?.active ?? "";
       before = CONDITIONS.filter((c) => saved.split(",").includes(c));
     }
     const failing = assessment.findings.find((f) => f.word === "failing");
     const failingStatus =
-      failing?.runId != null ? (store.run(failing.runId)?.status ?? null) : null;
+      failing?.runId != null ? ((await store.run(failing.runId))?.status ?? null) : null;
     const t = transitions(job.name, before, assessment, failingStatus);
     this.announced.set(job.name, t.after);
     if (t.after.join(",") !== before.join(",")) {
       try {
-        store.setAlertState(job.name, t.after.join(","), now);
+        await store.setAlertState(job.name, t.after.join(","), now);
       } catch (e) {
         // Remembered in memory all the same: no repeats while this daemon lives.
         this.log(
@@ -390,48 +428,11 @@ export class Monitor {
     }
   }
 
-  // ---- HTTP ------------------------------------------------------------------------------
-
-  private routes(): Record<string, () => HttpResponse | Promise<HttpResponse>> {
-    const starting = text(503, "starting: the daemon has not recorded a heartbeat yet\n");
-    return {
-      "/healthz": () => {
-        const store = this.store;
-        if (!store?.db.open) return starting;
-        const now = this.now();
-        const d = store.daemon();
-        if (!d || d.pid !== process.pid || d.heartbeat_at === null) return starting;
-        const ageText = humanDuration(Math.max(0, now - d.heartbeat_at));
-        return beating(d, now)
-          ? text(200, `ok: beating, last heartbeat ${ageText} ago\n`)
-          : text(
-              503,
-              `not beating: last heartbeat ${ageText} ago (every ${humanDuration(d.heartbeat_ms ?? 0)})\n`,
-            );
-      },
-      "/status": () => {
-        const store = this.store;
-        if (!store?.db.open) return starting;
-        const report = buildStatus(this.config, store, this.now());
-        return {
-          status: 200,
-          contentType: "application/json; charset=utf-8",
-          body: `${JSON.stringify(report, null, 2)}\n`,
-        };
-      },
-      "/metrics": async () => {
-        const body = await this.metrics.render(this.now());
-        return body === null
-          ? starting
-          : { status: 200, contentType: this.metrics.contentType, body };
-      },
-    };
-  }
-
   // ---- stop ------------------------------------------------------------------------------
 
   /** Close the endpoint, give queued alerts and pings a moment, then stop retrying. */
   async stop(): Promise<void> {
+    await this.work; // no store work after the daemon closes the store
     const http = this.http;
     this.http = null;
     await http?.close();

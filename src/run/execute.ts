@@ -9,7 +9,7 @@ import { exitFileFor, removeExitFile } from "./exit-file.js";
 import { runAlive } from "./proc.js";
 import { runResult, spawnFailed } from "./result.js";
 import { startRun, type RunHandle } from "./runner.js";
-import type { Owner, RunRow, Store } from "../store/store.js";
+import type { Owner, ReserveOutcome, ReserveRequest, RunRow, Store } from "../store/store.js";
 import type { Config, JobConfig, RunResult, Trigger } from "../core/types.js";
 
 // Where they lived before the split; the exit file's own module is exit-file.ts.
@@ -43,12 +43,8 @@ export function logPathFor(stateDir: string, job: string, runId: number): string
 type Reserved =
   { kind: "started"; run: RunRow } | { kind: "locked"; holder: RunRow } | { kind: "duplicate" };
 
-/** What the store's startRun needs to reserve one run of `job`. */
-export function reservation(
-  ctx: RunContext,
-  job: JobConfig,
-  o: LaunchOptions,
-): Parameters<Store["startRun"]>[0] {
+/** What the store needs to reserve one run of `job` (reserveRun, or a tick's reserveRuns). */
+export function reservation(ctx: RunContext, job: JobConfig, o: LaunchOptions): ReserveRequest {
   return {
     job: job.name,
     slot: o.slot,
@@ -63,18 +59,7 @@ export function reservation(
   };
 }
 
-/**
- * Take the job's lock and the slot, bump the fence and insert the `running` row, in one store
- * transaction. Committed before the spawn: the job's own `mark` calls must see their run.
- * Synchronous because the daemon calls it inside its tick's batch transaction, which must not
- * span an await; with an asynchronous store that batch becomes one store method taking
- * `reservation(...)`s, and this goes.
- */
-export function reserve(ctx: RunContext, job: JobConfig, o: LaunchOptions): Reserved {
-  return reserved(ctx.store.startRun(reservation(ctx, job, o)));
-}
-
-function reserved(res: ReturnType<Store["startRun"]>): Reserved {
+function reserved(res: ReserveOutcome): Reserved {
   return res.kind === "duplicate" ? { kind: "duplicate" } : res;
 }
 
@@ -84,7 +69,9 @@ export async function launch(
   job: JobConfig,
   o: LaunchOptions,
 ): Promise<LaunchOutcome> {
-  const res = reserved(await ctx.store.startRun(reservation(ctx, job, o)));
+  // Lock, slot, fence and the `running` row in one store transaction, committed before the
+  // spawn: the job's own `mark` calls must see their run.
+  const res = reserved(await ctx.store.reserveRun(reservation(ctx, job, o)));
   if (res.kind !== "started") return res;
   const run = res.run;
   const handle = spawnRun(ctx, job, run, o.echo);

@@ -1,0 +1,42 @@
+// Numbered migrations, one .sql file per step per engine (migrations/sqlite/NNN_name.sql), applied
+// in one transaction; the number of steps applied is kept in PRAGMA user_version, so a store
+// written by an older cronvisor opens and is brought forward, and one written by a newer one is
+// refused. The files are copied next to the compiled module by the build (scripts/copy-sql.js)
+// and read only when a step is due.
+import type Database from "better-sqlite3";
+import fs from "node:fs";
+import { StoreError } from "./errors.js";
+
+const DIR = new URL("./migrations/sqlite/", import.meta.url);
+const NAME = /^(\d{3})_[a-z0-9_]+\.sql$/;
+
+/** The migration files in order; their numbers must run 1, 2, 3... with no gap. */
+export function migrationFiles(): string[] {
+  const files = fs
+    .readdirSync(DIR)
+    .filter((f) => NAME.test(f))
+    .sort();
+  files.forEach((f, i) => {
+    if (Number(NAME.exec(f)?.[1]) !== i + 1)
+      throw new Error(`store migrations: ${f} is out of sequence (expected number ${i + 1})`);
+  });
+  return files;
+}
+
+export function migrate(db: Database.Database): void {
+  const files = migrationFiles();
+  const version = db.pragma("user_version", { simple: true }) as number;
+  if (version > files.length) {
+    throw new StoreError(
+      `state store schema version ${version} is newer than this cronvisor knows (${files.length}); upgrade cronvisor`,
+      "corrupt",
+    );
+  }
+  if (version === files.length) return;
+  db.transaction(() => {
+    // Re-read inside the write lock: another process may have migrated meanwhile.
+    const v = db.pragma("user_version", { simple: true }) as number;
+    for (const f of files.slice(v)) db.exec(fs.readFileSync(new URL(f, DIR), "utf8"));
+    db.pragma(`user_version = ${files.length}`);
+  }).immediate();
+}

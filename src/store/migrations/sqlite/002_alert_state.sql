@@ -1,0 +1,3 @@
+-- 2: what the alerts last announced per job (failing, stuck, repeating, late), so a daemon
+-- restart neither repeats an alert nor forgets to send `recovered`.
+CREATE TABLE alert_state (job TEXT PRIMARY KEY, active TEXT NOT NULL, since INTEGER NOT NULL) WITHOUT ROWID;

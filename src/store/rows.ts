@@ -1,0 +1,245 @@
+// The shapes the store reads and writes: one per table row, plus the arguments and outcomes of
+// the store's compound writes. Types only, importing nothing but core: health, alerts and render
+// read rows without loading the SQL modules.
+import type { RunResult, RunStatus, Trigger } from "../core/types.js";
+
+export interface RunRow {
+  id: number;
+  job: string;
+  slot: number | null;
+  trigger: Trigger | null;
+  status: RunStatus;
+  reason: string | null;
+  exit_code: number | null;
+  signal: string | null;
+  attempt: number;
+  started_at: number;
+  finished_at: number | null;
+  duration_ms: number | null;
+  fence: number | null;
+  revoked: number;
+  owner_pid: number | null;
+  owner_start: string | null;
+  pid: number | null;
+  pid_start: string | null;
+  pgid: number | null;
+  log_path: string | null;
+  log_bytes: number | null;
+  progress_at: number | null;
+  progress_msg: string | null;
+  progress_count: number;
+  markers_new: number;
+  markers_skipped: number;
+}
+
+/** The columns of a run that a history entry (`history --json`, `status`'s `last_run`) shows. */
+export type HistoryRow = Pick<
+  RunRow,
+  | "id"
+  | "job"
+  | "slot"
+  | "trigger"
+  | "status"
+  | "reason"
+  | "exit_code"
+  | "signal"
+  | "attempt"
+  | "started_at"
+  | "finished_at"
+  | "duration_ms"
+  | "markers_new"
+  | "markers_skipped"
+  | "pid"
+  | "log_path"
+>;
+
+/** The columns of a run that health is judged from. */
+export type RunFacts = Pick<
+  RunRow,
+  "id" | "status" | "reason" | "started_at" | "finished_at" | "duration_ms" | "progress_at"
+>;
+
+export interface JobRow {
+  name: string;
+  paused: number;
+  fence: number;
+  scanned_to: number | null;
+  reboot_boot_id: string | null;
+  last_success_at: number | null;
+  last_progress_at: number | null;
+  first_seen_at: number | null;
+}
+
+export interface DaemonRow {
+  pid: number | null;
+  pid_start: string | null;
+  started_at: number | null;
+  heartbeat_at: number | null;
+  heartbeat_ms: number | null;
+  stopped_at: number | null;
+  config_file: string | null;
+  config_error: string | null;
+}
+
+export interface MarkerRow {
+  key: string;
+  run_id: number | null;
+  fence: number | null;
+  created_at: number;
+}
+
+export interface EventRow {
+  id: number;
+  at: number;
+  job: string | null;
+  kind: string;
+  detail: string | null;
+}
+
+/** Who holds a `once` claim: the `once` process and, once started, its command. */
+export interface ClaimRow {
+  pid: number;
+  pid_start: string | null;
+  run_id: number | null;
+  cmd_pid: number | null;
+  cmd_start: string | null;
+}
+
+/** A marker key attempted (claimed by `once`) without being marked. */
+export interface AttemptRow {
+  key: string;
+  count: number;
+  last_at: number;
+}
+
+/** Per-job gauges for a metrics scrape. */
+export interface JobGauge {
+  name: string;
+  paused: number;
+  last_success_at: number | null;
+  last_progress_at: number | null;
+  running: number;
+  markers: number;
+}
+
+/** Owner of a run: the process that supervises it (a daemon or `cronvisor run`). */
+export interface Owner {
+  pid: number;
+  start: string | null;
+}
+
+/** Is this process (pid + start time: pids are reused) still alive? Supplied by the caller. */
+export type Alive = (pid: number, start: string | null) => boolean;
+
+// ---- compound writes: arguments and outcomes ------------------------------------------------
+
+/** Take a job's lock and slot, bump its fence and insert its `running` row (see reserveRun). */
+export interface ReserveRequest {
+  job: string;
+  slot: number | null;
+  claimSlot: boolean;
+  trigger: Trigger;
+  attempt: number;
+  /**
+   * The clock, read once the write lock is held: a time read before BEGIN IMMEDIATE waited
+   * out another writer could be older than the end that writer recorded, and the history
+   * would show this run starting before the one it waited for had ended.
+   */
+  now: number | (() => number);
+  owner: Owner;
+  /** Take the job's lock (false only for `overlap: allow`). */
+  lock: boolean;
+  holderAlive: (run: RunRow) => boolean;
+  logPath: (runId: number) => string;
+}
+
+export type ReserveOutcome =
+  | { kind: "started"; run: RunRow }
+  | { kind: "locked"; holder: RunRow }
+  | { kind: "duplicate"; slotRunId: number | null };
+
+/** A slot that did not run: `skipped` (overlap, paused) or `missed` (daemon down). */
+export interface SlotRecord {
+  job: string;
+  slot: number;
+  status: "skipped" | "missed";
+  reason: string;
+}
+
+/** One write of a tick's batch: reserve a run, or record a slot's disposition. */
+export type TickWrite = { reserve: ReserveRequest } | { dispose: SlotRecord; now: number };
+export type TickOutcome = ReserveOutcome | { kind: "recorded"; recorded: boolean };
+
+export interface EventInput {
+  job: string | null;
+  kind: string;
+  detail: string | null;
+}
+
+export interface RunProcess {
+  runId: number;
+  pid: number;
+  pidStart: string | null;
+  pgid: number;
+}
+
+export interface RunEnd {
+  runId: number;
+  result: RunResult;
+}
+
+/** A job the daemon starts watching; `bootId` for an @reboot job (claims this boot's run). */
+export interface AddJob {
+  name: string;
+  bootId: string | null;
+}
+
+/** Who writes markers: a run with its fence, or an operator outside any run (no fence check). */
+export interface MarkerWriter {
+  job: string;
+  run: { id: number; fence: number } | null;
+}
+
+export type ClaimOutcome =
+  | { kind: "done" }
+  | { kind: "claimed" }
+  /** The writer's fence is stale: nothing was written. */
+  | { kind: "stale" }
+  /** A live process holds the claim: the `once` itself, or (`by: "command"`) its command. */
+  | { kind: "held"; holder: ClaimRow; by: "once" | "command" };
+
+// ---- what health and status read ------------------------------------------------------------
+
+/** What one job's health is judged from. */
+export interface JobReadings {
+  row: JobRow | null;
+  /** `running` rows, oldest first (before any liveness check). */
+  running: RunRow[];
+  /** Finished runs with a process, newest first. */
+  recent: RunFacts[];
+  /**
+   * Keys attempted more than the job's repeat limit, whose last attempt is at or after the start
+   * of the newest finished run (still being tried), worst first, at most 10.
+   */
+  attempts: AttemptRow[];
+}
+
+/** What `status` shows of one job: its readings plus its latest runs and marker count. */
+export interface StatusJobRows extends JobReadings {
+  /** The latest run that had a process. */
+  last: HistoryRow | null;
+  /** The latest run that has ended (the newest of `recent`). */
+  lastFinished: HistoryRow | null;
+  markers: number;
+}
+
+export interface StatusRows {
+  daemon: DaemonRow | null;
+  jobs: Map<string, StatusJobRows>;
+}
+
+/** A job `status` reads: its name and repeat limit. */
+export interface StatusJob {
+  name: string;
+  repeatLimit: number;
+}

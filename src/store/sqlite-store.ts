@@ -1,0 +1,352 @@
+// The SQLite Store: each method is one whole synchronous transaction (Conn.write / Conn.read) or
+// one statement, run before the method returns; the promise only carries the result. Never an
+// await inside a transaction: better-sqlite3 commits at the first one.
+import type Database from "better-sqlite3";
+import { openConn, type Conn, type OpenOptions } from "./connection.js";
+import type { Store } from "./store.js";
+import type {
+  AddJob,
+  Alive,
+  EventInput,
+  MarkerWriter,
+  Owner,
+  ReserveRequest,
+  RunEnd,
+  RunProcess,
+  SlotRecord,
+  StatusJob,
+  TickOutcome,
+  TickWrite,
+} from "./rows.js";
+import type { RunResult } from "../core/types.js";
+import * as daemon from "./sqlite/daemon.js";
+import * as events from "./sqlite/events.js";
+import * as history from "./sqlite/history.js";
+import * as jobs from "./sqlite/jobs.js";
+import * as markers from "./sqlite/markers.js";
+import * as runs from "./sqlite/runs.js";
+import * as status from "./sqlite/status.js";
+
+export class SqliteStore implements Store {
+  private constructor(private readonly c: Conn) {}
+
+  /** Open (synchronously: SQLite opens a local file) the store of a state dir. */
+  static open(stateDir: string, opts: OpenOptions): SqliteStore {
+    return new SqliteStore(openConn(stateDir, opts));
+  }
+
+  /** A store over a connection already open (it is closed with the store). */
+  static over(c: Conn): SqliteStore {
+    return new SqliteStore(c);
+  }
+
+  /** The connection itself, for tests and tools that write raw SQL. */
+  get db(): Database.Database {
+    return this.c.raw;
+  }
+
+  isOpen(): boolean {
+    return this.c.open;
+  }
+
+  async close(): Promise<void> {
+    this.c.close();
+  }
+
+  // ---- the daemon singleton
+
+  async daemon() {
+    return daemon.daemonRow(this.c);
+  }
+
+  async claimDaemon(me: Owner, now: number, hbMs: number, file: string, holderAlive: Alive) {
+    return this.c.write(() => daemon.claimDaemon(this.c, me, now, hbMs, file, holderAlive));
+  }
+
+  async heartbeat(pid: number, now: number, heartbeatMs: number) {
+    daemon.heartbeat(this.c, pid, now, heartbeatMs);
+  }
+
+  async setConfigError(pid: number, message: string | null) {
+    daemon.setConfigError(this.c, pid, message);
+  }
+
+  async releaseDaemon(pid: number, now: number) {
+    daemon.releaseDaemon(this.c, pid, now);
+  }
+
+  // ---- jobs
+
+  async job(name: string) {
+    return jobs.jobRow(this.c, name);
+  }
+
+  async allJobs() {
+    return jobs.allJobs(this.c);
+  }
+
+  async ensureJob(name: string, now: number) {
+    return this.c.write(() => jobs.ensureJob(this.c, name, now));
+  }
+
+  async addJobs(list: readonly AddJob[], now: number) {
+    return this.c.write(() => list.map((j) => jobs.addJob(this.c, j, now)));
+  }
+
+  async setPaused(name: string, paused: boolean, now: number) {
+    this.c.write(() => jobs.setPaused(this.c, name, paused, now));
+  }
+
+  async pausedJobs() {
+    return jobs.pausedJobs(this.c);
+  }
+
+  async setScannedTo(name: string, at: number) {
+    jobs.setScannedTo(this.c, name, at);
+  }
+
+  async claimReboot(name: string, bootId: string, now: number) {
+    return this.c.write(() => jobs.claimReboot(this.c, name, bootId, now));
+  }
+
+  // ---- runs, slots and the per-job lock
+
+  async reserveRun(req: ReserveRequest) {
+    return this.c.write(() => runs.reserveRun(this.c, req));
+  }
+
+  async reserveRuns(items: readonly TickWrite[]) {
+    if (items.length === 0) return [];
+    return this.c.write(() =>
+      items.map((w): TickOutcome => {
+        if ("reserve" in w) return runs.reserveRun(this.c, w.reserve);
+        return { kind: "recorded", recorded: runs.insertDisposition(this.c, w.dispose, w.now) };
+      }),
+    );
+  }
+
+  async setRunProcess(runId: number, pid: number, pidStart: string | null, pgid: number) {
+    runs.setRunProcess(this.c, runId, pid, pidStart, pgid);
+  }
+
+  async setRunProcesses(list: readonly RunProcess[]) {
+    if (list.length === 0) return;
+    this.c.write(() => {
+      for (const p of list) runs.setRunProcess(this.c, p.runId, p.pid, p.pidStart, p.pgid);
+    });
+  }
+
+  async adoptRun(runId: number, owner: Owner) {
+    runs.adoptRun(this.c, runId, owner);
+  }
+
+  async revokeRun(runId: number) {
+    runs.revokeRun(this.c, runId);
+  }
+
+  async finishRun(runId: number, result: RunResult) {
+    this.c.write(() => runs.finishRun(this.c, runId, result));
+  }
+
+  async finishRuns(list: readonly RunEnd[]) {
+    if (list.length === 0) return;
+    this.c.write(() => {
+      for (const e of list) runs.finishRun(this.c, e.runId, e.result);
+    });
+  }
+
+  async recordDisposition(
+    job: string,
+    slot: number,
+    status: SlotRecord["status"],
+    reason: string,
+    now: number,
+  ) {
+    return this.c.write(() => {
+      jobs.ensureJob(this.c, job, now);
+      return runs.insertDisposition(this.c, { job, slot, status, reason }, now);
+    });
+  }
+
+  async recordDispositions(
+    slots: readonly SlotRecord[],
+    now: number,
+    evs: readonly EventInput[] = [],
+  ) {
+    if (slots.length === 0 && evs.length === 0) return [];
+    return this.c.write(() => {
+      for (const e of evs) events.insertEvent(this.c, now, e.job, e.kind, e.detail);
+      return slots.map((s) => runs.insertDisposition(this.c, s, now));
+    });
+  }
+
+  async pruneRuns(job: string, keep: number) {
+    return this.c.write(() => runs.pruneRuns(this.c, job, keep));
+  }
+
+  // ---- reading runs
+
+  async run(id: number) {
+    return history.runRow(this.c, id);
+  }
+
+  async runningRuns(job?: string) {
+    return history.runningRuns(this.c, job);
+  }
+
+  async history(job: string | null, limit: number) {
+    return history.history(this.c, job, limit);
+  }
+
+  async lastRun(job: string) {
+    return history.lastRun(this.c, job);
+  }
+
+  async historyRow(id: number) {
+    return history.historyRow(this.c, id);
+  }
+
+  async recentFinished(job: string, limit: number) {
+    return history.recentFinished(this.c, job, limit);
+  }
+
+  // ---- the marker path
+
+  async isMarked(job: string, key: string) {
+    return markers.isMarked(this.c, job, key);
+  }
+
+  async isDone(w: MarkerWriter, key: string) {
+    // A read; only a done key inside a run writes (its skip count), so `check` takes the write
+    // lock only when it has something to count.
+    const done = markers.isMarked(this.c, w.job, key);
+    if (done && w.run) this.c.write(() => markers.countSkipped(this.c, w.run?.id ?? null));
+    return done;
+  }
+
+  async markDone(w: MarkerWriter, keys: readonly string[], now: number) {
+    return this.c.write(() => markers.markKeys(this.c, w, keys, now));
+  }
+
+  async takeClaim(w: MarkerWriter, key: string, me: Owner, now: number, alive: Alive) {
+    return this.c.write(() => markers.takeClaim(this.c, w, key, me, now, alive));
+  }
+
+  async completeClaim(w: MarkerWriter, key: string, pid: number, now: number) {
+    return this.c.write(() => markers.completeClaim(this.c, w, key, pid, now));
+  }
+
+  async releaseClaim(job: string, key: string, pid: number) {
+    this.c.write(() => markers.dropClaim(this.c, job, key, pid));
+  }
+
+  async setClaimCommand(
+    job: string,
+    key: string,
+    pid: number,
+    cmdPid: number,
+    cmdStart: string | null,
+  ) {
+    this.c.writeUnsynced(() => markers.setClaimCommand(this.c, job, key, pid, cmdPid, cmdStart));
+  }
+
+  async claimHolder(job: string, key: string) {
+    return markers.claimHolder(this.c, job, key);
+  }
+
+  async progress(runId: number, message: string | null, now: number) {
+    this.c.write(() => markers.progress(this.c, runId, message, now));
+  }
+
+  async markers(job: string) {
+    return markers.markers(this.c, job);
+  }
+
+  async removeMarker(job: string, key: string, now: number, by: string) {
+    return this.c.write(() => {
+      const removed = markers.deleteMarker(this.c, job, key);
+      if (removed) events.insertEvent(this.c, now, job, "unmark", `${key} (by ${by})`);
+      return removed;
+    });
+  }
+
+  async markerCount(job: string) {
+    return markers.markerCount(this.c, job);
+  }
+
+  async markerCounts() {
+    return markers.markerCounts(this.c);
+  }
+
+  async repeatingKeys(job: string, limit: number) {
+    return markers.repeatingKeys(this.c, job, limit);
+  }
+
+  // ---- events and alert state
+
+  async event(at: number, job: string | null, kind: string, detail: string | null) {
+    events.insertEvent(this.c, at, job, kind, detail);
+  }
+
+  async events(job: string | null, limit: number) {
+    return events.events(this.c, job, limit);
+  }
+
+  async alertState(job: string) {
+    return events.alertState(this.c, job);
+  }
+
+  async setAlertState(job: string, active: string, now: number) {
+    events.setAlertState(this.c, job, active, now);
+  }
+
+  // ---- health, status and the monitor
+
+  async jobReadings(job: string, recentLimit: number, repeatLimit: number) {
+    return this.c.read(() => status.jobReadings(this.c, job, recentLimit, repeatLimit));
+  }
+
+  async statusRows(list: readonly StatusJob[], recentLimit: number) {
+    return this.c.read(() => status.statusRows(this.c, list, recentLimit));
+  }
+
+  async repeatingKeysSince(job: string, limit: number, since: number) {
+    return markers.repeatingKeysSince(this.c, job, limit, since);
+  }
+
+  async repeatingKeysAll(limit: number) {
+    return markers.repeatingKeysAll(this.c, limit);
+  }
+
+  async runsAfter(job: string, afterId: number, limit: number) {
+    return history.runsAfter(this.c, job, afterId, limit);
+  }
+
+  async runsRunningOrFinishedSince(job: string, since: number) {
+    return history.runsRunningOrFinishedSince(this.c, job, since);
+  }
+
+  async maxRunId(job: string) {
+    return history.maxRunId(this.c, job);
+  }
+
+  async jobsChangedSince(runId: number, eventId: number) {
+    return this.c.read(() => history.jobsChangedSince(this.c, runId, eventId));
+  }
+
+  async maxIds() {
+    return history.maxIds(this.c);
+  }
+
+  async jobsAttemptedSince(since: number) {
+    return markers.jobsAttemptedSince(this.c, since);
+  }
+
+  async dataVersion() {
+    return this.c.raw.pragma("data_version", { simple: true }) as number;
+  }
+
+  async jobGauges() {
+    return jobs.jobGauges(this.c);
+  }
+}

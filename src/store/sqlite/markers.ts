@@ -1,0 +1,274 @@
+// Markers, `once` claims, attempts and progress. The functions at the end (markKeys, takeClaim,
+// completeClaim, checkDone) are the marker path's whole operations, shared by the async store
+// and the synchronous library (`Markers`); like every table-group function they run in their
+// caller's transaction and never open one.
+import type { Conn } from "../connection.js";
+import type {
+  Alive,
+  AttemptRow,
+  ClaimOutcome,
+  ClaimRow,
+  MarkerRow,
+  MarkerWriter,
+  Owner,
+} from "../rows.js";
+
+/**
+ * May this run write markers? Only while it is the job's current, live, unrevoked run:
+ * a straggler, a replaced run or a run whose lock was taken over is refused.
+ */
+export function fenceValid(c: Conn, job: string, runId: number, fence: number): boolean {
+  const r = c
+    .q(
+      "SELECT 1 FROM runs WHERE id = ? AND job = ? AND fence = ? AND status = 'running' AND revoked = 0",
+    )
+    .get(runId, job, fence);
+  return r !== undefined;
+}
+
+export function isMarked(c: Conn, job: string, key: string): boolean {
+  return c.q("SELECT 1 FROM markers WHERE job = ? AND key = ?").get(job, key) !== undefined;
+}
+
+/** Insert a marker; returns true if it is new. Counts it on the run and as job progress. */
+export function insertMarker(
+  c: Conn,
+  job: string,
+  key: string,
+  runId: number | null,
+  fence: number | null,
+  now: number,
+): boolean {
+  const info = c
+    .q(
+      "INSERT INTO markers (job, key, run_id, fence, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+    )
+    .run(job, key, runId, fence, now);
+  if (info.changes === 0) return false;
+  c.q("DELETE FROM attempts WHERE job = ? AND key = ?").run(job, key);
+  if (runId !== null) {
+    c.q("UPDATE runs SET markers_new = markers_new + 1, progress_at = ? WHERE id = ?").run(
+      now,
+      runId,
+    );
+  }
+  c.q(
+    "UPDATE jobs SET last_progress_at = MAX(COALESCE(last_progress_at, 0), ?) WHERE name = ?",
+  ).run(now, job);
+  return true;
+}
+
+export function countSkipped(c: Conn, runId: number | null, n = 1): void {
+  if (runId !== null)
+    c.q("UPDATE runs SET markers_skipped = markers_skipped + ? WHERE id = ?").run(n, runId);
+}
+
+/** Delete a marker; returns true if there was one. */
+export function deleteMarker(c: Conn, job: string, key: string): boolean {
+  return c.q("DELETE FROM markers WHERE job = ? AND key = ?").run(job, key).changes > 0;
+}
+
+export function markers(c: Conn, job: string): MarkerRow[] {
+  return c
+    .q("SELECT key, run_id, fence, created_at FROM markers WHERE job = ? ORDER BY created_at, key")
+    .all(job) as MarkerRow[];
+}
+
+export function markerCount(c: Conn, job: string): number {
+  return (c.q("SELECT COUNT(*) AS n FROM markers WHERE job = ?").get(job) as { n: number }).n;
+}
+
+/** Every job's marker count in one pass (jobs without markers are absent). */
+export function markerCounts(c: Conn): Map<string, number> {
+  const rows = c.q("SELECT job, COUNT(*) AS n FROM markers GROUP BY job", true).all() as [
+    string,
+    number,
+  ][];
+  return new Map(rows);
+}
+
+/** Who holds the `once` claim on a key, if anyone (a read: takeClaim takes one). */
+export function claimHolder(c: Conn, job: string, key: string): ClaimRow | undefined {
+  return c
+    .q("SELECT pid, pid_start, run_id, cmd_pid, cmd_start FROM claims WHERE job = ? AND key = ?")
+    .get(job, key) as ClaimRow | undefined;
+}
+
+export function setClaimCommand(
+  c: Conn,
+  job: string,
+  key: string,
+  pid: number,
+  cmdPid: number,
+  cmdStart: string | null,
+): void {
+  c.q("UPDATE claims SET cmd_pid = ?, cmd_start = ? WHERE job = ? AND key = ? AND pid = ?").run(
+    cmdPid,
+    cmdStart,
+    job,
+    key,
+    pid,
+  );
+}
+
+function putClaim(
+  c: Conn,
+  job: string,
+  key: string,
+  me: Owner,
+  runId: number | null,
+  now: number,
+): void {
+  c.q(
+    `INSERT INTO claims (job, key, pid, pid_start, run_id, since) VALUES (?, ?, ?, ?, ?, ?)
+     ON CONFLICT (job, key) DO UPDATE SET pid = excluded.pid, pid_start = excluded.pid_start,
+       run_id = excluded.run_id, since = excluded.since, cmd_pid = NULL, cmd_start = NULL`,
+  ).run(job, key, me.pid, me.start, runId, now);
+}
+
+export function dropClaim(c: Conn, job: string, key: string, pid: number): void {
+  c.q("DELETE FROM claims WHERE job = ? AND key = ? AND pid = ?").run(job, key, pid);
+}
+
+export function countAttempt(c: Conn, job: string, key: string, now: number): number {
+  c.q(
+    `INSERT INTO attempts (job, key, count, last_at) VALUES (?, ?, 1, ?)
+     ON CONFLICT (job, key) DO UPDATE SET count = count + 1, last_at = excluded.last_at`,
+  ).run(job, key, now);
+  return (
+    c.q("SELECT count FROM attempts WHERE job = ? AND key = ?").get(job, key) as { count: number }
+  ).count;
+}
+
+/** Keys attempted more than `limit` times without being marked, worst first. */
+export function repeatingKeys(
+  c: Conn,
+  job: string,
+  limit: number,
+): Pick<AttemptRow, "key" | "count">[] {
+  return c
+    .q(
+      "SELECT key, count FROM attempts WHERE job = ? AND count > ? ORDER BY count DESC, key LIMIT 10",
+    )
+    .all(job, limit) as Pick<AttemptRow, "key" | "count">[];
+}
+
+/**
+ * Keys attempted more than `limit` times without being marked, whose last attempt is at or
+ * after `since` (still being tried), worst first.
+ */
+export function repeatingKeysSince(
+  c: Conn,
+  job: string,
+  limit: number,
+  since: number,
+): AttemptRow[] {
+  return c
+    .q(
+      `SELECT key, count, last_at FROM attempts WHERE job = ? AND count > ? AND last_at >= ?
+       ORDER BY count DESC, key LIMIT 10`,
+    )
+    .all(job, limit, since) as AttemptRow[];
+}
+
+/**
+ * repeatingKeysSince for every job at once: the keys attempted more than `limit` times without
+ * being marked, by job, worst first (the caller applies each job's own limit and `since`).
+ */
+export function repeatingKeysAll(c: Conn, limit: number): Map<string, AttemptRow[]> {
+  const rows = c
+    .q(
+      "SELECT job, key, count, last_at FROM attempts WHERE count > ? ORDER BY job, count DESC, key",
+    )
+    .all(limit) as (AttemptRow & { job: string })[];
+  const by = new Map<string, AttemptRow[]>();
+  for (const { job, key, count, last_at } of rows) {
+    let list = by.get(job);
+    if (!list) by.set(job, (list = []));
+    list.push({ key, count, last_at });
+  }
+  return by;
+}
+
+/** Jobs whose marker keys were attempted at or after `since` (`once` may run outside a run). */
+export function jobsAttemptedSince(c: Conn, since: number): string[] {
+  const rows = c.q("SELECT DISTINCT job FROM attempts WHERE last_at >= ?").all(since) as {
+    job: string;
+  }[];
+  return rows.map((r) => r.job);
+}
+
+export function progress(c: Conn, runId: number, message: string | null, now: number): void {
+  c.q(
+    "UPDATE runs SET progress_at = ?, progress_msg = COALESCE(?, progress_msg), progress_count = progress_count + 1 WHERE id = ?",
+  ).run(now, message, runId);
+  c.q(
+    "UPDATE jobs SET last_progress_at = MAX(COALESCE(last_progress_at, 0), ?) WHERE name = (SELECT job FROM runs WHERE id = ?)",
+  ).run(now, runId);
+}
+
+// ---- the marker path's operations -----------------------------------------------------------
+
+const stale = (c: Conn, w: MarkerWriter): boolean =>
+  w.run !== null && !fenceValid(c, w.job, w.run.id, w.run.fence);
+
+/** Is KEY done? A done key counts as skipped work on the writer's run. */
+export function checkDone(c: Conn, w: MarkerWriter, key: string): boolean {
+  const done = isMarked(c, w.job, key);
+  if (done) countSkipped(c, w.run?.id ?? null);
+  return done;
+}
+
+/** Mark keys done; returns how many were new, or null (nothing written) if the fence is stale. */
+export function markKeys(
+  c: Conn,
+  w: MarkerWriter,
+  keys: readonly string[],
+  now: number,
+): number | null {
+  if (stale(c, w)) return null;
+  let n = 0;
+  for (const k of keys)
+    if (insertMarker(c, w.job, k, w.run?.id ?? null, w.run?.fence ?? null, now)) n++;
+  return n;
+}
+
+/**
+ * Claim KEY for `me`: "done" if already marked (counted as skipped), else the claim is taken
+ * (a dead holder's at once, a live one's never) and the attempt counted.
+ */
+export function takeClaim(
+  c: Conn,
+  w: MarkerWriter,
+  key: string,
+  me: Owner,
+  now: number,
+  alive: Alive,
+): ClaimOutcome {
+  if (checkDone(c, w, key)) return { kind: "done" };
+  if (stale(c, w)) return { kind: "stale" };
+  const h = claimHolder(c, w.job, key);
+  if (h && h.pid !== me.pid) {
+    if (alive(h.pid, h.pid_start)) return { kind: "held", holder: h, by: "once" };
+    // The `once` process died but its command may still be at work: the claim holds.
+    if (h.cmd_pid !== null && alive(h.cmd_pid, h.cmd_start))
+      return { kind: "held", holder: h, by: "command" };
+  }
+  putClaim(c, w.job, key, me, w.run?.id ?? null, now);
+  countAttempt(c, w.job, key, now);
+  return { kind: "claimed" };
+}
+
+/** Mark a claimed key and release the claim; false (nothing written) if the fence is stale. */
+export function completeClaim(
+  c: Conn,
+  w: MarkerWriter,
+  key: string,
+  pid: number,
+  now: number,
+): boolean {
+  if (stale(c, w)) return false;
+  insertMarker(c, w.job, key, w.run?.id ?? null, w.run?.fence ?? null, now);
+  dropClaim(c, w.job, key, pid);
+  return true;
+}

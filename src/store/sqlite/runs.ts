@@ -1,0 +1,181 @@
+// Writing runs, slots and the per-job lock: reserve a run, record its process, its end, or a
+// slot that did not run; prune old runs. Table-group functions: they run in their caller's
+// transaction and never open one (a reservation is only safe inside the caller's BEGIN
+// IMMEDIATE, which makes the lock check and the insert one step).
+import type { Conn } from "../connection.js";
+import type { JobRow, Owner, ReserveOutcome, ReserveRequest, RunRow, SlotRecord } from "../rows.js";
+import type { RunResult, RunStatus } from "../../core/types.js";
+import { runRow, runningRuns } from "./history.js";
+import { ensureJob, jobRow, setScannedTo } from "./jobs.js";
+
+/**
+ * Reserve a run: claim the slot (if any), check the job's lock, bump the fence and insert the
+ * `running` row. The lock is "a running run of this job whose owner or process group still
+ * lives"; a holder found dead is recorded `interrupted` and taken over at once. Returns the new
+ * run, or the run holding the lock, or `duplicate` if the slot already has a disposition (the
+ * same slot never starts twice).
+ */
+export function reserveRun(c: Conn, a: ReserveRequest): ReserveOutcome {
+  const now = typeof a.now === "function" ? a.now() : a.now;
+  ensureJob(c, a.job, now);
+  const slot = a.claimSlot ? a.slot : null;
+  if (slot !== null) {
+    const have = c.q("SELECT run_id FROM slots WHERE job = ? AND slot = ?").get(a.job, slot) as
+      { run_id: number | null } | undefined;
+    if (have) return { kind: "duplicate", slotRunId: have.run_id };
+  }
+  if (a.lock) {
+    const holder = reapDeadHolders(c, a.job, now, a.holderAlive);
+    if (holder) {
+      if (slot !== null) {
+        const reason = `overlap: run ${holder.id} holds the lock`;
+        insertDisposition(c, { job: a.job, slot, status: "skipped", reason }, now);
+      }
+      return { kind: "locked", holder };
+    }
+  }
+  c.q("UPDATE jobs SET fence = fence + 1 WHERE name = ?").run(a.job);
+  const fence = (jobRow(c, a.job) as JobRow).fence;
+  const info = c
+    .q(
+      `INSERT INTO runs (job, slot, trigger, status, attempt, started_at, fence, owner_pid, owner_start, progress_at)
+       VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)`,
+    )
+    .run(a.job, a.slot, a.trigger, a.attempt, now, fence, a.owner.pid, a.owner.start, now);
+  const id = Number(info.lastInsertRowid);
+  c.q("UPDATE runs SET log_path = ? WHERE id = ?").run(a.logPath(id), id);
+  if (slot !== null) {
+    c.q("INSERT INTO slots (job, slot, run_id) VALUES (?, ?, ?)").run(a.job, slot, id);
+    setScannedTo(c, a.job, slot);
+  }
+  return { kind: "started", run: runRow(c, id) as RunRow };
+}
+
+/** The live lock holder of a job, after recording dead holders `interrupted`. */
+function reapDeadHolders(
+  c: Conn,
+  job: string,
+  now: number,
+  alive: (r: RunRow) => boolean,
+): RunRow | null {
+  let holder: RunRow | null = null;
+  for (const r of runningRuns(c, job)) {
+    if (alive(r)) {
+      holder ??= r;
+    } else {
+      finishRow(c, r.id, {
+        status: "interrupted",
+        reason: "its processes and supervisor died",
+        exitCode: null,
+        signal: null,
+        finishedAt: now,
+        durationMs: now - r.started_at,
+        logBytes: r.log_bytes ?? 0,
+      });
+    }
+  }
+  return holder;
+}
+
+/** Record that the run's process started (pid + start time: pids are reused). */
+export function setRunProcess(
+  c: Conn,
+  runId: number,
+  pid: number,
+  pidStart: string | null,
+  pgid: number,
+): void {
+  c.q("UPDATE runs SET pid = ?, pid_start = ?, pgid = ? WHERE id = ?").run(
+    pid,
+    pidStart,
+    pgid,
+    runId,
+  );
+}
+
+/** A restarted daemon (or another owner) takes over supervising a live orphan. */
+export function adoptRun(c: Conn, runId: number, owner: Owner): void {
+  c.q("UPDATE runs SET owner_pid = ?, owner_start = ? WHERE id = ?").run(
+    owner.pid,
+    owner.start,
+    runId,
+  );
+}
+
+/** Revoke the run's fence: its marker writes are refused from now on. */
+export function revokeRun(c: Conn, runId: number): void {
+  c.q("UPDATE runs SET revoked = 1 WHERE id = ?").run(runId);
+}
+
+export function finishRun(c: Conn, runId: number, r: RunResult): void {
+  finishRow(c, runId, {
+    status: r.status,
+    reason: r.reason,
+    exitCode: r.exitCode,
+    signal: r.signal,
+    finishedAt: r.finishedAt,
+    durationMs: r.durationMs,
+    logBytes: r.logBytes,
+  });
+}
+
+function finishRow(
+  c: Conn,
+  runId: number,
+  r: {
+    status: RunStatus;
+    reason: string | null;
+    exitCode: number | null;
+    signal: string | null;
+    finishedAt: number;
+    durationMs: number;
+    logBytes: number;
+  },
+): void {
+  // Only a running row is finished: a run recorded twice (adopter and owner racing) keeps the first.
+  const info = c
+    .q(
+      `UPDATE runs SET status = ?, reason = ?, exit_code = ?, signal = ?, finished_at = ?,
+         duration_ms = ?, log_bytes = ?, revoked = 1
+       WHERE id = ? AND status = 'running'`,
+    )
+    .run(r.status, r.reason, r.exitCode, r.signal, r.finishedAt, r.durationMs, r.logBytes, runId);
+  if (info.changes > 0 && r.status === "ok") {
+    c.q(
+      `UPDATE jobs SET last_success_at = MAX(COALESCE(last_success_at, 0), ?),
+         last_progress_at = MAX(COALESCE(last_progress_at, 0), ?)
+       WHERE name = (SELECT job FROM runs WHERE id = ?)`,
+    ).run(r.finishedAt, r.finishedAt, runId);
+  }
+}
+
+/**
+ * A slot that did not run: `skipped` (overlap, paused) or `missed` (daemon down). False if the
+ * slot already has a disposition (it is never recorded twice).
+ */
+export function insertDisposition(c: Conn, s: SlotRecord, now: number): boolean {
+  const claimed = c
+    .q("INSERT INTO slots (job, slot, run_id) VALUES (?, ?, NULL) ON CONFLICT DO NOTHING")
+    .run(s.job, s.slot);
+  if (claimed.changes === 0) return false;
+  c.q(
+    `INSERT INTO runs (job, slot, trigger, status, reason, attempt, started_at, finished_at, duration_ms)
+     VALUES (?, ?, 'schedule', ?, ?, 1, ?, ?, 0)`,
+  ).run(s.job, s.slot, s.status, s.reason, now, now);
+  setScannedTo(c, s.job, s.slot);
+  return true;
+}
+
+/** Delete finished runs beyond the newest `keep` of a job; returns their log paths. */
+export function pruneRuns(c: Conn, job: string, keep: number): string[] {
+  const old = c
+    .q(
+      `SELECT id, log_path FROM runs WHERE job = ? AND status != 'running'
+       AND id < (SELECT MIN(id) FROM (SELECT id FROM runs WHERE job = ? ORDER BY id DESC LIMIT ?))`,
+    )
+    .all(job, job, keep) as { id: number; log_path: string | null }[];
+  if (old.length === 0) return [];
+  const maxId = Math.max(...old.map((r) => r.id));
+  c.q("DELETE FROM runs WHERE job = ? AND status != 'running' AND id <= ?").run(job, maxId);
+  return old.map((r) => r.log_path).filter((p): p is string => p !== null);
+}

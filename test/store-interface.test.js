@@ -1,0 +1,143 @@
+// The store's contract as the rest of cronvisor sees it: numbered migrations bring an older store
+// forward in place (PRAGMA user_version as before), a newer one is refused untouched, and a Store
+// method that is one transaction writes all of its batch or nothing.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import Database from "better-sqlite3";
+import { migrationFiles } from "../dist/store/migrate.js";
+import { SqliteStore } from "../dist/store/sqlite-store.js";
+import { openStore, StoreError } from "../dist/store/store.js";
+import { tmpdir } from "./helpers.js";
+
+const SQL = new URL("../dist/store/migrations/sqlite/", import.meta.url);
+
+/** A store file as an older cronvisor left it: only the first `upTo` migrations applied. */
+function olderStore(stateDir, upTo) {
+  fs.mkdirSync(stateDir, { recursive: true });
+  const db = new Database(path.join(stateDir, "cronvisor.db"));
+  db.pragma("journal_mode = WAL");
+  for (const f of migrationFiles().slice(0, upTo))
+    db.exec(fs.readFileSync(new URL(f, SQL), "utf8"));
+  db.pragma(`user_version = ${upTo}`);
+  db.prepare("INSERT INTO markers (job, key, created_at) VALUES ('a', 'kept', 1)").run();
+  db.close();
+}
+
+test("migrations: one numbering, 001.. with no gap; a new store is at the last number", async (t) => {
+  const files = migrationFiles();
+  assert.deepEqual(files, ["001_init.sql", "002_alert_state.sql", "003_claim_command.sql"]);
+  const store = SqliteStore.open(path.join(tmpdir(t), "s"), { create: true });
+  t.after(() => store.close());
+  assert.equal(store.db.pragma("user_version", { simple: true }), files.length);
+});
+
+test("a store written at schema version 1 opens, is migrated in place and keeps its rows", async (t) => {
+  const stateDir = path.join(tmpdir(t), "s");
+  olderStore(stateDir, 1);
+  const store = await openStore(stateDir, { create: false });
+  t.after(() => store.close());
+  assert.equal(await store.isMarked("a", "kept"), true);
+  // 002 and 003 were applied: alert state and a claim's command can be written.
+  await store.setAlertState("a", "failing", 5);
+  assert.deepEqual(await store.alertState("a"), { active: "failing", since: 5 });
+  const me = { pid: process.pid, start: null };
+  const out = await store.takeClaim({ job: "a", run: null }, "k", me, 6, () => true);
+  assert.deepEqual(out, { kind: "claimed" });
+  await store.setClaimCommand("a", "k", process.pid, 4242, "x");
+  assert.equal((await store.claimHolder("a", "k")).cmd_pid, 4242);
+  const raw = new Database(path.join(stateDir, "cronvisor.db"), { readonly: true });
+  assert.equal(raw.pragma("user_version", { simple: true }), 3);
+  raw.close();
+});
+
+test("a store from a newer cronvisor is refused and left as it was", async (t) => {
+  const stateDir = path.join(tmpdir(t), "s");
+  olderStore(stateDir, 3);
+  const file = path.join(stateDir, "cronvisor.db");
+  const db = new Database(file);
+  db.pragma("user_version = 99");
+  db.close();
+  const before = fs.readFileSync(file);
+  await assert.rejects(
+    openStore(stateDir, { create: false }),
+    (e) =>
+      e instanceof StoreError &&
+      e.code === "corrupt" &&
+      /newer than this cronvisor/.test(e.message),
+  );
+  assert.deepEqual(fs.readFileSync(file), before);
+});
+
+const reserve = (job, slot, logPath = (id) => `/tmp/${id}.log`) => ({
+  reserve: {
+    job,
+    slot,
+    claimSlot: true,
+    trigger: "schedule",
+    attempt: 1,
+    now: 1000,
+    owner: { pid: process.pid, start: null },
+    lock: true,
+    holderAlive: () => true,
+    logPath,
+  },
+});
+
+test("reserveRuns is one transaction: a failure in its batch writes none of it", async (t) => {
+  const store = SqliteStore.open(path.join(tmpdir(t), "s"), { create: true });
+  t.after(() => store.close());
+  const boom = () => {
+    throw new Error("boom");
+  };
+  await assert.rejects(
+    store.reserveRuns([
+      reserve("a", 60_000),
+      { dispose: { job: "b", slot: 60_000, status: "missed", reason: "daemon down" }, now: 1000 },
+      reserve("c", 60_000, boom),
+    ]),
+    /boom/,
+  );
+  assert.deepEqual(await store.history(null, 10), [], "no run, no disposition");
+  assert.equal(await store.job("a"), null, "not even the job row");
+  // The same batch without the failure commits every part of it, outcomes in order.
+  const out = await store.reserveRuns([
+    reserve("a", 60_000),
+    { dispose: { job: "b", slot: 60_000, status: "missed", reason: "daemon down" }, now: 1000 },
+    reserve("a", 60_000),
+  ]);
+  assert.deepEqual(
+    out.map((o) => o.kind),
+    ["started", "recorded", "duplicate"],
+  );
+  assert.equal((await store.history(null, 10)).length, 2);
+});
+
+test("markDone writes every key or, with a stale fence, none; a nested transaction is refused", async (t) => {
+  const store = SqliteStore.open(path.join(tmpdir(t), "s"), { create: true });
+  t.after(() => store.close());
+  const [started] = await store.reserveRuns([reserve("a", null)]);
+  const w = { job: "a", run: { id: started.run.id, fence: started.run.fence } };
+  assert.equal(await store.markDone(w, ["k1", "k2"], 2000), 2);
+  await store.revokeRun(started.run.id);
+  assert.equal(await store.markDone(w, ["k3", "k4"], 2001), null);
+  assert.deepEqual(
+    (await store.markers("a")).map((m) => m.key),
+    ["k1", "k2"],
+  );
+  // A store call from inside another's transaction (here: the lock check's callback) would
+  // commit with its caller's batch: the store refuses it instead of nesting.
+  let inner = null;
+  const req = {
+    ...reserve("b", null).reserve,
+    holderAlive: () => {
+      inner = store.ensureJob("x", 1);
+      return true;
+    },
+  };
+  assert.equal((await store.reserveRun(req)).kind, "started"); // no holder yet: not called
+  assert.equal((await store.reserveRun(req)).kind, "locked");
+  await assert.rejects(inner, /inside another/);
+  assert.equal(await store.job("x"), null);
+});
