@@ -24,7 +24,14 @@ const IMPORTERS = {
   core: ANY, // types and durations: everything may use them, and they import nothing
   schedule: from("config", "daemon", "health", "commands"),
   store: from("daemon", "markers", "health", "monitor", "run", "commands"),
-  run: { ...from("daemon", "commands"), markers: ["proc.ts"] },
+  // process handling: markers and health judge a run's liveness (proc.ts); alert commands get a
+  // job-like environment (env.ts)
+  run: {
+    ...from("daemon", "commands"),
+    markers: ["proc.ts"],
+    health: ["proc.ts"],
+    monitor: ["env.ts"],
+  },
   health: from("monitor", "commands"),
   config: from("commands"),
   daemon: from("monitor", "commands"), // monitor implements the supervisor's hooks

@@ -3,7 +3,7 @@
 // await inside a transaction: better-sqlite3 commits at the first one.
 import type Database from "better-sqlite3";
 import { openConn, type Conn, type OpenOptions } from "./connection.js";
-import type { Store } from "./store.js";
+import type { Store } from "./interface.js";
 import type {
   AddJob,
   Alive,

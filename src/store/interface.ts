@@ -1,0 +1,162 @@
+// The state store as the rest of cronvisor sees it: what the daemon, the marker path (`mark`,
+// `check`, `once`, `progress`, `markers`, `unmark`) and status need, and nothing about SQL.
+// Asynchronous, so that an engine with a network round trip (PostgreSQL) can sit beside the
+// SQLite one, which resolves at once.
+//
+// The transaction rule: every method is one whole transaction (or one statement). A caller never
+// holds a transaction across an await; what must be atomic is one method here (a tick's batch
+// is `reserveRuns`, not a loop of calls). The public library (`Markers`) stays synchronous on its
+// own connection.
+import type {
+  AddJob,
+  Alive,
+  AttemptRow,
+  ClaimOutcome,
+  ClaimRow,
+  DaemonRow,
+  EventInput,
+  EventRow,
+  HistoryRow,
+  JobGauge,
+  JobReadings,
+  JobRow,
+  MarkerRow,
+  MarkerWriter,
+  Owner,
+  ReserveOutcome,
+  ReserveRequest,
+  RunEnd,
+  RunFacts,
+  RunProcess,
+  RunRow,
+  SlotRecord,
+  StatusJob,
+  StatusRows,
+  TickOutcome,
+  TickWrite,
+} from "./rows.js";
+import type { RunResult } from "../core/types.js";
+
+export interface Store {
+  /** False once closed (a reader racing the daemon's stop must not touch a closed store). */
+  isOpen(): boolean;
+  close(): Promise<void>;
+
+  // ---- the daemon singleton
+  daemon(): Promise<DaemonRow | null>;
+  /** Claim the state dir; returns the live holder that keeps it, or null when claimed. */
+  claimDaemon(
+    me: Owner,
+    now: number,
+    heartbeatMs: number,
+    configFile: string,
+    holderAlive: Alive,
+  ): Promise<DaemonRow | null>;
+  heartbeat(pid: number, now: number, heartbeatMs: number): Promise<void>;
+  setConfigError(pid: number, message: string | null): Promise<void>;
+  releaseDaemon(pid: number, now: number): Promise<void>;
+
+  // ---- jobs
+  job(name: string): Promise<JobRow | null>;
+  allJobs(): Promise<JobRow[]>;
+  ensureJob(name: string, now: number): Promise<JobRow>;
+  /** Every job the daemon starts watching, in one transaction (see jobs.addJob). */
+  addJobs(jobs: readonly AddJob[], now: number): Promise<{ row: JobRow; rebootClaimed: boolean }[]>;
+  setPaused(name: string, paused: boolean, now: number): Promise<void>;
+  pausedJobs(): Promise<Set<string>>;
+  setScannedTo(name: string, at: number): Promise<void>;
+  claimReboot(name: string, bootId: string, now: number): Promise<boolean>;
+
+  // ---- runs, slots and the per-job lock
+  /** Take the lock and the slot, bump the fence, insert the `running` row: one transaction. */
+  reserveRun(req: ReserveRequest): Promise<ReserveOutcome>;
+  /** A tick's reservations and dispositions in one transaction, outcomes in the same order. */
+  reserveRuns(items: readonly TickWrite[]): Promise<TickOutcome[]>;
+  setRunProcess(runId: number, pid: number, pidStart: string | null, pgid: number): Promise<void>;
+  setRunProcesses(list: readonly RunProcess[]): Promise<void>;
+  adoptRun(runId: number, owner: Owner): Promise<void>;
+  revokeRun(runId: number): Promise<void>;
+  finishRun(runId: number, result: RunResult): Promise<void>;
+  finishRuns(list: readonly RunEnd[]): Promise<void>;
+  /** A slot that did not run (its job row ensured); false if it already had a disposition. */
+  recordDisposition(
+    job: string,
+    slot: number,
+    status: SlotRecord["status"],
+    reason: string,
+    now: number,
+  ): Promise<boolean>;
+  /** Dispositions and events in one transaction (catch-up, a gap after a full disk). */
+  recordDispositions(
+    slots: readonly SlotRecord[],
+    now: number,
+    events?: readonly EventInput[],
+  ): Promise<boolean[]>;
+  pruneRuns(job: string, keep: number): Promise<string[]>;
+
+  // ---- reading runs
+  run(id: number): Promise<RunRow | null>;
+  runningRuns(job?: string): Promise<RunRow[]>;
+  history(job: string | null, limit: number): Promise<RunRow[]>;
+  lastRun(job: string): Promise<HistoryRow | null>;
+  historyRow(id: number): Promise<HistoryRow | null>;
+  recentFinished(job: string, limit: number): Promise<RunFacts[]>;
+
+  // ---- the marker path
+  isMarked(job: string, key: string): Promise<boolean>;
+  /** `check`: is KEY done? A done key counts as skipped work on the writer's run. */
+  isDone(w: MarkerWriter, key: string): Promise<boolean>;
+  /** New markers written, or null if the writer's fence is stale (nothing written). */
+  markDone(w: MarkerWriter, keys: readonly string[], now: number): Promise<number | null>;
+  takeClaim(
+    w: MarkerWriter,
+    key: string,
+    me: Owner,
+    now: number,
+    alive: Alive,
+  ): Promise<ClaimOutcome>;
+  /** Mark a claimed key and release its claim; false if the fence is stale (nothing written). */
+  completeClaim(w: MarkerWriter, key: string, pid: number, now: number): Promise<boolean>;
+  releaseClaim(job: string, key: string, pid: number): Promise<void>;
+  /** Note the command a claim runs; not fsync'd (it matters only while processes live). */
+  setClaimCommand(
+    job: string,
+    key: string,
+    pid: number,
+    cmdPid: number,
+    cmdStart: string | null,
+  ): Promise<void>;
+  claimHolder(job: string, key: string): Promise<ClaimRow | undefined>;
+  progress(runId: number, message: string | null, now: number): Promise<void>;
+  markers(job: string): Promise<MarkerRow[]>;
+  removeMarker(job: string, key: string, now: number, by: string): Promise<boolean>;
+  markerCount(job: string): Promise<number>;
+  markerCounts(): Promise<Map<string, number>>;
+  repeatingKeys(job: string, limit: number): Promise<Pick<AttemptRow, "key" | "count">[]>;
+
+  // ---- events and alert state
+  event(at: number, job: string | null, kind: string, detail: string | null): Promise<void>;
+  events(job: string | null, limit: number): Promise<EventRow[]>;
+  alertState(job: string): Promise<{ active: string; since: number } | null>;
+  setAlertState(job: string, active: string, now: number): Promise<void>;
+
+  // ---- health, status and the monitor
+  /** What one job's health is judged from, in one snapshot. */
+  jobReadings(job: string, recentLimit: number, repeatLimit: number): Promise<JobReadings>;
+  /** Everything `status` shows, in one snapshot. */
+  statusRows(jobs: readonly StatusJob[], recentLimit: number): Promise<StatusRows>;
+  repeatingKeysSince(job: string, limit: number, since: number): Promise<AttemptRow[]>;
+  repeatingKeysAll(limit: number): Promise<Map<string, AttemptRow[]>>;
+  runsAfter(job: string, afterId: number, limit: number): Promise<RunRow[]>;
+  runsRunningOrFinishedSince(job: string, since: number): Promise<RunRow[]>;
+  maxRunId(job: string): Promise<number>;
+  jobsChangedSince(
+    runId: number,
+    eventId: number,
+  ): Promise<{ jobs: Set<string>; runId: number; eventId: number }>;
+  maxIds(): Promise<{ runId: number; eventId: number }>;
+  jobsAttemptedSince(since: number): Promise<string[]>;
+  /** Changes when another connection commits. */
+  dataVersion(): Promise<number>;
+  jobGauges(): Promise<JobGauge[]>;
+}
