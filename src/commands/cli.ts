@@ -1,7 +1,8 @@
 // The CLI's entry (bin/cronvisor): a plain `status` call straight to its command, anything else
-// through commander (program.ts); errors mapped to the exit codes in shared.ts.
+// through commander (program.ts); errors mapped to the exit codes in src/core/exit.ts.
 import { fastStatus } from "./args.js";
-import { CliError, EXIT } from "./shared.js";
+import { EXIT } from "../core/exit.js";
+import { CliError } from "./shared.js";
 
 export async function main(argv: string[]): Promise<void> {
   // `cronvisor status --check | head -1`: a reader that goes away is not an error of ours.

@@ -1,6 +1,7 @@
 // `cronvisor import-crontab`: translate a crontab into jobs YAML on stdout.
 import fs from "node:fs";
-import { CliError, EXIT } from "./shared.js";
+import { EXIT } from "../core/exit.js";
+import { CliError } from "./shared.js";
 
 export async function importCrontabCommand(
   file: string | undefined,

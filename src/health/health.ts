@@ -21,6 +21,7 @@
 // as a problem sentence without changing the word: slow is a warning sign, not a failure.
 import type { DaemonRow, RunFacts } from "../store/rows.js";
 import type { JobConfig } from "../core/types.js";
+import { formatDurationRounded } from "../core/duration.js";
 
 export type HealthWord = "ok" | "late" | "stuck" | "failing" | "repeating" | "paused" | "never-run";
 export type DaemonState = "running" | "unresponsive" | "down";
@@ -102,15 +103,6 @@ export interface Assessment {
   slowRunIds: number[];
 }
 
-/** `42s`, `7m`, `3h`, `2d`: short and rounded, for sentences. */
-export function humanDuration(ms: number): string {
-  const s = Math.round(ms / 1000);
-  if (s < 120) return `${s}s`;
-  if (s < 7200) return `${Math.round(s / 60)}m`;
-  if (s < 172_800) return `${Math.round(s / 3600)}h`;
-  return `${Math.round(s / 86_400)}d`;
-}
-
 const describeRun = (r: RunFacts): string =>
   `run ${r.id}: ${r.status}${r.reason ? `, ${r.reason}` : ""}`;
 
@@ -135,7 +127,7 @@ export function assessJob(f: JobFacts): Assessment {
       add(
         "stuck",
         r.id,
-        `run ${r.id} has shown no progress for ${humanDuration(now - since)} (limit ${humanDuration(within)})`,
+        `run ${r.id} has shown no progress for ${formatDurationRounded(now - since)} (limit ${formatDurationRounded(within)})`,
       );
     }
     if (p95 !== null && now - r.started_at > SLOW_FACTOR * Math.max(p95, SLOW_FLOOR_MS)) {
@@ -143,7 +135,7 @@ export function assessJob(f: JobFacts): Assessment {
       add(
         null,
         r.id,
-        `run ${r.id} has run ${humanDuration(now - r.started_at)}, over ${SLOW_FACTOR}× its usual ${humanDuration(p95)} (p95 of recent successes)`,
+        `run ${r.id} has run ${formatDurationRounded(now - r.started_at)}, over ${SLOW_FACTOR}× its usual ${formatDurationRounded(p95)} (p95 of recent successes)`,
       );
     }
   }
@@ -188,8 +180,8 @@ export function assessJob(f: JobFacts): Assessment {
         "late",
         null,
         f.lastSuccessAt === null
-          ? `no successful run since it was first seen ${humanDuration(now - ref)} ago (limit ${humanDuration(sw)})`
-          : `last success ${humanDuration(now - ref)} ago (limit ${humanDuration(sw)})`,
+          ? `no successful run since it was first seen ${formatDurationRounded(now - ref)} ago (limit ${formatDurationRounded(sw)})`
+          : `last success ${formatDurationRounded(now - ref)} ago (limit ${formatDurationRounded(sw)})`,
       );
     }
   }

@@ -13,6 +13,7 @@
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import os from "node:os";
+import { formatSeconds } from "../core/duration.js";
 import type { Assessment, Finding, HealthWord } from "../health/health.js";
 import type { RunRow } from "../store/rows.js";
 
@@ -366,5 +367,5 @@ export function pingKindOf(status: string): PingKind {
 export function pingBody(run: RunRow, kind: PingKind): string {
   const what = `cronvisor run ${run.id} of ${run.job} (${run.trigger ?? "manual"}, attempt ${run.attempt})`;
   if (kind === "start") return `${what} started\n`;
-  return `${what}: ${run.status}${run.reason ? `, ${run.reason}` : ""}${run.duration_ms !== null ? ` after ${(run.duration_ms / 1000).toFixed(1)}s` : ""}\n`;
+  return `${what}: ${run.status}${run.reason ? `, ${run.reason}` : ""}${run.duration_ms !== null ? ` after ${formatSeconds(run.duration_ms)}` : ""}\n`;
 }
