@@ -2,6 +2,7 @@
 // subcommand's module when that command runs, so start-up loads none of the others.
 import type { Command } from "commander";
 import { createRequire } from "node:module";
+import { VERSION } from "../core/version.js";
 import type { MarkerCommand } from "./mark.js";
 
 // commander (and the node:child_process it loads) costs ~25 ms of start-up: loaded only when a
@@ -23,7 +24,7 @@ export function buildProgram(): Command {
     .description(
       "A cron replacement: locked runs, run records and logs, durable done-markers, and a status that tells liveness from progress.",
     )
-    .version("0.1.0")
+    .version(VERSION)
     .enablePositionalOptions()
     .showHelpAfterError()
     .addHelpText(

@@ -9,7 +9,7 @@ import {
   type DaemonState,
   type HealthWord,
 } from "./health.js";
-import { groupAlive, isAlive } from "../run/proc.js";
+import { isAlive, runAlive } from "../run/proc.js";
 import { nextSlot } from "../schedule/schedule.js";
 import type {
   DaemonRow,
@@ -147,11 +147,7 @@ export function judgeJob(job: JobConfig, r: JobReadings, now: number): JobInspec
   const { row, recent, attempts } = r;
   const paused = job.paused || row?.paused === 1;
   // A `running` row whose processes and supervisor are gone is not running: show it as such.
-  const running = r.running.filter(
-    (x) =>
-      (x.pgid !== null && groupAlive(x.pgid)) ||
-      (x.owner_pid !== null && isAlive(x.owner_pid, x.owner_start)),
-  );
+  const running = r.running.filter(runAlive);
   const assessment = assessJob({
     now,
     job,

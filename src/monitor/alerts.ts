@@ -14,6 +14,7 @@ import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import os from "node:os";
 import { formatSeconds } from "../core/duration.js";
+import { VERSION } from "../core/version.js";
 import type { Assessment, Finding, HealthWord } from "../health/health.js";
 import type { RunRow } from "../store/rows.js";
 
@@ -23,7 +24,7 @@ export type AlertEvent =
 export type Condition = "failing" | "stuck" | "repeating" | "late";
 export const CONDITIONS: readonly Condition[] = ["failing", "stuck", "repeating", "late"];
 
-const USER_AGENT = "cronvisor/0.1.0";
+const USER_AGENT = `cronvisor/${VERSION}`;
 
 /** What a target receives: the webhook's JSON body, the command's stdin (and, flattened, its env). */
 export interface Alert {
