@@ -7,7 +7,7 @@ export async function importCrontabCommand(
   file: string | undefined,
   o: { system?: boolean; skipInvalid?: boolean },
 ): Promise<void> {
-  const { importCrontab } = await import("../crontab/crontab.js");
+  const { importCrontab } = await import("../crontab/index.js");
   // fd 0, not /dev/stdin: a pipe from spawn() cannot be reopened by path.
   const text = fs.readFileSync(file === undefined || file === "-" ? 0 : file, "utf8");
   const res = importCrontab(text, {

@@ -2,7 +2,7 @@
 // function of store rows and `now`, so it can be tested without a clock or a daemon. `status`,
 // `--check`, the alerts and the metrics all read the words from here, so they cannot disagree.
 //
-// The rules (docs/health.md explains them to operators):
+// The rules (the README's "Is it healthy?" explains them to operators):
 //   paused     the job is paused (config or `cronvisor pause`); it outranks every other word
 //   stuck      a live run has shown no progress (start, marker, `progress`) for progress_within
 //   failing    the newest run with a verdict (ok, failed, timeout, spawn_failed) did not succeed;

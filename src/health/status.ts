@@ -1,6 +1,7 @@
 // What `status` and `history` report, built from the store alone (so they work while the daemon is
-// down) plus the config for schedules. JSON field names are the contract in DESIGN.md. The daemon's
-// alerts and metrics call `inspectJob` too: one health function for every reader.
+// down) plus the config for schedules. Its JSON field names are a public contract (scripts read
+// `status --json`): rename none. The daemon's alerts and metrics call `inspectJob` too: one
+// health function for every reader.
 import {
   assessJob,
   daemonState,
