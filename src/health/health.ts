@@ -109,36 +109,17 @@ const describeRun = (r: RunFacts): string =>
 /** The health word (worst first) and every problem, as plain sentences. */
 export function assessJob(f: JobFacts): Assessment {
   const findings: Finding[] = [];
-  const { now, job } = f;
-  const add = (word: HealthWord | null, runId: number | null, message: string): void => {
+  const { job } = f;
+  const add: AddFinding = (word, runId, message) => {
     findings.push({ word, runId, message });
   };
 
   if (f.paused) add("paused", null, "paused: its slots are skipped until `cronvisor resume`");
 
-  const within = job.health.progressWithinMs;
   const p95 = percentile95(
     f.recent.filter((r) => r.status === "ok").map((r) => r.duration_ms ?? 0),
   );
-  const slowRunIds: number[] = [];
-  for (const r of f.running) {
-    const since = Math.max(r.progress_at ?? r.started_at, r.started_at);
-    if (within !== null && now - since > within) {
-      add(
-        "stuck",
-        r.id,
-        `run ${r.id} has shown no progress for ${formatDurationRounded(now - since)} (limit ${formatDurationRounded(within)})`,
-      );
-    }
-    if (p95 !== null && now - r.started_at > SLOW_FACTOR * Math.max(p95, SLOW_FLOOR_MS)) {
-      slowRunIds.push(r.id);
-      add(
-        null,
-        r.id,
-        `run ${r.id} has run ${formatDurationRounded(now - r.started_at)}, over ${SLOW_FACTOR}× its usual ${formatDurationRounded(p95)} (p95 of recent successes)`,
-      );
-    }
-  }
+  const slowRunIds = judgeRunning(f, p95, add);
 
   const verdicts = f.recent.filter((r) => VERDICTS.has(r.status));
   const verdict = verdicts[0];
@@ -172,19 +153,8 @@ export function assessJob(f: JobFacts): Assessment {
     );
   }
 
-  const sw = job.health.successWithinMs;
-  if (sw !== null) {
-    const ref = f.lastSuccessAt ?? f.firstSeenAt;
-    if (ref !== null && now - ref > sw) {
-      add(
-        "late",
-        null,
-        f.lastSuccessAt === null
-          ? `no successful run since it was first seen ${formatDurationRounded(now - ref)} ago (limit ${formatDurationRounded(sw)})`
-          : `last success ${formatDurationRounded(now - ref)} ago (limit ${formatDurationRounded(sw)})`,
-      );
-    }
-  }
+  const late = lateness(f);
+  if (late !== null) add("late", null, late);
 
   if (f.recent.length === 0 && f.running.length === 0 && !findings.some((x) => x.word !== null)) {
     add("never-run", null, "it has not run yet");
@@ -205,6 +175,45 @@ export function assessJob(f: JobFacts): Assessment {
     p95DurationMs: p95,
     slowRunIds,
   };
+}
+
+type AddFinding = (word: HealthWord | null, runId: number | null, message: string) => void;
+
+/** `stuck` for each live run past progress_within; a note for each past SLOW_FACTOR x p95. */
+function judgeRunning(f: JobFacts, p95: number | null, add: AddFinding): number[] {
+  const { now } = f;
+  const within = f.job.health.progressWithinMs;
+  const slowRunIds: number[] = [];
+  for (const r of f.running) {
+    const since = Math.max(r.progress_at ?? r.started_at, r.started_at);
+    if (within !== null && now - since > within) {
+      add(
+        "stuck",
+        r.id,
+        `run ${r.id} has shown no progress for ${formatDurationRounded(now - since)} (limit ${formatDurationRounded(within)})`,
+      );
+    }
+    if (p95 !== null && now - r.started_at > SLOW_FACTOR * Math.max(p95, SLOW_FLOOR_MS)) {
+      slowRunIds.push(r.id);
+      add(
+        null,
+        r.id,
+        `run ${r.id} has run ${formatDurationRounded(now - r.started_at)}, over ${SLOW_FACTOR}× its usual ${formatDurationRounded(p95)} (p95 of recent successes)`,
+      );
+    }
+  }
+  return slowRunIds;
+}
+
+/** The `late` sentence, or null when the job succeeded within success_within (or has no limit). */
+function lateness(f: JobFacts): string | null {
+  const sw = f.job.health.successWithinMs;
+  const ref = f.lastSuccessAt ?? f.firstSeenAt;
+  if (sw === null || ref === null || f.now - ref <= sw) return null;
+  const ago = formatDurationRounded(f.now - ref);
+  return f.lastSuccessAt === null
+    ? `no successful run since it was first seen ${ago} ago (limit ${formatDurationRounded(sw)})`
+    : `last success ${ago} ago (limit ${formatDurationRounded(sw)})`;
 }
 
 /** Nearest-rank p95; null with fewer than SLOW_MIN_SAMPLES samples. */
