@@ -2,7 +2,6 @@
 // subcommand's module when that command runs, so start-up loads none of the others.
 import type { Command } from "commander";
 import { createRequire } from "node:module";
-import { VERSION } from "../core/version.js";
 import type { MarkerCommand } from "./mark.js";
 
 // commander (and the node:child_process it loads) costs ~25 ms of start-up: loaded only when a
@@ -17,14 +16,18 @@ const withConfig = (cmd: Command): Command =>
 
 const example = (text: string): string => `\nExample:\n  ${text}`;
 
-export function buildProgram(): Command {
+/**
+ * `version`: src/core/version.ts's VERSION, passed in by cli.ts: this module imports nothing of
+ * its own at load time (test/commands-startup.test.js checks it).
+ */
+export function buildProgram(version: string): Command {
   const program = new (commander().Command)();
   program
     .name("cronvisor")
     .description(
       "A cron replacement: locked runs, run records and logs, durable done-markers, and a status that tells liveness from progress.",
     )
-    .version(VERSION)
+    .version(version)
     .enablePositionalOptions()
     .showHelpAfterError()
     .addHelpText(

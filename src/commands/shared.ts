@@ -3,6 +3,10 @@
 // the fast `status` path and every command load it.
 import path from "node:path";
 import { EXIT } from "../core/exit.js";
+
+// The one table (src/core/exit.ts), passed on for cli.ts, whose static imports are kept to
+// args.js and shared.js (start-up: test/commands-startup.test.js).
+export { EXIT };
 import type { Config, ConfigError, JobConfig } from "../core/types.js";
 
 /** An error the CLI prints as it is (one message, no stack) and exits with `code`. */
