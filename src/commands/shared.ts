@@ -1,13 +1,13 @@
-// What every subcommand shares: its usage error (exit codes: src/core/exit.ts), config loading, job lookup,
-// opening the state store, and plain output. Kept light (no commander, no SQLite at import time):
-// the fast `status` path and every command load it.
+// What every subcommand shares: its usage error, config loading, job lookup, opening the state
+// store, and plain output. Kept light (no commander, no SQLite at import time): the fast `status`
+// path and every command load it.
 import path from "node:path";
 import { EXIT } from "../core/exit.js";
-
-// The one table (src/core/exit.ts), passed on for cli.ts, whose static imports are kept to
-// args.js and shared.js (start-up: test/commands-startup.test.js).
-export { EXIT };
 import type { Config, ConfigError, JobConfig } from "../core/types.js";
+
+// The one exit-code table (src/core/exit.ts), passed on for cli.ts, whose static imports are
+// kept to args.js and shared.js (start-up: test/commands-startup.test.js).
+export { EXIT };
 
 /** An error the CLI prints as it is (one message, no stack) and exits with `code`. */
 export class CliError extends Error {
