@@ -1,9 +1,11 @@
 // The CLI's pure parts: the hand-written argument parsers, the exit-code table, table output.
 import assert from "node:assert/strict";
+import os from "node:os";
 import { test } from "node:test";
 import { fastStatus, markerArgs, positiveInt } from "../dist/commands/args.js";
-import { exitCodeOf } from "../dist/commands/run.js";
-import { CliError, EXIT, table, when } from "../dist/commands/shared.js";
+import { EXIT, runExitCode } from "../dist/core/exit.js";
+import { renderTable } from "../dist/core/table.js";
+import { CliError, when } from "../dist/commands/shared.js";
 
 test("fastStatus reads a plain status call and hands anything else to commander", () => {
   assert.deepEqual(fastStatus(["status"]), { job: null, opts: {} });
@@ -77,36 +79,41 @@ test("the exit-code table holds the contract's numbers", () => {
     {
       ok: 0,
       fail: 1,
+      warning: 1,
       usage: 2,
       critical: 2,
       unknown: 3,
+      unavailable: 69,
       busy: 75,
       timeout: 124,
-      spawnFailed: 127,
-      signalBase: 128,
+      cannotExecute: 126,
+      notFound: 127,
     },
   );
 });
 
 test("run's exit code: the job's own, else the one timeout(1) and shells use", () => {
-  assert.equal(exitCodeOf("ok", 0, null), 0);
-  assert.equal(exitCodeOf("failed", 3, null), 3);
-  assert.equal(exitCodeOf("timeout", null, "SIGTERM"), 124);
-  assert.equal(exitCodeOf("spawn_failed", null, null), 127);
-  assert.equal(exitCodeOf("killed", null, "SIGKILL"), 137);
-  assert.equal(exitCodeOf("killed", null, "SIGTERM"), 143);
-  assert.equal(exitCodeOf("killed", null, "SIGINT"), 130);
-  assert.equal(exitCodeOf("killed", null, "SIGHUP"), 129);
-  assert.equal(exitCodeOf("killed", null, "SIGUSR1"), 128);
-  assert.equal(exitCodeOf("lost", null, null), 1);
+  const code = (status, exitCode, signal) => runExitCode({ status, exitCode, signal });
+  assert.equal(code("ok", 0, null), 0);
+  assert.equal(code("failed", 3, null), 3);
+  assert.equal(code("timeout", null, "SIGTERM"), 124);
+  assert.equal(code("spawn_failed", null, null), 127);
+  assert.equal(code("killed", null, "SIGKILL"), 137);
+  assert.equal(code("killed", null, "SIGTERM"), 143);
+  assert.equal(code("killed", null, "SIGINT"), 130);
+  assert.equal(code("killed", null, "SIGHUP"), 129);
+  // Any signal the platform knows is 128+N (the old table knew four: SIGUSR1 gave 128).
+  assert.equal(code("killed", null, "SIGUSR1"), 128 + os.constants.signals.SIGUSR1);
+  assert.equal(code("killed", null, "SIGNOSUCH"), 128);
+  assert.equal(code("lost", null, null), 1);
 });
 
 test("table pads every column but the last; when prints whole-second UTC", () => {
   assert.equal(
-    table([
+    renderTable([
       ["A", "BB", "C"],
       ["ccc", "d", "e"],
-    ]),
+    ]).join("\n"),
     "A    BB  C\nccc  d   e",
   );
   assert.equal(when("2026-01-02T03:04:05.678Z"), "2026-01-02 03:04:05Z");

@@ -595,7 +595,7 @@ test("a minimal job gets every default", () => {
   });
 });
 
-test("the example from DESIGN.md is read as documented", () => {
+test("the design's example config is read as documented", () => {
   const config = valid(
     J(
       "state_dir: ./.cronvisor",

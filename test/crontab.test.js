@@ -8,7 +8,7 @@ import fs from "node:fs";
 import path from "node:path";
 import YAML from "yaml";
 import { Cron } from "croner";
-import { importCrontab } from "../dist/crontab/crontab.js";
+import { importCrontab } from "../dist/crontab/index.js";
 import { ROOT, tmpdir } from "./helpers.js";
 
 const FIXTURES = path.join(ROOT, "test", "fixtures", "crontab");

@@ -15,7 +15,7 @@ import {
   runResult,
   spawnFailed,
   stopped,
-} from "../dist/run/result.js";
+} from "../dist/core/result.js";
 import { tmpdir, waitFor } from "./helpers.js";
 
 test("exited(): ok on 0, else failed with the exit code or the signal in words", () => {

@@ -6,7 +6,7 @@ import path from "node:path";
 import { test } from "node:test";
 import Ajv from "ajv";
 import YAML from "yaml";
-import { importCrontab } from "../dist/crontab/crontab.js";
+import { importCrontab } from "../dist/crontab/index.js";
 import { ROOT } from "./helpers.js";
 
 const schema = JSON.parse(fs.readFileSync(path.join(ROOT, "schema", "jobs.schema.json"), "utf8"));

@@ -1,7 +1,8 @@
 // The arguments the CLI reads by hand, beside commander: a plain `status` call (read before
 // commander is even loaded), the marker commands' own argv, and the positive integers of
 // --limit, --count and --run. Pure functions of their input.
-import { CliError, EXIT } from "./shared.js";
+import { EXIT } from "../core/exit.js";
+import { CliError } from "./shared.js";
 
 export interface StatusOptions {
   config?: string;

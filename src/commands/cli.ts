@@ -1,5 +1,5 @@
 // The CLI's entry (bin/cronvisor): a plain `status` call straight to its command, anything else
-// through commander (program.ts); errors mapped to the exit codes in shared.ts.
+// through commander (program.ts); errors mapped to the exit codes in src/core/exit.ts.
 import { fastStatus } from "./args.js";
 import { CliError, EXIT } from "./shared.js";
 
@@ -19,8 +19,11 @@ export async function main(argv: string[]): Promise<void> {
 }
 
 async function parse(argv: string[]): Promise<void> {
-  const { buildProgram } = await import("./program.js");
-  const program = buildProgram();
+  const [{ buildProgram }, { VERSION }] = await Promise.all([
+    import("./program.js"),
+    import("../core/version.js"),
+  ]);
+  const program = buildProgram(VERSION);
   program.exitOverride();
   // Subcommands were built before the override and do not inherit it: without their own, a
   // usage error (`check` with no KEY) exits 1, which `check` means as "not marked".

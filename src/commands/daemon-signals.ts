@@ -1,6 +1,6 @@
 // The daemon command's signals: TERM or INT stops in order (a second one kills every run now),
 // HUP re-reads the config. Installed only once the daemon has started.
-import { EXIT } from "./shared.js";
+import { EXIT } from "../core/exit.js";
 
 /** What the signals drive; `reload()` may be synchronous or return a promise. */
 export interface Stoppable {

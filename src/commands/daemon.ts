@@ -1,7 +1,8 @@
 // `cronvisor daemon`: run the supervisor in the foreground (systemd runs it) until a signal.
 import type { Config } from "../core/types.js";
 import { handleDaemonSignals } from "./daemon-signals.js";
-import { CliError, EXIT, configPath, valid } from "./shared.js";
+import { EXIT } from "../core/exit.js";
+import { CliError, configPath, valid } from "./shared.js";
 
 export async function daemon(o: { config?: string }): Promise<void> {
   const file = configPath(o.config);

@@ -1,6 +1,7 @@
 // `cronvisor history`: runs and slot dispositions, newest first, then the store's events.
 import { positiveInt } from "./args.js";
-import { findJob, load, openStoreOrEmpty, out, table, when } from "./shared.js";
+import { findJob, load, openStoreOrEmpty, out, when } from "./shared.js";
+import { renderTable } from "../core/table.js";
 
 export async function history(
   jobName: string | undefined,
@@ -11,6 +12,7 @@ export async function history(
   const limit = positiveInt(o.limit, "--limit");
   const store = await openStoreOrEmpty(config);
   const { historyEntry } = await import("../health/status.js");
+  const { durationCell, markersCell } = await import("../health/render.js");
   const rows = store ? (await store.history(jobName ?? null, limit)).map(historyEntry) : [];
   const events = store ? await store.events(jobName ?? null, limit) : [];
   await store?.close();
@@ -26,23 +28,20 @@ export async function history(
       r.trigger ?? "-",
       when(r.slot),
       when(r.started_at),
-      r.duration_ms === null ? "-" : `${(r.duration_ms / 1000).toFixed(1)}s`,
-      `${r.markers_new} new/${r.markers_skipped} done`,
+      durationCell(r),
+      markersCell(r),
       r.reason ?? (r.exit_code !== null ? `exit ${r.exit_code}` : ""),
     ]);
   }
-  out(rows.length === 0 ? "no runs recorded" : table(t));
+  out(rows.length === 0 ? "no runs recorded" : renderTable(t).join("\n"));
   if (events.length > 0) {
     out("\nEVENTS");
-    out(
-      table(
-        events.map((e) => [
-          when(new Date(e.at).toISOString()),
-          e.job ?? "-",
-          e.kind,
-          e.detail ?? "",
-        ]),
-      ),
-    );
+    const lines = events.map((e) => [
+      when(new Date(e.at).toISOString()),
+      e.job ?? "-",
+      e.kind,
+      e.detail ?? "",
+    ]);
+    out(renderTable(lines).join("\n"));
   }
 }

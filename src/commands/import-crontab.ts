@@ -1,12 +1,13 @@
 // `cronvisor import-crontab`: translate a crontab into jobs YAML on stdout.
 import fs from "node:fs";
-import { CliError, EXIT } from "./shared.js";
+import { EXIT } from "../core/exit.js";
+import { CliError } from "./shared.js";
 
 export async function importCrontabCommand(
   file: string | undefined,
   o: { system?: boolean; skipInvalid?: boolean },
 ): Promise<void> {
-  const { importCrontab } = await import("../crontab/crontab.js");
+  const { importCrontab } = await import("../crontab/index.js");
   // fd 0, not /dev/stdin: a pipe from spawn() cannot be reopened by path.
   const text = fs.readFileSync(file === undefined || file === "-" ? 0 : file, "utf8");
   const res = importCrontab(text, {

@@ -1,7 +1,8 @@
 // `cronvisor logs JOB`: print a run's log (default: the latest run that has one).
 import { positiveInt } from "./args.js";
 import { copyLog } from "./follow.js";
-import { CliError, EXIT, findJob, load, openStoreOrEmpty } from "./shared.js";
+import { EXIT } from "../core/exit.js";
+import { CliError, findJob, load, openStoreOrEmpty } from "./shared.js";
 
 export async function logs(
   job: string,

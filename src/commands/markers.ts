@@ -1,5 +1,6 @@
 // `cronvisor markers` (list a job's done-markers) and `cronvisor unmark` (an operator removes one).
-import { findJob, load, openStore, openStoreOrEmpty, out, table, when } from "./shared.js";
+import { findJob, load, openStore, openStoreOrEmpty, out, when } from "./shared.js";
+import { renderTable } from "../core/table.js";
 
 export async function markers(name: string, o: { config?: string; json?: boolean }): Promise<void> {
   const config = await load(o.config);
@@ -16,10 +17,10 @@ export async function markers(name: string, o: { config?: string; json?: boolean
   out(
     list.length === 0
       ? `no markers for ${name}`
-      : table([
+      : renderTable([
           ["KEY", "RUN", "MARKED AT"],
           ...list.map((m) => [m.key, String(m.run_id ?? "-"), when(m.created_at)]),
-        ]),
+        ]).join("\n"),
   );
 }
 

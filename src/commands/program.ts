@@ -16,14 +16,18 @@ const withConfig = (cmd: Command): Command =>
 
 const example = (text: string): string => `\nExample:\n  ${text}`;
 
-export function buildProgram(): Command {
+/**
+ * `version`: src/core/version.ts's VERSION, passed in by cli.ts: this module imports nothing of
+ * its own at load time (test/commands-startup.test.js checks it).
+ */
+export function buildProgram(version: string): Command {
   const program = new (commander().Command)();
   program
     .name("cronvisor")
     .description(
       "A cron replacement: locked runs, run records and logs, durable done-markers, and a status that tells liveness from progress.",
     )
-    .version("0.1.0")
+    .version(version)
     .enablePositionalOptions()
     .showHelpAfterError()
     .addHelpText(

@@ -1,5 +1,6 @@
 // `cronvisor reload`: send the running daemon SIGHUP, as systemd's ExecReload does.
-import { CliError, EXIT, configPath, openStoreOrEmpty, out } from "./shared.js";
+import { EXIT } from "../core/exit.js";
+import { CliError, configPath, openStoreOrEmpty, out } from "./shared.js";
 
 export async function reload(o: { config?: string }): Promise<void> {
   const file = configPath(o.config);

@@ -1,7 +1,8 @@
 // `cronvisor run JOB`: run a job now, under the same lock and records as a tick. It waits and
 // exits with the job's code, or (--no-wait) hands the run to a detached `cronvisor run`.
 import type { Config, JobConfig } from "../core/types.js";
-import { EXIT, SIGNAL_NUMBERS, findJob, load, openStore, out } from "./shared.js";
+import { EXIT, runExitCode } from "../core/exit.js";
+import { findJob, load, openStore, out } from "./shared.js";
 
 export async function run(name: string, o: { config?: string; wait: boolean }): Promise<void> {
   const config = await load(o.config);
@@ -41,19 +42,10 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
     process.stderr.write(
       `cronvisor: run ${row.id} of ${job.name}: ${row.status}${row.reason ? ` (${row.reason})` : ""}\n`,
     );
-    return exitCodeOf(row.status, row.exit_code, row.signal);
+    return runExitCode({ status: row.status, exitCode: row.exit_code, signal: row.signal });
   } finally {
     await store.close();
   }
-}
-
-/** The job's exit code; for runs that did not exit by themselves, the codes timeout(1) and shells use. */
-export function exitCodeOf(status: string, exitCode: number | null, signal: string | null): number {
-  if (exitCode !== null) return exitCode;
-  if (status === "timeout") return EXIT.timeout;
-  if (status === "spawn_failed") return EXIT.spawnFailed;
-  if (signal) return EXIT.signalBase + (SIGNAL_NUMBERS[signal] ?? 0);
-  return EXIT.fail;
 }
 
 async function runDetached(config: Config, job: JobConfig): Promise<number> {

@@ -1,34 +1,13 @@
-// What every subcommand shares: the CLI's exit codes, its usage error, config loading, job lookup,
-// opening the state store, and plain output. Kept light (no commander, no SQLite at import time):
-// the fast `status` path and every command load it.
+// What every subcommand shares: its usage error, config loading, job lookup, opening the state
+// store, and plain output. Kept light (no commander, no SQLite at import time): the fast `status`
+// path and every command load it.
 import path from "node:path";
+import { EXIT } from "../core/exit.js";
 import type { Config, ConfigError, JobConfig } from "../core/types.js";
 
-/**
- * The CLI's exit codes (the contract's), in one table. `status --check` speaks the monitoring
- * plugin convention (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN), whose numbers overlap the others;
- * `run` passes on the job's own code, or the one timeout(1) and shells use when it did not exit.
- */
-export const EXIT = {
-  ok: 0,
-  fail: 1,
-  usage: 2,
-  critical: 2,
-  unknown: 3,
-  busy: 75,
-  timeout: 124,
-  spawnFailed: 127,
-  /** Plus the signal's number, for a run ended by a signal. */
-  signalBase: 128,
-} as const;
-
-/** The numbers `run` adds to EXIT.signalBase; a signal not listed adds 0. */
-export const SIGNAL_NUMBERS: Readonly<Record<string, number>> = {
-  SIGHUP: 1,
-  SIGINT: 2,
-  SIGKILL: 9,
-  SIGTERM: 15,
-};
+// The one exit-code table (src/core/exit.ts), passed on for cli.ts, whose static imports are
+// kept to args.js and shared.js (start-up: test/commands-startup.test.js).
+export { EXIT };
 
 /** An error the CLI prints as it is (one message, no stack) and exits with `code`. */
 export class CliError extends Error {
@@ -100,14 +79,6 @@ export async function openStoreOrEmpty(config: Config) {
 export const out = (s: string): void => {
   process.stdout.write(s.endsWith("\n") ? s : `${s}\n`);
 };
-
-export function table(rows: string[][]): string {
-  const widths: number[] = [];
-  for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  return rows
-    .map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  "))
-    .join("\n");
-}
 
 /** An ISO time as the tables print it: a space for the T, whole seconds; null as "-". */
 export const when = (iso: string | null): string =>

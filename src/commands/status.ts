@@ -2,7 +2,8 @@
 // What monitoring runs every minute: bin/cronvisor reaches it without commander (see fastStatus).
 import type { Config } from "../core/types.js";
 import type { StatusOptions } from "./args.js";
-import { CliError, EXIT, findJob, load, openStoreOrEmpty, out } from "./shared.js";
+import { EXIT } from "../core/exit.js";
+import { CliError, findJob, load, openStoreOrEmpty, out } from "./shared.js";
 
 export async function status(jobName: string | null, o: StatusOptions): Promise<void> {
   // `--check` answers for monitoring (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN) whatever goes wrong:

@@ -1,5 +1,6 @@
 // `cronvisor validate`: check the config; print every error, or each job's next fire times.
-import { load, out, table } from "./shared.js";
+import { load, out } from "./shared.js";
+import { renderTable } from "../core/table.js";
 
 export async function validate(o: { config?: string }): Promise<void> {
   const config = await load(o.config);
@@ -16,5 +17,5 @@ export async function validate(o: { config?: string }): Promise<void> {
     rows.push([j.name, j.timezone, next]);
   }
   out(`${config.file}: ok, ${config.jobs.length} job(s)`);
-  out(table(rows));
+  out(renderTable(rows).join("\n"));
 }

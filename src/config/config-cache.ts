@@ -19,6 +19,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Config } from "../core/types.js";
+import { VERSION } from "../core/version.js";
 import { hostTimezone, readConfigFile } from "./file.js";
 import type { ParseResult } from "./parse.js";
 
@@ -49,18 +50,9 @@ function buildId(): string {
       const dir = fileURLToPath(new URL(rel, import.meta.url));
       for (const line of moduleStamps(dir, rel)) hash.update(`${line}\n`);
     }
-    build = `${packageVersion()} ${hash.digest("hex").slice(0, 32)}`;
+    build = `${VERSION} ${hash.digest("hex").slice(0, 32)}`;
   }
   return build;
-}
-
-function packageVersion(): string {
-  try {
-    const file = new URL("../../package.json", import.meta.url);
-    return String((JSON.parse(fs.readFileSync(file, "utf8")) as { version?: unknown }).version);
-  } catch {
-    return "?";
-  }
 }
 
 /** `name size@mtime` of each .js file under `dir`, in a stable order; "?" where unreadable. */

@@ -42,7 +42,7 @@ export interface KeySpec {
 }
 
 export const JOB_NAME_PATTERN = "^[a-z0-9][a-z0-9_.-]{0,63}$";
-export const ENV_NAME_PATTERN = "^[A-Za-z_][A-Za-z0-9_]*$";
+export { ENV_NAME_PATTERN } from "../core/env-name.js"; // the shell's rule, for the schema
 /** `127.0.0.1:9464`, `localhost:80`, `[::1]:9464`. */
 export const HOSTPORT_PATTERN = "^(\\[[0-9A-Fa-f:.]+\\]|[^\\s:[\\]]+):([0-9]+)$";
 const OVERLAPS: readonly Overlap[] = ["skip", "queue", "replace", "allow"];

@@ -6,6 +6,7 @@
 // expression that never fires, an unknown time zone, a zero timeout) have no schema form.
 
 import { DURATION_PATTERN, SIZE_PATTERN } from "../core/duration.js";
+import { RESERVED_ENV_PREFIX } from "../core/env-name.js";
 import { MACROS } from "../schedule/syntax.js";
 import {
   ENV_NAME_PATTERN,
@@ -81,7 +82,7 @@ function valueSchema(spec: KeySpec): JsonSchema {
     case "env":
       return {
         type: MAP_OR_EMPTY,
-        propertyNames: { pattern: ENV_NAME_PATTERN, not: { pattern: "^CRONVISOR_" } },
+        propertyNames: { pattern: ENV_NAME_PATTERN, not: { pattern: `^${RESERVED_ENV_PREFIX}` } },
         additionalProperties: { type: ["string", "number", "boolean"] },
       };
     case "url":

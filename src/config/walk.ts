@@ -12,7 +12,8 @@ import {
   type YAMLSeq,
 } from "yaml";
 import type { AlertTarget } from "../core/types.js";
-import { ENV_NAME_PATTERN, JOB_KEYS, JOB_NAME_PATTERN, type KeySpec } from "./keys.js";
+import { ENV_NAME, isReservedEnvName } from "../core/env-name.js";
+import { JOB_KEYS, JOB_NAME_PATTERN, type KeySpec } from "./keys.js";
 import {
   BAD,
   deref,
@@ -171,8 +172,6 @@ function reportMissingKeys(ctx: Ctx, job: YAMLMap, name: unknown, jobPath: strin
   }
 }
 
-const ENV_NAME = new RegExp(ENV_NAME_PATTERN);
-
 function readEnv(ctx: Ctx, node: YAMLMap, where: string): Raw | typeof BAD {
   const env: Record<string, string> = {};
   const seen = new Set<string>();
@@ -194,7 +193,7 @@ function readEnv(ctx: Ctx, node: YAMLMap, where: string): Raw | typeof BAD {
         `bad variable name ${JSON.stringify(name)}: use letters, digits and _, not starting with a digit`,
       );
       ok = false;
-    } else if (name.startsWith("CRONVISOR_")) {
+    } else if (isReservedEnvName(name)) {
       report(ctx, pair.key, where, `"${name}" is reserved: cronvisor sets CRONVISOR_* itself`);
       ok = false;
     }

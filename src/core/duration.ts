@@ -76,3 +76,32 @@ export function formatDuration(ms: number): string {
   }
   return out;
 }
+
+/**
+ * 300000 -> `5m`: one unit, the largest that is exact (a config written by `import-crontab`), so
+ * 90000 is `90s` where formatDuration writes `1m30s`. parseDuration reads it back exactly too.
+ */
+export function formatDurationOneUnit(ms: number): string {
+  for (const unit of ["d", "h", "m", "s"]) {
+    const size = DURATION_UNITS[unit] ?? 1;
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return ms === 0 ? "0s" : `${ms}ms`;
+}
+
+/**
+ * `42s`, `7m`, `3h`, `2d`: one unit, rounded, for sentences and the status table (a health
+ * problem, an age). Seconds up to 2 minutes, minutes up to 2 hours, hours up to 2 days.
+ */
+export function formatDurationRounded(ms: number): string {
+  const s = Math.round(ms / 1000);
+  if (s < 120) return `${s}s`;
+  if (s < 7200) return `${Math.round(s / 60)}m`;
+  if (s < 172_800) return `${Math.round(s / 3600)}h`;
+  return `${Math.round(s / 86_400)}d`;
+}
+
+/** 1234 -> `1.2s`: seconds with `digits` decimals, for a run's duration in a table or an alert. */
+export function formatSeconds(ms: number, digits = 1): string {
+  return `${(ms / 1000).toFixed(digits)}s`;
+}

@@ -9,8 +9,12 @@ export const EXIT = {
   ok: 0,
   /** no, not found, no daemon: `check` not marked, `logs` no such run, `reload` no daemon */
   fail: 1,
+  /** `status --check` (the monitoring plugin convention): a job late, stuck, failing or repeating */
+  warning: 1,
   /** bad usage or an invalid config */
   usage: 2,
+  /** `status --check`: the daemon is down or not beating, or the store cannot be read */
+  critical: 2,
   /** refused (a stale fence: `mark`, `progress`); `status` with no store */
   unknown: 3,
   /** EX_UNAVAILABLE: `check` cannot tell (no access, unreadable store) */

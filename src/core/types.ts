@@ -1,4 +1,4 @@
-// Terminology (from DESIGN.md; the code uses these words and no others):
+// Terminology (ARCHITECTURE.md, "Glossary"; the code uses these words and no others):
 //   job         a named entry under `jobs:` in the config
 //   slot        one scheduled instant of a job: the unit that must run once
 //   run         one execution of a job's command (for a slot, a manual trigger, a retry, a catch-up)

@@ -1,6 +1,7 @@
 // Jobs -> jobs.yaml text: a header on what changes under cronvisor, the file's top-level keys,
 // and each job with its crontab line and notes as comments.
 import YAML from "yaml";
+import { formatDurationOneUnit } from "../core/duration.js";
 import type { EnvMap, Format, ImportOptions, Job } from "./types.js";
 import { CRON_SHELL, mailNote, tzNote, zoneOf } from "./variables.js";
 
@@ -29,19 +30,6 @@ const WHAT_CHANGES = [
 
 /** Variables that only configured cron: dropped with a warning unless a command uses them. */
 const CRON_ONLY = ["MAILFROM", "CONTENT_TYPE", "CONTENT_TRANSFER_ENCODING", "MLS_LEVEL"];
-
-/** 300000 -> `5m`: the largest unit that is exact, as cronvisor's durations are written. */
-function formatMs(ms: number): string {
-  for (const [unit, size] of [
-    ["d", 86_400_000],
-    ["h", 3_600_000],
-    ["m", 60_000],
-    ["s", 1000],
-  ] as const) {
-    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
-  }
-  return ms === 0 ? "0s" : `${ms}ms`;
-}
 
 /** Comment text with control characters made visible: a YAML comment cannot hold them. */
 const visible = (s: string) =>
@@ -143,8 +131,8 @@ function jobPair(doc: YAML.Document, job: Job, spaceBefore: boolean): YAML.Pair 
   if (job.timezone !== null) set("timezone", job.timezone);
   if (Object.keys(job.env).length > 0) set("env", doc.createNode(job.env));
   if (job.overlap !== null) set("overlap", job.overlap);
-  if (job.timeoutMs !== null) set("timeout", formatMs(job.timeoutMs));
-  if (job.killGraceMs !== null) set("kill_grace", formatMs(job.killGraceMs));
-  if (job.jitterMs !== null) set("jitter", formatMs(job.jitterMs));
+  if (job.timeoutMs !== null) set("timeout", formatDurationOneUnit(job.timeoutMs));
+  if (job.killGraceMs !== null) set("kill_grace", formatDurationOneUnit(job.killGraceMs));
+  if (job.jitterMs !== null) set("jitter", formatDurationOneUnit(job.jitterMs));
   return new YAML.Pair(key, value);
 }

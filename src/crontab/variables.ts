@@ -1,5 +1,6 @@
 // Variable lines (`NAME=value`): how cron reads them, and what each becomes in cronvisor: env:,
 // shell:, timezone:, jitter: or cwd:, or a note for what cron alone used (MAILTO).
+import { ENV_NAME as VALID_ENV_NAME } from "../core/env-name.js";
 import type { CronLine, EnvMap } from "./types.js";
 
 /** cron's own default: do_command.c runs `$SHELL -c cmd`, with SHELL=/bin/sh unless set. */
@@ -12,7 +13,6 @@ const CONTROL_VARS = new Set([
 ]); // prettier-ignore
 
 /** The names cronvisor's env: takes. */
-const VALID_ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 // Environment lines (cronie env.c load_env, ported state for state)
 const ENV_NAMEI = 0,

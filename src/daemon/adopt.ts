@@ -5,6 +5,7 @@ import fs from "node:fs";
 import { exitFileFor } from "../run/execute.js";
 import { groupAlive, isAlive, signalGroup } from "../run/proc.js";
 import type { RunRow } from "../store/store.js";
+import { exited, interrupted, runResult } from "../core/result.js";
 import type { JobConfig, RunResult } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
 import type { Active } from "./state.js";
@@ -47,28 +48,18 @@ export function orphanResult(
   now: number,
   how: OrphanEnd,
 ): RunResult {
-  const base = {
-    signal: null,
-    startedAt: r.started_at,
-    finishedAt: now,
-    durationMs: now - r.started_at,
-    logBytes: r.log_bytes ?? 0,
-    logTruncated: false,
-  };
+  const log = { bytes: r.log_bytes ?? 0, truncated: false };
   if (code === null) {
     const reason =
       how === "found-dead"
         ? "its processes died with the daemon"
         : "adopted after a daemon restart; exit status unknown";
-    return { ...base, status: "interrupted", reason, exitCode: null };
+    return runResult(interrupted(reason), r.started_at, now, log);
   }
-  const reason =
-    how === "found-dead"
-      ? `exit ${code} (recorded late, from its exit file)`
-      : code === 0
-        ? null
-        : `exit ${code}`;
-  return { ...base, status: code === 0 ? "ok" : "failed", reason, exitCode: code };
+  // An adopted run's end reads as any run's (`exit 3`); one found dead says it was read late.
+  const late =
+    how === "found-dead" ? `exit ${code} (recorded late, from its exit file)` : undefined;
+  return runResult(exited(code, null, late), r.started_at, now, log);
 }
 
 function readExitFile(file: string): number | null {

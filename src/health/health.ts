@@ -2,7 +2,7 @@
 // function of store rows and `now`, so it can be tested without a clock or a daemon. `status`,
 // `--check`, the alerts and the metrics all read the words from here, so they cannot disagree.
 //
-// The rules (docs/health.md explains them to operators):
+// The rules (the README's "Is it healthy?" explains them to operators):
 //   paused     the job is paused (config or `cronvisor pause`); it outranks every other word
 //   stuck      a live run has shown no progress (start, marker, `progress`) for progress_within
 //   failing    the newest run with a verdict (ok, failed, timeout, spawn_failed) did not succeed;
@@ -21,6 +21,7 @@
 // as a problem sentence without changing the word: slow is a warning sign, not a failure.
 import type { DaemonRow, RunFacts } from "../store/rows.js";
 import type { JobConfig } from "../core/types.js";
+import { formatDurationRounded } from "../core/duration.js";
 
 export type HealthWord = "ok" | "late" | "stuck" | "failing" | "repeating" | "paused" | "never-run";
 export type DaemonState = "running" | "unresponsive" | "down";
@@ -102,51 +103,23 @@ export interface Assessment {
   slowRunIds: number[];
 }
 
-/** `42s`, `7m`, `3h`, `2d`: short and rounded, for sentences. */
-export function humanDuration(ms: number): string {
-  const s = Math.round(ms / 1000);
-  if (s < 120) return `${s}s`;
-  if (s < 7200) return `${Math.round(s / 60)}m`;
-  if (s < 172_800) return `${Math.round(s / 3600)}h`;
-  return `${Math.round(s / 86_400)}d`;
-}
-
 const describeRun = (r: RunFacts): string =>
   `run ${r.id}: ${r.status}${r.reason ? `, ${r.reason}` : ""}`;
 
 /** The health word (worst first) and every problem, as plain sentences. */
 export function assessJob(f: JobFacts): Assessment {
   const findings: Finding[] = [];
-  const { now, job } = f;
-  const add = (word: HealthWord | null, runId: number | null, message: string): void => {
+  const { job } = f;
+  const add: AddFinding = (word, runId, message) => {
     findings.push({ word, runId, message });
   };
 
   if (f.paused) add("paused", null, "paused: its slots are skipped until `cronvisor resume`");
 
-  const within = job.health.progressWithinMs;
   const p95 = percentile95(
     f.recent.filter((r) => r.status === "ok").map((r) => r.duration_ms ?? 0),
   );
-  const slowRunIds: number[] = [];
-  for (const r of f.running) {
-    const since = Math.max(r.progress_at ?? r.started_at, r.started_at);
-    if (within !== null && now - since > within) {
-      add(
-        "stuck",
-        r.id,
-        `run ${r.id} has shown no progress for ${humanDuration(now - since)} (limit ${humanDuration(within)})`,
-      );
-    }
-    if (p95 !== null && now - r.started_at > SLOW_FACTOR * Math.max(p95, SLOW_FLOOR_MS)) {
-      slowRunIds.push(r.id);
-      add(
-        null,
-        r.id,
-        `run ${r.id} has run ${humanDuration(now - r.started_at)}, over ${SLOW_FACTOR}× its usual ${humanDuration(p95)} (p95 of recent successes)`,
-      );
-    }
-  }
+  const slowRunIds = judgeRunning(f, p95, add);
 
   const verdicts = f.recent.filter((r) => VERDICTS.has(r.status));
   const verdict = verdicts[0];
@@ -180,19 +153,8 @@ export function assessJob(f: JobFacts): Assessment {
     );
   }
 
-  const sw = job.health.successWithinMs;
-  if (sw !== null) {
-    const ref = f.lastSuccessAt ?? f.firstSeenAt;
-    if (ref !== null && now - ref > sw) {
-      add(
-        "late",
-        null,
-        f.lastSuccessAt === null
-          ? `no successful run since it was first seen ${humanDuration(now - ref)} ago (limit ${humanDuration(sw)})`
-          : `last success ${humanDuration(now - ref)} ago (limit ${humanDuration(sw)})`,
-      );
-    }
-  }
+  const late = lateness(f);
+  if (late !== null) add("late", null, late);
 
   if (f.recent.length === 0 && f.running.length === 0 && !findings.some((x) => x.word !== null)) {
     add("never-run", null, "it has not run yet");
@@ -213,6 +175,45 @@ export function assessJob(f: JobFacts): Assessment {
     p95DurationMs: p95,
     slowRunIds,
   };
+}
+
+type AddFinding = (word: HealthWord | null, runId: number | null, message: string) => void;
+
+/** `stuck` for each live run past progress_within; a note for each past SLOW_FACTOR x p95. */
+function judgeRunning(f: JobFacts, p95: number | null, add: AddFinding): number[] {
+  const { now } = f;
+  const within = f.job.health.progressWithinMs;
+  const slowRunIds: number[] = [];
+  for (const r of f.running) {
+    const since = Math.max(r.progress_at ?? r.started_at, r.started_at);
+    if (within !== null && now - since > within) {
+      add(
+        "stuck",
+        r.id,
+        `run ${r.id} has shown no progress for ${formatDurationRounded(now - since)} (limit ${formatDurationRounded(within)})`,
+      );
+    }
+    if (p95 !== null && now - r.started_at > SLOW_FACTOR * Math.max(p95, SLOW_FLOOR_MS)) {
+      slowRunIds.push(r.id);
+      add(
+        null,
+        r.id,
+        `run ${r.id} has run ${formatDurationRounded(now - r.started_at)}, over ${SLOW_FACTOR}× its usual ${formatDurationRounded(p95)} (p95 of recent successes)`,
+      );
+    }
+  }
+  return slowRunIds;
+}
+
+/** The `late` sentence, or null when the job succeeded within success_within (or has no limit). */
+function lateness(f: JobFacts): string | null {
+  const sw = f.job.health.successWithinMs;
+  const ref = f.lastSuccessAt ?? f.firstSeenAt;
+  if (sw === null || ref === null || f.now - ref <= sw) return null;
+  const ago = formatDurationRounded(f.now - ref);
+  return f.lastSuccessAt === null
+    ? `no successful run since it was first seen ${ago} ago (limit ${formatDurationRounded(sw)})`
+    : `last success ${ago} ago (limit ${formatDurationRounded(sw)})`;
 }
 
 /** Nearest-rank p95; null with fewer than SLOW_MIN_SAMPLES samples. */

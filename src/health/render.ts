@@ -1,8 +1,10 @@
 // The human view of `status`: the daemon line on top, then one line per job, health first, then
 // each problem as a sentence. `status JOB` adds the job's detail and its last runs. Colour only
 // when asked (the CLI asks on a terminal that has colours: not with NO_COLOR or TERM=dumb).
+import { formatDurationRounded, formatSeconds } from "../core/duration.js";
+import { renderTable } from "../core/table.js";
 import type { RunRow } from "../store/rows.js";
-import { historyEntry, type JobReport, type StatusReport } from "./status.js";
+import { historyEntry, type HistoryEntry, type JobReport, type StatusReport } from "./status.js";
 
 const RED = "31";
 const GREEN = "32";
@@ -22,14 +24,8 @@ const COLORS: Record<string, string> = {
   down: RED,
 };
 
-/** `42s`, `7m`, `3h`, `2d`. */
-export function age(s: number | null): string {
-  if (s === null) return "-";
-  if (s < 120) return `${Math.round(s)}s`;
-  if (s < 7200) return `${Math.round(s / 60)}m`;
-  if (s < 172_800) return `${Math.round(s / 3600)}h`;
-  return `${Math.round(s / 86_400)}d`;
-}
+/** `42s`, `7m`, `3h`, `2d`; null as `-`. */
+const age = (s: number | null): string => (s === null ? "-" : formatDurationRounded(s * 1000));
 
 const ago = (iso: string | null, now: number): string =>
   iso === null ? "never" : `${age(Math.max(0, now - Date.parse(iso)) / 1000)} ago`;
@@ -61,15 +57,8 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
     ["HEALTH", "JOB", "LAST RUN", "LAST SUCCESS", "PROGRESS", "MARKERS", "NEXT", "NOW"],
   ];
   for (const j of r.jobs) rows.push(jobRow(j, now));
-  const widths: number[] = [];
-  for (const row of rows) row.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  rows.forEach((row, n) => {
-    const cells = row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i] ?? 0)));
-    // Pad before painting: escape codes have no width.
-    if (n > 0)
-      cells[0] = paint(row[0] as string) + " ".repeat((widths[0] ?? 0) - (row[0] as string).length);
-    lines.push(cells.join("  ").trimEnd());
-  });
+  // The health word in colour (not the header): renderTable pads first, escape codes have no width.
+  lines.push(...renderTable(rows, { paint: (c, n, i) => (n > 0 && i === 0 ? paint(c) : c) }));
   for (const j of r.jobs) for (const p of j.problems) lines.push(`  ${j.name}: ${p}`);
   const one = r.jobs.length === 1 ? r.jobs[0] : undefined;
   if (one && detail.length > 0) lines.push("", ...jobDetail(one, detail, now));
@@ -132,14 +121,19 @@ function jobDetail(j: JobReport, detail: RunRow[], now: number): string[] {
       h.status,
       h.trigger ?? "-",
       short(h.started_at),
-      h.duration_ms === null ? "-" : `${(h.duration_ms / 1000).toFixed(1)}s`,
-      `+${h.markers_new}/${h.markers_skipped} done`,
+      durationCell(h),
+      markersCell(h),
       h.reason ?? (h.exit_code !== null && h.status !== "ok" ? `exit ${h.exit_code}` : ""),
     ]);
   }
-  const widths: number[] = [];
-  for (const row of rows) row.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
-  for (const row of rows)
-    out.push(`    ${row.map((c, i) => c.padEnd(widths[i] ?? 0)).join("  ")}`.trimEnd());
+  out.push(...renderTable(rows, { indent: "    " }));
   return out;
 }
+
+/** A run's DURATION cell (`status JOB`'s recent runs, `history`): `2.0s`, or `-` while it runs. */
+export const durationCell = (h: HistoryEntry): string =>
+  h.duration_ms === null ? "-" : formatSeconds(h.duration_ms);
+
+/** A run's MARKERS cell (`status JOB`'s recent runs, `history`): `+3/2 done`, new and skipped. */
+export const markersCell = (h: HistoryEntry): string =>
+  `+${h.markers_new}/${h.markers_skipped} done`;

@@ -1,6 +1,7 @@
 // What `status` and `history` report, built from the store alone (so they work while the daemon is
-// down) plus the config for schedules. JSON field names are the contract in DESIGN.md. The daemon's
-// alerts and metrics call `inspectJob` too: one health function for every reader.
+// down) plus the config for schedules. Its JSON field names are a public contract (scripts read
+// `status --json`): rename none. The daemon's alerts and metrics call `inspectJob` too: one
+// health function for every reader.
 import {
   assessJob,
   daemonState,
@@ -9,7 +10,7 @@ import {
   type DaemonState,
   type HealthWord,
 } from "./health.js";
-import { groupAlive, isAlive } from "../run/proc.js";
+import { isAlive, runAlive } from "../run/proc.js";
 import { nextSlot } from "../schedule/schedule.js";
 import type {
   DaemonRow,
@@ -22,6 +23,8 @@ import type {
   Store,
 } from "../store/store.js";
 import type { Config, JobConfig } from "../core/types.js";
+import { formatSeconds } from "../core/duration.js";
+import { EXIT } from "../core/exit.js";
 
 const iso = (t: number | null | undefined): string | null =>
   t === null || t === undefined ? null : new Date(t).toISOString();
@@ -145,11 +148,7 @@ export function judgeJob(job: JobConfig, r: JobReadings, now: number): JobInspec
   const { row, recent, attempts } = r;
   const paused = job.paused || row?.paused === 1;
   // A `running` row whose processes and supervisor are gone is not running: show it as such.
-  const running = r.running.filter(
-    (x) =>
-      (x.pgid !== null && groupAlive(x.pgid)) ||
-      (x.owner_pid !== null && isAlive(x.owner_pid, x.owner_start)),
-  );
+  const running = r.running.filter(runAlive);
   const assessment = assessJob({
     now,
     job,
@@ -235,7 +234,7 @@ function runningEntry(r: RunRow, now: number, slow: number[]): RunningReport {
   };
 }
 
-export type CheckCode = 0 | 1 | 2;
+export type CheckCode = typeof EXIT.ok | typeof EXIT.warning | typeof EXIT.critical;
 
 /**
  * Nagios-style: 2 CRITICAL when the daemon is down or not beating; 1 WARNING when a job is late,
@@ -243,27 +242,27 @@ export type CheckCode = 0 | 1 | 2;
  * else 0 OK. (3 UNKNOWN, no store, is decided before there is a report.)
  */
 export function checkCode(s: StatusReport): CheckCode {
-  if (s.daemon.state !== "running") return 2;
+  if (s.daemon.state !== "running") return EXIT.critical;
   if (s.jobs.some((j) => WARNING_WORDS.includes(j.health)) || s.daemon.config_error !== null)
-    return 1;
-  return 0;
+    return EXIT.warning;
+  return EXIT.ok;
 }
 
 /** The one-line verdict of `--check` (the first line a monitoring agent shows). */
 export function checkSummary(s: StatusReport): string {
   const code = checkCode(s);
   const d = s.daemon;
-  if (code === 2) {
+  if (code === EXIT.critical) {
     const age =
       d.heartbeat_age_s === null
         ? "never beat"
-        : `last heartbeat ${Math.round(d.heartbeat_age_s)}s ago`;
+        : `last heartbeat ${formatSeconds(d.heartbeat_age_s * 1000, 0)} ago`;
     return `CRITICAL: daemon ${d.state} (${age})`;
   }
   const bad = s.jobs.filter((j) => WARNING_WORDS.includes(j.health));
   const parts = bad.map((j) => `${j.name} ${j.health}`);
   if (d.config_error !== null)
     parts.push("config reload failed (the daemon runs the previous config)");
-  if (code === 1) return `WARNING: ${parts.join(", ")}`;
+  if (code === EXIT.warning) return `WARNING: ${parts.join(", ")}`;
   return `OK: daemon running, ${s.jobs.length} job(s) healthy or idle`;
 }

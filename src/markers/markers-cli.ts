@@ -14,6 +14,7 @@ import {
   untilClaimed,
   type MarkersTarget,
 } from "./markers.js";
+import { EXIT } from "../core/exit.js";
 import { isAlive, startTimeOf } from "../run/proc.js";
 import { openStore, type Store } from "../store/store.js";
 
@@ -51,7 +52,7 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
         return await mark(m, args);
       case "check": {
         if (args.length !== 1) throw new UsageError(USAGE.check as string);
-        return (await m.store.isDone(m.t, checkKey(args[0] as string))) ? 0 : 1;
+        return (await m.store.isDone(m.t, checkKey(args[0] as string))) ? EXIT.ok : EXIT.fail;
       }
       case "once":
         return await once(m, args);
@@ -60,7 +61,7 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
         if (m.t.run === null)
           throw new UsageError("progress is reported by a run: call it inside a cronvisor job");
         await m.store.progress(m.t.run.id, args[0] ?? null, Date.now());
-        return 0;
+        return EXIT.ok;
       }
       default:
         throw new UsageError(`unknown marker command ${JSON.stringify(cmd)}`);
@@ -138,12 +139,12 @@ async function mark(m: Session, args: string[]): Promise<number> {
         flush().then(resolve, fail);
       });
     });
-    return 0;
+    return EXIT.ok;
   }
   if (args.length === 0 || args.some((a) => a.startsWith("--")))
     throw new UsageError(USAGE.mark as string);
   await markDone(m, args);
-  return 0;
+  return EXIT.ok;
 }
 
 async function once(m: Session, args: string[]): Promise<number> {
@@ -162,10 +163,10 @@ async function once(m: Session, args: string[]): Promise<number> {
     claimResult(m.t, key, await m.store.takeClaim(m.t, key, me, Date.now(), isAlive));
   if ((await untilClaimed(take, wait)) === "done") {
     process.stderr.write(`cronvisor: ${key} already done; not running it again\n`);
-    return 0;
+    return EXIT.ok;
   }
   const code = await runCommand(argv, (pid) => noteClaimCommand(m, key, me.pid, pid));
-  if (code === 0) {
+  if (code === EXIT.ok) {
     // Right after the side effect: nothing that comes later can undo this.
     if (!(await m.store.completeClaim(m.t, key, me.pid, Date.now()))) throw staleFence(m.t);
   } else {
@@ -193,8 +194,8 @@ function fail(e: unknown): number {
   }
   if (isBusy(e)) {
     process.stderr.write(`cronvisor: the state store stayed busy past its timeout: ${msg}\n`);
-    return 75;
+    return EXIT.busy;
   }
   process.stderr.write(`cronvisor: ${msg}\n`);
-  return 1;
+  return EXIT.fail;
 }

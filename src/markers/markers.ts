@@ -2,6 +2,7 @@
 // for Node jobs (`import { Markers } from "cronvisor"`). A marker is committed (fsync'd, WAL +
 // synchronous=FULL) before a call returns; a run that is no longer its job's live, unrevoked run
 // (replaced, taken over, or a straggler) is refused and writes nothing.
+import { EXIT, signalExitCode } from "../core/exit.js";
 import { isAlive, startTimeOf } from "../run/proc.js";
 import { openConn, type Conn } from "../store/connection.js";
 import { StoreError } from "../store/errors.js";
@@ -10,15 +11,15 @@ import * as sql from "../store/sqlite/markers.js";
 
 /** The writer's fence is stale: a newer run holds the job, or this run has ended. Exit 3. */
 export class FenceError extends Error {
-  readonly exitCode = 3;
+  readonly exitCode = EXIT.unknown;
 }
 /** Another live `once` holds this key right now. Exit 75. */
 export class ClaimHeldError extends Error {
-  readonly exitCode = 75;
+  readonly exitCode = EXIT.busy;
 }
 /** Bad arguments. Exit 2. */
 export class UsageError extends Error {
-  readonly exitCode = 2;
+  readonly exitCode = EXIT.usage;
 }
 
 export interface MarkersTarget extends MarkerWriter {
@@ -213,18 +214,18 @@ export async function runCommand(
   onSpawn: (pid: number) => void = () => {},
 ): Promise<number> {
   // Loaded here, not at the top: `mark KEY` pays for Node's start-up only (see BENCHMARKS.md).
-  const [{ spawn }, os] = await Promise.all([import("node:child_process"), import("node:os")]);
+  const { spawn } = await import("node:child_process");
   return new Promise((resolve) => {
     const [cmd, ...args] = argv;
     const child = spawn(cmd as string, args, { stdio: "inherit" });
     if (child.pid !== undefined) onSpawn(child.pid);
     child.on("error", (e) => {
       process.stderr.write(`cronvisor: cannot run ${cmd}: ${e.message}\n`);
-      resolve((e as NodeJS.ErrnoException).code === "ENOENT" ? 127 : 126);
+      resolve((e as NodeJS.ErrnoException).code === "ENOENT" ? EXIT.notFound : EXIT.cannotExecute);
     });
     child.on("exit", (code, signal) => {
       if (code !== null) resolve(code);
-      else resolve(128 + (signal ? (os.constants.signals[signal] ?? 0) : 0));
+      else resolve(signalExitCode(signal ?? ""));
     });
   });
 }

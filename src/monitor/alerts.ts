@@ -13,6 +13,8 @@
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import os from "node:os";
+import { formatSeconds } from "../core/duration.js";
+import { VERSION } from "../core/version.js";
 import type { Assessment, Finding, HealthWord } from "../health/health.js";
 import type { RunRow } from "../store/rows.js";
 
@@ -22,7 +24,7 @@ export type AlertEvent =
 export type Condition = "failing" | "stuck" | "repeating" | "late";
 export const CONDITIONS: readonly Condition[] = ["failing", "stuck", "repeating", "late"];
 
-const USER_AGENT = "cronvisor/0.1.0";
+const USER_AGENT = `cronvisor/${VERSION}`;
 
 /** What a target receives: the webhook's JSON body, the command's stdin (and, flattened, its env). */
 export interface Alert {
@@ -366,5 +368,5 @@ export function pingKindOf(status: string): PingKind {
 export function pingBody(run: RunRow, kind: PingKind): string {
   const what = `cronvisor run ${run.id} of ${run.job} (${run.trigger ?? "manual"}, attempt ${run.attempt})`;
   if (kind === "start") return `${what} started\n`;
-  return `${what}: ${run.status}${run.reason ? `, ${run.reason}` : ""}${run.duration_ms !== null ? ` after ${(run.duration_ms / 1000).toFixed(1)}s` : ""}\n`;
+  return `${what}: ${run.status}${run.reason ? `, ${run.reason}` : ""}${run.duration_ms !== null ? ` after ${formatSeconds(run.duration_ms)}` : ""}\n`;
 }

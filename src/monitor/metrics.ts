@@ -40,6 +40,105 @@ type Snapshot = {
 
 const seconds = (ms: number): number => ms / 1000;
 
+/** The daemon's gauges, read at each scrape: a value of null leaves the gauge without a sample. */
+const DAEMON_GAUGES: readonly {
+  name: string;
+  help: string;
+  value: (s: Snapshot | null) => number | null;
+}[] = [
+  {
+    name: "cronvisor_up",
+    help: "1 while the daemon beats (its heartbeat is no older than 3 intervals), else 0.",
+    value: (s) => (s?.daemon && beating(s.daemon, s.now) ? 1 : 0),
+  },
+  {
+    name: "cronvisor_heartbeat_timestamp_seconds",
+    help: "When the daemon last recorded its heartbeat (Unix time).",
+    value: (s) => (s?.daemon?.heartbeat_at != null ? seconds(s.daemon.heartbeat_at) : null),
+  },
+  {
+    name: "cronvisor_start_time_seconds",
+    help: "When the daemon started (Unix time).",
+    value: (s) => (s?.daemon?.started_at != null ? seconds(s.daemon.started_at) : null),
+  },
+];
+
+/** The per-job gauges (label job_name), read at each scrape; null: no sample for that job. */
+const JOB_GAUGES: readonly {
+  name: string;
+  help: string;
+  value: (j: JobGauge, s: Snapshot) => number | null;
+}[] = [
+  {
+    name: "cronvisor_job_last_success_timestamp_seconds",
+    help: "When the job last finished a run successfully (Unix time); absent if it never did.",
+    value: (j) => (j.last_success_at === null ? null : seconds(j.last_success_at)),
+  },
+  {
+    name: "cronvisor_job_last_progress_timestamp_seconds",
+    help: "The job's last progress: a success, a new marker or a progress call (Unix time).",
+    value: (j) => (j.last_progress_at === null ? null : seconds(j.last_progress_at)),
+  },
+  { name: "cronvisor_job_running", help: "Runs of the job running now.", value: (j) => j.running },
+  {
+    name: "cronvisor_job_markers",
+    help: "Done-markers in the job's namespace.",
+    value: (j) => j.markers,
+  },
+  {
+    name: "cronvisor_job_paused",
+    help: "1 if the job is paused (config or `cronvisor pause`), else 0.",
+    value: (j, s) => (j.paused === 1 || s.pausedInConfig.has(j.name) ? 1 : 0),
+  },
+];
+
+/** The gauges, each read from the scrape's snapshot when the registry collects it. */
+function registerGauges(registers: Registry[], snapshot: () => Snapshot | null): void {
+  for (const g of DAEMON_GAUGES) {
+    new Gauge({
+      name: g.name,
+      help: g.help,
+      registers,
+      collect() {
+        this.reset();
+        const v = g.value(snapshot());
+        if (v !== null) this.set(v);
+      },
+    });
+  }
+  for (const g of JOB_GAUGES) {
+    new Gauge<"job_name">({
+      name: g.name,
+      help: g.help,
+      labelNames: ["job_name"],
+      registers,
+      collect() {
+        this.reset();
+        const s = snapshot();
+        for (const j of s?.jobs ?? []) {
+          const v = g.value(j, s as Snapshot);
+          if (v !== null) this.set({ job_name: j.name }, v);
+        }
+      },
+    });
+  }
+  new Gauge<"job_name" | "health">({
+    name: "cronvisor_job_health",
+    help: "1 for the job's current health word (ok late stuck failing repeating paused never-run), as `status` shows it.",
+    labelNames: ["job_name", "health"],
+    registers,
+    collect() {
+      this.reset();
+      const s = snapshot();
+      if (!s) return;
+      for (const j of s.jobs) {
+        const h = s.health(j.name);
+        if (h !== null) this.set({ job_name: j.name, health: h }, 1);
+      }
+    },
+  });
+}
+
 export class Metrics {
   readonly registry = new Registry();
   private snap: Snapshot | null = null;
@@ -57,95 +156,14 @@ export class Metrics {
 
   constructor(private readonly source: () => ScrapeSource | null) {
     const registers = [this.registry];
-    const snapshot = (): Snapshot | null => this.snap;
-    const perJob = (
-      name: string,
-      help: string,
-      value: (j: Snapshot["jobs"][number]) => number | null,
-    ): void => {
-      new Gauge<"job_name">({
-        name,
-        help,
-        labelNames: ["job_name"],
-        registers,
-        collect() {
-          this.reset();
-          for (const j of snapshot()?.jobs ?? []) {
-            const v = value(j);
-            if (v !== null) this.set({ job_name: j.name }, v);
-          }
-        },
-      });
-    };
-
-    new Gauge({
-      name: "cronvisor_up",
-      help: "1 while the daemon beats (its heartbeat is no older than 3 intervals), else 0.",
-      registers,
-      collect() {
-        const s = snapshot();
-        this.set(s?.daemon && beating(s.daemon, s.now) ? 1 : 0);
-      },
-    });
-    new Gauge({
-      name: "cronvisor_heartbeat_timestamp_seconds",
-      help: "When the daemon last recorded its heartbeat (Unix time).",
-      registers,
-      collect() {
-        this.reset();
-        const at = snapshot()?.daemon?.heartbeat_at;
-        if (at != null) this.set(seconds(at));
-      },
-    });
-    new Gauge({
-      name: "cronvisor_start_time_seconds",
-      help: "When the daemon started (Unix time).",
-      registers,
-      collect() {
-        this.reset();
-        const at = snapshot()?.daemon?.started_at;
-        if (at != null) this.set(seconds(at));
-      },
-    });
-    perJob(
-      "cronvisor_job_last_success_timestamp_seconds",
-      "When the job last finished a run successfully (Unix time); absent if it never did.",
-      (j) => (j.last_success_at === null ? null : seconds(j.last_success_at)),
+    registerGauges(registers, () => this.snap);
+    const counter = <L extends string>(name: string, help: string, labelNames: L[]) =>
+      new Counter<L>({ name, help, labelNames, registers });
+    this.runs = counter(
+      "cronvisor_runs_total",
+      "Finished runs by status (ok failed timeout killed interrupted spawn_failed) since the daemon started.",
+      ["job_name", "status"],
     );
-    perJob(
-      "cronvisor_job_last_progress_timestamp_seconds",
-      "The job's last progress: a success, a new marker or a progress call (Unix time).",
-      (j) => (j.last_progress_at === null ? null : seconds(j.last_progress_at)),
-    );
-    perJob("cronvisor_job_running", "Runs of the job running now.", (j) => j.running);
-    perJob("cronvisor_job_markers", "Done-markers in the job's namespace.", (j) => j.markers);
-    perJob(
-      "cronvisor_job_paused",
-      "1 if the job is paused (config or `cronvisor pause`), else 0.",
-      (j) => (j.paused === 1 || snapshot()?.pausedInConfig.has(j.name) ? 1 : 0),
-    );
-    new Gauge<"job_name" | "health">({
-      name: "cronvisor_job_health",
-      help: "1 for the job's current health word (ok late stuck failing repeating paused never-run), as `status` shows it.",
-      labelNames: ["job_name", "health"],
-      registers,
-      collect() {
-        this.reset();
-        const s = snapshot();
-        if (!s) return;
-        for (const j of s.jobs) {
-          const h = s.health(j.name);
-          if (h !== null) this.set({ job_name: j.name, health: h }, 1);
-        }
-      },
-    });
-
-    this.runs = new Counter({
-      name: "cronvisor_runs_total",
-      help: "Finished runs by status (ok failed timeout killed interrupted spawn_failed) since the daemon started.",
-      labelNames: ["job_name", "status"],
-      registers,
-    });
     this.duration = new Histogram({
       name: "cronvisor_run_duration_seconds",
       help: "How long finished runs took, since the daemon started.",
@@ -153,54 +171,46 @@ export class Metrics {
       buckets: DURATION_BUCKETS,
       registers,
     });
-    this.markersWritten = new Counter({
-      name: "cronvisor_markers_written_total",
-      help: "Done-markers written by finished runs (new work done).",
-      labelNames: ["job_name"],
-      registers,
-    });
-    this.markersSkipped = new Counter({
-      name: "cronvisor_markers_skipped_total",
-      help: "Marker checks by finished runs that found the key already done (work skipped).",
-      labelNames: ["job_name"],
-      registers,
-    });
-    this.slotsSkipped = new Counter({
-      name: "cronvisor_slots_skipped_total",
-      help: "Slots that did not run because the job was locked (overlap) or paused.",
-      labelNames: ["job_name"],
-      registers,
-    });
-    this.slotsMissed = new Counter({
-      name: "cronvisor_slots_missed_total",
-      help: "Slots recorded missed (the daemon was down or its timer was late).",
-      labelNames: ["job_name"],
-      registers,
-    });
-    this.alertsSent = new Counter({
-      name: "cronvisor_alerts_sent_total",
-      help: "Alerts delivered, by event and target kind (webhook, command).",
-      labelNames: ["event", "target"],
-      registers,
-    });
-    this.alertsFailed = new Counter({
-      name: "cronvisor_alerts_failed_total",
-      help: "Alerts given up on after every retry, by event and target kind.",
-      labelNames: ["event", "target"],
-      registers,
-    });
-    this.alertsDropped = new Counter({
-      name: "cronvisor_alerts_dropped_total",
-      help: "Alerts dropped because a target's queue was full.",
-      labelNames: ["target"],
-      registers,
-    });
-    this.pingsFailed = new Counter({
-      name: "cronvisor_pings_failed_total",
-      help: "healthchecks-style pings given up on after every retry.",
-      labelNames: ["job_name"],
-      registers,
-    });
+    this.markersWritten = counter(
+      "cronvisor_markers_written_total",
+      "Done-markers written by finished runs (new work done).",
+      ["job_name"],
+    );
+    this.markersSkipped = counter(
+      "cronvisor_markers_skipped_total",
+      "Marker checks by finished runs that found the key already done (work skipped).",
+      ["job_name"],
+    );
+    this.slotsSkipped = counter(
+      "cronvisor_slots_skipped_total",
+      "Slots that did not run because the job was locked (overlap) or paused.",
+      ["job_name"],
+    );
+    this.slotsMissed = counter(
+      "cronvisor_slots_missed_total",
+      "Slots recorded missed (the daemon was down or its timer was late).",
+      ["job_name"],
+    );
+    this.alertsSent = counter(
+      "cronvisor_alerts_sent_total",
+      "Alerts delivered, by event and target kind (webhook, command).",
+      ["event", "target"],
+    );
+    this.alertsFailed = counter(
+      "cronvisor_alerts_failed_total",
+      "Alerts given up on after every retry, by event and target kind.",
+      ["event", "target"],
+    );
+    this.alertsDropped = counter(
+      "cronvisor_alerts_dropped_total",
+      "Alerts dropped because a target's queue was full.",
+      ["target"],
+    );
+    this.pingsFailed = counter(
+      "cronvisor_pings_failed_total",
+      "healthchecks-style pings given up on after every retry.",
+      ["job_name"],
+    );
   }
 
   /** Make a job's counters exist at 0, so rate() and absent() work before its first run. */

@@ -10,19 +10,15 @@
 // job, so `failed` does not wait for the next beat. The work per beat is bounded (BEAT_BUDGET_MS,
 // then the next beat carries on), and everything sent goes through queues that never block: a
 // slow webhook cannot delay a slot.
-import path from "node:path";
 import { performance } from "node:perf_hooks";
 import {
   CONDITIONS,
   interruptedEvent,
   makeAlert,
-  origin,
   Outbox,
   pingBody,
   pingKindOf,
   pingUrl,
-  post,
-  runAlertCommand,
   runUuid,
   transitions,
   type Alert,
@@ -30,7 +26,7 @@ import {
   type PingKind,
   type Transition,
 } from "./alerts.js";
-import { buildJobEnv } from "../run/env.js";
+import { alertBox, pingBox, type PingItem } from "./deliver.js";
 import type { Assessment, HealthWord } from "../health/health.js";
 import { startHttp, type HttpEndpoint } from "./http.js";
 import { Metrics } from "./metrics.js";
@@ -46,11 +42,6 @@ const BEAT_BUDGET_MS = 50;
 const SCAN_BATCH = 500;
 /** How long `stop` waits for queued alerts and pings. */
 const STOP_DRAIN_MS = 3000;
-const WEBHOOK_TIMEOUT_MS = 10_000;
-const COMMAND_TIMEOUT_MS = 30_000;
-const PING_TIMEOUT_MS = 10_000;
-const ALERT_QUEUE = 1000;
-const PING_QUEUE = 100;
 
 export interface MonitorOptions {
   log?: (line: string) => void;
@@ -65,14 +56,6 @@ export async function createMonitor(
   const m = new Monitor(config, opts);
   await m.start();
   return m.hooks;
-}
-
-interface PingItem {
-  job: string;
-  kind: PingKind;
-  runId: number;
-  url: string;
-  body: string;
 }
 
 /** Where the scan of a job's rows stands: every row up to `last` was looked at, except `pending` (running then). */
@@ -205,7 +188,10 @@ export class Monitor {
     if (key === this.alertsKey) return;
     this.alertsKey = key;
     for (const t of this.targets) t.box.close();
-    this.targets = config.alerts.map((target) => ({ target, box: this.alertBox(target) }));
+    this.targets = config.alerts.map((target) => ({
+      target,
+      box: alertBox(target, () => this.config, this.metrics, this.log),
+    }));
   }
 
   // ---- watching the store ---------------------------------------------------------------------
@@ -215,15 +201,15 @@ export class Monitor {
     for (const job of this.config.jobs) this.dirty.add(job.name);
   }
 
-  /**
-   * Look at every job whose health can have changed since the last beat, within a time budget
-   * (the rest stay marked for the next beat).
-   */
   /** Without alert targets or an HTTP endpoint nobody reads a judgement: none is made. */
   private get judging(): boolean {
     return this.targets.length > 0 || this.http !== null;
   }
 
+  /**
+   * Look at every job whose health can have changed since the last beat, within a time budget
+   * (the rest stay marked for the next beat).
+   */
   private async sweep(now: number): Promise<void> {
     // (A reload that adds alerts judges every job from then on: applyConfig marks them all.)
     if (!this.judging) return;
@@ -347,7 +333,7 @@ export class Monitor {
     for (const e of t.events) this.raise(job.name, e, assessment, now);
   }
 
-  // ---- alerts and pings -------------------------------------------------------------------
+  // ---- alerts and pings (their queues: deliver.ts) -------------------------------------------------------------------
 
   private raise(job: string, e: Transition["events"][number], a: Assessment, now: number): void {
     const alert = makeAlert(job, e, a.health, a.problems, now);
@@ -355,69 +341,11 @@ export class Monitor {
     for (const t of this.targets) t.box.push(alert);
   }
 
-  private alertBox(target: AlertTarget): Outbox<Alert> {
-    const kind = target.kind;
-    const deliver =
-      target.kind === "webhook"
-        ? (a: Alert) => post(target.url, JSON.stringify(a), "application/json", WEBHOOK_TIMEOUT_MS)
-        : (a: Alert) =>
-            runAlertCommand(
-              {
-                command: target.command,
-                shell: this.config.shell,
-                cwd: path.dirname(this.config.file),
-                // The same hygiene as a job's: a minimal base plus the config's env, no daemon secrets.
-                env: buildJobEnv({
-                  base: process.env,
-                  configEnv: this.config.env,
-                  envFileText: null,
-                  envFilePath: null,
-                  cronvisor: {},
-                  user: null,
-                }),
-                timeoutMs: COMMAND_TIMEOUT_MS,
-              },
-              a,
-            );
-    return new Outbox<Alert>(
-      deliver,
-      (a) => `${a.event} alert for ${a.job}`,
-      {
-        name: target.kind === "webhook" ? `alert webhook ${origin(target.url)}` : "alert command",
-        maxQueue: ALERT_QUEUE,
-        attempts: 5,
-        baseDelayMs: 1000,
-        maxDelayMs: 60_000,
-        log: this.log,
-        onDrop: () => this.metrics.alertsDropped.inc({ target: kind }),
-      },
-      (a, ok) =>
-        (ok ? this.metrics.alertsSent : this.metrics.alertsFailed).inc({
-          event: a.event,
-          target: kind,
-        }),
-    );
-  }
-
   private ping(job: JobConfig, run: RunRow, kind: PingKind): void {
     if (job.ping === null) return;
     let box = this.pings.get(job.name);
     if (!box) {
-      box = new Outbox<PingItem>(
-        (p) => post(p.url, p.body, "text/plain; charset=utf-8", PING_TIMEOUT_MS),
-        (p) => `${p.kind} ping of run ${p.runId}`,
-        {
-          name: `ping ${origin(job.ping)} (job: ${job.name})`,
-          maxQueue: PING_QUEUE,
-          attempts: 3,
-          baseDelayMs: 1000,
-          maxDelayMs: 10_000,
-          log: this.log,
-        },
-        (p, ok) => {
-          if (!ok) this.metrics.pingsFailed.inc({ job_name: p.job });
-        },
-      );
+      box = pingBox(job.name, job.ping, this.metrics, this.log);
       this.pings.set(job.name, box);
     }
     try {

@@ -1,6 +1,7 @@
 // The monitor's HTTP endpoints: /healthz (is the daemon beating), /status (the same report as
 // `cronvisor status --json`) and /metrics. Each reads the store the daemon holds at that moment.
-import { beating, humanDuration } from "../health/health.js";
+import { formatDurationRounded } from "../core/duration.js";
+import { beating } from "../health/health.js";
 import { buildStatus } from "../health/status.js";
 import { text, type HttpResponse } from "./http.js";
 import type { Metrics } from "./metrics.js";
@@ -26,12 +27,12 @@ export function monitorRoutes(
       const now = src.now();
       const d = await store.daemon();
       if (!d || d.pid !== process.pid || d.heartbeat_at === null) return starting;
-      const ageText = humanDuration(Math.max(0, now - d.heartbeat_at));
+      const ageText = formatDurationRounded(Math.max(0, now - d.heartbeat_at));
       return beating(d, now)
         ? text(200, `ok: beating, last heartbeat ${ageText} ago\n`)
         : text(
             503,
-            `not beating: last heartbeat ${ageText} ago (every ${humanDuration(d.heartbeat_ms ?? 0)})\n`,
+            `not beating: last heartbeat ${ageText} ago (every ${formatDurationRounded(d.heartbeat_ms ?? 0)})\n`,
           );
     },
     "/status": async () => {

@@ -2,11 +2,11 @@
 // passed on: a job starts from a minimal base and gets exactly what its config and env_file add.
 // Everything here is pure except `readEnvFile` and `lookupUser`, which do the I/O.
 import fs from "node:fs";
+import { ENV_NAME } from "../core/env-name.js";
 
 /** The only variables taken from the daemon's environment. */
 const BASE_KEYS = ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TZ"] as const;
 const DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin";
-const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** The account a job runs as, from /etc/passwd. */
 export interface PasswdEntry {
@@ -76,7 +76,7 @@ export function parseEnvFile(text: string, file: string): Record<string, string>
     const eq = body.indexOf("=");
     if (eq < 0) fail(`expected KEY=value, got ${JSON.stringify(line)}`);
     const key = body.slice(0, eq).trimEnd();
-    if (!NAME.test(key)) fail(`invalid variable name ${JSON.stringify(key)}`);
+    if (!ENV_NAME.test(key)) fail(`invalid variable name ${JSON.stringify(key)}`);
     out[key] = parseValue(body.slice(eq + 1).trimStart(), fail);
   });
   return out;

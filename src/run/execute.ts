@@ -7,7 +7,7 @@ import path from "node:path";
 import { buildJobEnv, lookupUser, readEnvFile } from "./env.js";
 import { exitFileFor, removeExitFile } from "./exit-file.js";
 import { runAlive } from "./proc.js";
-import { runResult, spawnFailed } from "./result.js";
+import { runResult, spawnFailed } from "../core/result.js";
 import { startRun, type RunHandle } from "./runner.js";
 import type { Owner, ReserveOutcome, ReserveRequest, RunRow, Store } from "../store/store.js";
 import type { Config, JobConfig, RunResult, Trigger } from "../core/types.js";

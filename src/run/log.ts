@@ -4,7 +4,7 @@
 // memory at most) and never throw: a full disk must not end a run.
 import fs from "node:fs";
 import path from "node:path";
-import type { LogTotals } from "./result.js";
+import type { LogTotals } from "../core/result.js";
 
 /**
  * Directories this process has made (or found) already: mkdir on every run start was a tenth of

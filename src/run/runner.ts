@@ -1,6 +1,6 @@
 // All child-process handling for one run: spawn in its own process group, log the output to a
 // capped file (log.ts), escalate SIGTERM -> SIGKILL on timeout or terminate(), and end in exactly
-// one RunResult (result.ts). A run ends when its main process exits; whatever is left of its
+// one RunResult (src/core/result.ts). A run ends when its main process exits; whatever is left of its
 // group is killed then, so a grandchild holding stdout open never keeps a run (or its lock) alive.
 import { spawn, type ChildProcess } from "node:child_process";
 import type { Readable } from "node:stream";
@@ -16,7 +16,7 @@ import {
   stopped,
   type LogTotals,
   type RunEnd,
-} from "./result.js";
+} from "../core/result.js";
 import type { RunResult, RunSpec } from "../core/types.js";
 
 export interface RunHandle {

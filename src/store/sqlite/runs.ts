@@ -4,7 +4,8 @@
 // IMMEDIATE, which makes the lock check and the insert one step).
 import type { Conn } from "../connection.js";
 import type { JobRow, Owner, ReserveOutcome, ReserveRequest, RunRow, SlotRecord } from "../rows.js";
-import type { RunResult, RunStatus } from "../../core/types.js";
+import { interrupted, runResult } from "../../core/result.js";
+import type { RunResult } from "../../core/types.js";
 import { runRow, runningRuns } from "./history.js";
 import { ensureJob, jobRow, setScannedTo } from "./jobs.js";
 
@@ -63,15 +64,12 @@ function reapDeadHolders(
     if (alive(r)) {
       holder ??= r;
     } else {
-      finishRow(c, r.id, {
-        status: "interrupted",
-        reason: "its processes and supervisor died",
-        exitCode: null,
-        signal: null,
-        finishedAt: now,
-        durationMs: now - r.started_at,
-        logBytes: r.log_bytes ?? 0,
-      });
+      const end = interrupted("its processes and supervisor died");
+      finishRun(
+        c,
+        r.id,
+        runResult(end, r.started_at, now, { bytes: r.log_bytes ?? 0, truncated: false }),
+      );
     }
   }
   return holder;
@@ -108,30 +106,6 @@ export function revokeRun(c: Conn, runId: number): void {
 }
 
 export function finishRun(c: Conn, runId: number, r: RunResult): void {
-  finishRow(c, runId, {
-    status: r.status,
-    reason: r.reason,
-    exitCode: r.exitCode,
-    signal: r.signal,
-    finishedAt: r.finishedAt,
-    durationMs: r.durationMs,
-    logBytes: r.logBytes,
-  });
-}
-
-function finishRow(
-  c: Conn,
-  runId: number,
-  r: {
-    status: RunStatus;
-    reason: string | null;
-    exitCode: number | null;
-    signal: string | null;
-    finishedAt: number;
-    durationMs: number;
-    logBytes: number;
-  },
-): void {
   // Only a running row is finished: a run recorded twice (adopter and owner racing) keeps the first.
   const info = c
     .q(

@@ -1,7 +1,8 @@
 // The one way a RunResult is made. A run ends in exactly one of these ends, and the result maps
 // one-to-one onto the run row's end columns (status, reason, exit_code, signal, finished_at,
-// duration_ms, log_bytes), with the reason it ended in words. Pure: imports core only.
-import type { RunResult } from "../core/types.js";
+// duration_ms, log_bytes), with the reason it ended in words. Pure, and in core because the runner, the daemon's
+// adoption and the store (a dead lock holder recorded `interrupted`) all build one.
+import type { RunResult } from "./types.js";
 
 /** How a run ended, before the clock and the log are added. */
 export type RunEnd = Pick<RunResult, "status" | "reason" | "exitCode" | "signal">;
