@@ -16,11 +16,11 @@ import {
 } from "./markers.js";
 import { EXIT } from "../core/exit.js";
 import { isAlive, startTimeOf } from "../run/proc.js";
-import { openStore, type Store } from "../store/store.js";
+import { openMarkerStore, type MarkerStore } from "../store/store.js";
 
 /** The store and the writer (a run with its fence, or an operator) of one marker command. */
 interface Session {
-  store: Store;
+  store: MarkerStore;
   t: MarkersTarget;
 }
 
@@ -46,7 +46,7 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
   try {
     const args = stripJobOption(rest);
     const t = target ?? targetFromEnv();
-    m = { store: await openStore(t.stateDir, { create: false, busyTimeoutMs: 5000 }), t };
+    m = { store: await openMarkerStore(t.stateDir, { create: false, busyTimeoutMs: 5000 }), t };
     switch (cmd) {
       case "mark":
         return await mark(m, args);

@@ -37,10 +37,40 @@ import type {
 } from "./rows.js";
 import type { RunResult } from "../core/types.js";
 
-export interface Store {
+/**
+ * What a marker command inside a job needs (`mark`, `check`, `once`, `progress`): a part of the
+ * Store of its own, so that the in-job path loads only the marker code (`openMarkerStore`).
+ */
+export interface MarkerStore {
+  close(): Promise<void>;
+  /** `check`: is KEY done? A done key counts as skipped work on the writer's run. */
+  isDone(w: MarkerWriter, key: string): Promise<boolean>;
+  /** New markers written, or null if the writer's fence is stale (nothing written). */
+  markDone(w: MarkerWriter, keys: readonly string[], now: number): Promise<number | null>;
+  takeClaim(
+    w: MarkerWriter,
+    key: string,
+    me: Owner,
+    now: number,
+    alive: Alive,
+  ): Promise<ClaimOutcome>;
+  /** Mark a claimed key and release its claim; false if the fence is stale (nothing written). */
+  completeClaim(w: MarkerWriter, key: string, pid: number, now: number): Promise<boolean>;
+  releaseClaim(job: string, key: string, pid: number): Promise<void>;
+  /** Note the command a claim runs; not fsync'd (it matters only while processes live). */
+  setClaimCommand(
+    job: string,
+    key: string,
+    pid: number,
+    cmdPid: number,
+    cmdStart: string | null,
+  ): Promise<void>;
+  progress(runId: number, message: string | null, now: number): Promise<void>;
+}
+
+export interface Store extends MarkerStore {
   /** False once closed (a reader racing the daemon's stop must not touch a closed store). */
   isOpen(): boolean;
-  close(): Promise<void>;
 
   // ---- the daemon singleton
   daemon(): Promise<DaemonRow | null>;
@@ -102,32 +132,9 @@ export interface Store {
   historyRow(id: number): Promise<HistoryRow | null>;
   recentFinished(job: string, limit: number): Promise<RunFacts[]>;
 
-  // ---- the marker path
+  // ---- the marker path (the in-job part is MarkerStore's)
   isMarked(job: string, key: string): Promise<boolean>;
-  /** `check`: is KEY done? A done key counts as skipped work on the writer's run. */
-  isDone(w: MarkerWriter, key: string): Promise<boolean>;
-  /** New markers written, or null if the writer's fence is stale (nothing written). */
-  markDone(w: MarkerWriter, keys: readonly string[], now: number): Promise<number | null>;
-  takeClaim(
-    w: MarkerWriter,
-    key: string,
-    me: Owner,
-    now: number,
-    alive: Alive,
-  ): Promise<ClaimOutcome>;
-  /** Mark a claimed key and release its claim; false if the fence is stale (nothing written). */
-  completeClaim(w: MarkerWriter, key: string, pid: number, now: number): Promise<boolean>;
-  releaseClaim(job: string, key: string, pid: number): Promise<void>;
-  /** Note the command a claim runs; not fsync'd (it matters only while processes live). */
-  setClaimCommand(
-    job: string,
-    key: string,
-    pid: number,
-    cmdPid: number,
-    cmdStart: string | null,
-  ): Promise<void>;
   claimHolder(job: string, key: string): Promise<ClaimRow | undefined>;
-  progress(runId: number, message: string | null, now: number): Promise<void>;
   markers(job: string): Promise<MarkerRow[]>;
   removeMarker(job: string, key: string, now: number, by: string): Promise<boolean>;
   markerCount(job: string): Promise<number>;

@@ -4,11 +4,11 @@
 import type Database from "better-sqlite3";
 import { openConn, type Conn, type OpenOptions } from "./connection.js";
 import type { Store } from "./interface.js";
+import { SqliteMarkerStore } from "./sqlite-marker-store.js";
 import type {
   AddJob,
   Alive,
   EventInput,
-  MarkerWriter,
   Owner,
   ReserveRequest,
   RunEnd,
@@ -27,8 +27,10 @@ import * as markers from "./sqlite/markers.js";
 import * as runs from "./sqlite/runs.js";
 import * as status from "./sqlite/status.js";
 
-export class SqliteStore implements Store {
-  private constructor(private readonly c: Conn) {}
+export class SqliteStore extends SqliteMarkerStore implements Store {
+  private constructor(c: Conn) {
+    super(c);
+  }
 
   /** Open (synchronously: SQLite opens a local file) the store of a state dir. */
   static open(stateDir: string, opts: OpenOptions): SqliteStore {
@@ -47,10 +49,6 @@ export class SqliteStore implements Store {
 
   isOpen(): boolean {
     return this.c.open;
-  }
-
-  async close(): Promise<void> {
-    this.c.close();
   }
 
   // ---- the daemon singleton
@@ -216,46 +214,8 @@ export class SqliteStore implements Store {
     return markers.isMarked(this.c, job, key);
   }
 
-  async isDone(w: MarkerWriter, key: string) {
-    // A read; only a done key inside a run writes (its skip count), so `check` takes the write
-    // lock only when it has something to count.
-    const done = markers.isMarked(this.c, w.job, key);
-    if (done && w.run) this.c.write(() => markers.countSkipped(this.c, w.run?.id ?? null));
-    return done;
-  }
-
-  async markDone(w: MarkerWriter, keys: readonly string[], now: number) {
-    return this.c.write(() => markers.markKeys(this.c, w, keys, now));
-  }
-
-  async takeClaim(w: MarkerWriter, key: string, me: Owner, now: number, alive: Alive) {
-    return this.c.write(() => markers.takeClaim(this.c, w, key, me, now, alive));
-  }
-
-  async completeClaim(w: MarkerWriter, key: string, pid: number, now: number) {
-    return this.c.write(() => markers.completeClaim(this.c, w, key, pid, now));
-  }
-
-  async releaseClaim(job: string, key: string, pid: number) {
-    this.c.write(() => markers.dropClaim(this.c, job, key, pid));
-  }
-
-  async setClaimCommand(
-    job: string,
-    key: string,
-    pid: number,
-    cmdPid: number,
-    cmdStart: string | null,
-  ) {
-    this.c.writeUnsynced(() => markers.setClaimCommand(this.c, job, key, pid, cmdPid, cmdStart));
-  }
-
   async claimHolder(job: string, key: string) {
     return markers.claimHolder(this.c, job, key);
-  }
-
-  async progress(runId: number, message: string | null, now: number) {
-    this.c.write(() => markers.progress(this.c, runId, message, now));
   }
 
   async markers(job: string) {
