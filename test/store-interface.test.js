@@ -6,7 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
-import { migrationFiles } from "../dist/store/migrate.js";
+import { LATEST, migrationFiles } from "../dist/store/migrate.js";
 import { SqliteStore } from "../dist/store/sqlite-store.js";
 import { openStore, StoreError } from "../dist/store/store.js";
 import { tmpdir } from "./helpers.js";
@@ -28,6 +28,8 @@ function olderStore(stateDir, upTo) {
 test("migrations: one numbering, 001.. with no gap; a new store is at the last number", async (t) => {
   const files = migrationFiles();
   assert.deepEqual(files, ["001_init.sql", "002_alert_state.sql", "003_claim_command.sql"]);
+  // A store at LATEST skips listing the folder: a new file with LATEST left behind would never run.
+  assert.equal(LATEST, files.length, "bump LATEST in src/store/migrate.ts with a new migration");
   const store = SqliteStore.open(path.join(tmpdir(t), "s"), { create: true });
   t.after(() => store.close());
   assert.equal(store.db.pragma("user_version", { simple: true }), files.length);
