@@ -27,7 +27,12 @@ function olderStore(stateDir, upTo) {
 
 test("migrations: one numbering, 001.. with no gap; a new store is at the last number", async (t) => {
   const files = migrationFiles();
-  assert.deepEqual(files, ["001_init.sql", "002_alert_state.sql", "003_claim_command.sql"]);
+  assert.deepEqual(files, [
+    "001_init.sql",
+    "002_alert_state.sql",
+    "003_claim_command.sql",
+    "004_running_config_http.sql",
+  ]);
   // A store at LATEST skips listing the folder: a new file with LATEST left behind would never run.
   assert.equal(LATEST, files.length, "bump LATEST in src/store/migrate.ts with a new migration");
   const store = SqliteStore.open(path.join(tmpdir(t), "s"), { create: true });
@@ -41,7 +46,7 @@ test("a store written at schema version 1 opens, is migrated in place and keeps 
   const store = await openStore(stateDir, { create: false });
   t.after(() => store.close());
   assert.equal(await store.isMarked("a", "kept"), true);
-  // 002 and 003 were applied: alert state and a claim's command can be written.
+  // 002 to 004 were applied: alert state and a claim's command can be written.
   await store.setAlertState("a", "failing", 5);
   assert.deepEqual(await store.alertState("a"), { active: "failing", since: 5 });
   const me = { pid: process.pid, start: null };
@@ -50,7 +55,7 @@ test("a store written at schema version 1 opens, is migrated in place and keeps 
   await store.setClaimCommand("a", "k", process.pid, 4242, "x");
   assert.equal((await store.claimHolder("a", "k")).cmd_pid, 4242);
   const raw = new Database(path.join(stateDir, "cronvisor.db"), { readonly: true });
-  assert.equal(raw.pragma("user_version", { simple: true }), 3);
+  assert.equal(raw.pragma("user_version", { simple: true }), LATEST);
   raw.close();
 });
 

@@ -79,6 +79,13 @@ export interface DaemonRow {
   stopped_at: number | null;
   config_file: string | null;
   config_error: string | null;
+  /** The running config: its validated form (JSON), the hash of the file's bytes, when accepted. */
+  config_json: string | null;
+  config_hash: string | null;
+  config_accepted_at: number | null;
+  /** Why the http endpoint is not serving (null: serving, or no `http:`), and since when. */
+  http_error: string | null;
+  http_error_since: number | null;
 }
 
 export interface MarkerRow {
