@@ -272,8 +272,8 @@ test("daemon state: running while beating, unresponsive after more than 3 missed
   assert.equal(beating({ heartbeat_at: NOW - 4 * S, heartbeat_ms: S }, NOW), false);
 });
 
-test("--check: 2 when the daemon is not beating, 1 for a warning word or a failed reload, else 0", () => {
-  const report = (state, healths, configError = null) => ({
+test("--check: 2 when the daemon is not beating, 1 for a warning word, a failed reload or a down endpoint, else 0", () => {
+  const report = (state, healths, configError = null, httpError = null) => ({
     daemon: {
       state,
       pid: 1,
@@ -282,6 +282,8 @@ test("--check: 2 when the daemon is not beating, 1 for a warning word or a faile
       heartbeat_age_s: 1,
       heartbeat_interval_s: 10,
       config_error: configError,
+      http_error: httpError,
+      http_error_since: httpError === null ? null : "2026-03-29T01:00:00.000Z",
     },
     jobs: healths.map((health, i) => ({ name: `j${i}`, health })),
   });
@@ -295,6 +297,12 @@ test("--check: 2 when the daemon is not beating, 1 for a warning word or a faile
     "WARNING: j1 late, j2 stuck",
   );
   assert.equal(checkCode(report("running", ["ok"], "jobs.yaml:3:1: bad")), 1);
+  const taken = "cannot serve http on 127.0.0.1:9464: the address is in use";
+  assert.equal(checkCode(report("running", ["ok"], null, taken)), 1);
+  assert.equal(
+    checkSummary(report("running", ["ok"], null, taken)),
+    `WARNING: http endpoint down (${taken})`,
+  );
   assert.equal(checkCode(report("unresponsive", ["ok"])), 2);
   assert.equal(checkCode(report("down", ["failing"])), 2);
   assert.equal(checkSummary(report("down", [])), "CRITICAL: daemon down (last heartbeat 1s ago)");

@@ -10,7 +10,7 @@ import { test } from "node:test";
 import { allowedHosts, hostAllowed } from "../dist/monitor/http.js";
 import { Monitor } from "../dist/monitor/monitor.js";
 import { SqliteStore } from "../dist/store/sqlite-store.js";
-import { BIN, cli, startDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import { BIN, cli, startDaemon, statusJson, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 /** A port nobody listens on right now (the daemon binds it a moment later). */
 async function freePort() {
@@ -279,23 +279,59 @@ test("a daemon serves /healthz, /status and /metrics (parsed by a real Prometheu
   await assert.rejects(request(port, { path: "/healthz" }), /ECONNREFUSED/);
 });
 
-test("a port already in use fails the daemon's start with a clear message", async (t) => {
+test("a taken port does not stop the jobs: status shows the endpoint down (WARNING), the bind is retried every beat", async (t) => {
   const dir = tmpdir(t);
   const taken = net.createServer();
   await new Promise((resolve) => taken.listen(0, "127.0.0.1", resolve));
+  const port = taken.address().port;
   t.after(() => taken.close());
+  const ran = path.join(dir, "ran");
   const cfg = writeConfig(
     dir,
-    `http: 127.0.0.1:${taken.address().port}\njobs:\n  a:\n    schedule: "@daily"\n    command: "true"\n`,
+    [
+      "heartbeat: 1s",
+      `http: 127.0.0.1:${port}`,
+      "jobs:",
+      "  tick:",
+      '    schedule: "* * * * * *"',
+      `    command: echo x >> ${ran}`,
+      "",
+    ].join("\n"),
   );
-  const r = cli(["daemon", "-c", cfg]);
-  assert.equal(r.code, 1);
+  const d = startDaemon(t, cfg);
+  // The scheduler runs the jobs although the endpoint cannot listen.
+  await waitFor(() => fs.existsSync(ran), "a run of tick", 30_000);
+  assert.equal(d.exitCode, null, d.err);
   assert.match(
-    r.stderr,
-    new RegExp(
-      `cannot serve http on 127\\.0\\.0\\.1:${taken.address().port}: the address is in use`,
-    ),
+    d.err,
+    new RegExp(`cannot serve http on 127\\.0\\.0\\.1:${port}: the address is in use`),
   );
+  const down = await waitFor(() => {
+    const s = statusJson(cfg);
+    return s.daemon.http_error ? s : null;
+  }, "status shows the endpoint down");
+  assert.match(down.daemon.http_error, /the address is in use/);
+  assert.ok(Date.parse(down.daemon.http_error_since) > 0);
+  const check = cli(["status", "--check", "-c", cfg]);
+  assert.equal(check.code, 1, check.stdout);
+  assert.match(
+    check.stdout.split("\n")[0],
+    /^WARNING: .*http endpoint down \(cannot serve http on 127\.0\.0\.1:\d+: the address is in use/,
+  );
+  assert.match(
+    cli(["status", "-c", cfg]).stdout,
+    /http endpoint down since .*the address is in use/,
+  );
+
+  // The port comes free: the next beats bind it, and status says so.
+  await new Promise((resolve) => taken.close(resolve));
+  await waitFor(
+    async () => (await request(port, { path: "/healthz" }).catch(() => ({}))).status === 200,
+    "healthz 200 once the port is free",
+  );
+  await waitFor(() => statusJson(cfg).daemon.http_error === null, "status: endpoint up");
+  assert.equal(cli(["status", "--check", "-c", cfg]).code, 0);
+  assert.match(d.err, /cronvisor: http: serving \/healthz/);
 });
 
 test("/healthz answers 503 while the recorded heartbeat is stale, 200 once it beats (monitor in-process)", async (t) => {

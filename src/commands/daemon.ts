@@ -54,11 +54,7 @@ async function reloader(file: string) {
 }
 
 async function monitorHooks(config: Config) {
+  // A taken `http:` port is not fatal: the monitor logs it, shows it in status and retries.
   const { createMonitor } = await import("../monitor/monitor.js");
-  try {
-    return await createMonitor(config);
-  } catch (e) {
-    // A configured endpoint that cannot listen is an error at start, not a silent gap in monitoring.
-    throw new CliError(`cronvisor: ${(e as Error).message}`, EXIT.fail);
-  }
+  return createMonitor(config);
 }

@@ -49,6 +49,11 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
     lines.push(`  config error (the daemon keeps its previous config):`);
     for (const l of d.config_error.split("\n")) lines.push(`    ${l}`);
   }
+  if (d.http_error && d.http_error_since) {
+    lines.push(
+      `  http endpoint down since ${short(d.http_error_since)}: ${d.http_error} (retried every heartbeat)`,
+    );
+  }
   if (r.jobs.length === 0) {
     lines.push("no jobs");
     return lines.join("\n");

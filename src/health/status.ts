@@ -80,6 +80,9 @@ export interface DaemonReport {
   heartbeat_age_s: number | null;
   heartbeat_interval_s: number | null;
   config_error: string | null;
+  /** Why the daemon's `http:` endpoint is not serving (it retries every heartbeat), and since when. */
+  http_error: string | null;
+  http_error_since: string | null;
 }
 
 export interface RunningReport {
@@ -174,6 +177,8 @@ export function daemonReport(d: DaemonRow | null, now: number): DaemonReport {
     heartbeat_age_s: d?.heartbeat_at != null ? Math.max(0, (now - d.heartbeat_at) / 1000) : null,
     heartbeat_interval_s: d?.heartbeat_ms != null ? d.heartbeat_ms / 1000 : null,
     config_error: state === "down" ? null : (d?.config_error ?? null),
+    http_error: state === "down" ? null : (d?.http_error ?? null),
+    http_error_since: state === "down" ? null : iso(d?.http_error_since),
   };
 }
 
@@ -238,12 +243,17 @@ export type CheckCode = typeof EXIT.ok | typeof EXIT.warning | typeof EXIT.criti
 
 /**
  * Nagios-style: 2 CRITICAL when the daemon is down or not beating; 1 WARNING when a job is late,
- * stuck, failing or repeating, or the daemon runs on an old config because a reload failed;
- * else 0 OK. (3 UNKNOWN, no store, is decided before there is a report.)
+ * stuck, failing or repeating, the daemon runs on an old config because a reload failed, or its
+ * http endpoint is down; else 0 OK. (3 UNKNOWN, no store, is decided before there is a report.)
  */
 export function checkCode(s: StatusReport): CheckCode {
   if (s.daemon.state !== "running") return EXIT.critical;
-  if (s.jobs.some((j) => WARNING_WORDS.includes(j.health)) || s.daemon.config_error !== null)
+  const d = s.daemon;
+  if (
+    s.jobs.some((j) => WARNING_WORDS.includes(j.health)) ||
+    d.config_error !== null ||
+    d.http_error !== null
+  )
     return EXIT.warning;
   return EXIT.ok;
 }
@@ -263,6 +273,7 @@ export function checkSummary(s: StatusReport): string {
   const parts = bad.map((j) => `${j.name} ${j.health}`);
   if (d.config_error !== null)
     parts.push("config reload failed (the daemon runs the previous config)");
+  if (d.http_error !== null) parts.push(`http endpoint down (${d.http_error})`);
   if (code === EXIT.warning) return `WARNING: ${parts.join(", ")}`;
   return `OK: daemon running, ${s.jobs.length} job(s) healthy or idle`;
 }

@@ -28,7 +28,7 @@ import {
 } from "./alerts.js";
 import { alertBox, pingBox, type PingItem } from "./deliver.js";
 import type { Assessment, HealthWord } from "../health/health.js";
-import { startHttp, type HttpEndpoint } from "./http.js";
+import { Endpoint } from "./endpoint.js";
 import { Metrics } from "./metrics.js";
 import { monitorRoutes } from "./routes.js";
 import { inspectJob } from "../health/status.js";
@@ -85,7 +85,8 @@ export class Monitor {
   private targets: { target: AlertTarget; box: Outbox<Alert> }[] = [];
   private alertsKey: string | null = null;
   private readonly pings = new Map<string, Outbox<PingItem>>();
-  private http: HttpEndpoint | null = null;
+  /** The `http:` endpoint, when configured. */
+  private endpoint: Endpoint | null = null;
   readonly metrics: Metrics;
 
   constructor(config: Config, opts: MonitorOptions = {}) {
@@ -122,6 +123,11 @@ export class Monitor {
       this.serial(async () => {
         if (this.store !== store) await this.attach(store, now);
         if (config !== this.config) this.applyConfig(config);
+        if (this.endpoint) {
+          // Up at last: nobody read a judgement while it was down, so judge every job now.
+          if (await this.endpoint.ensure(now)) this.judgeAll();
+          await this.endpoint.record(store, process.pid);
+        }
         await this.sweep(now);
       }),
     reloaded: (config: Config): Promise<void> => this.serial(async () => this.applyConfig(config)),
@@ -143,22 +149,18 @@ export class Monitor {
     return next;
   }
 
+  /** Bind the endpoint, if configured; a failure is kept and retried on every beat. */
   async start(): Promise<void> {
     const bind = this.config.http;
     if (!bind) return;
-    this.http = await startHttp(
-      bind,
-      monitorRoutes({
-        store: () => this.store,
-        config: () => this.config,
-        now: this.now,
-        metrics: this.metrics,
-      }),
-      this.log,
-    );
-    this.log(
-      `cronvisor: http: serving /healthz /status /metrics on ${bind.host.includes(":") ? `[${bind.host}]` : bind.host}:${this.http.port}`,
-    );
+    const routes = monitorRoutes({
+      store: () => this.store,
+      config: () => this.config,
+      now: this.now,
+      metrics: this.metrics,
+    });
+    this.endpoint = new Endpoint(bind, routes, this.log);
+    await this.endpoint.ensure(this.now());
   }
 
   private async attach(store: Store, now: number): Promise<void> {
@@ -203,7 +205,7 @@ export class Monitor {
 
   /** Without alert targets or an HTTP endpoint nobody reads a judgement: none is made. */
   private get judging(): boolean {
-    return this.targets.length > 0 || this.http !== null;
+    return this.targets.length > 0 || this.endpoint?.serving === true;
   }
 
   /**
@@ -361,9 +363,7 @@ export class Monitor {
   /** Close the endpoint, give queued alerts and pings a moment, then stop retrying. */
   async stop(): Promise<void> {
     await this.work; // no store work after the daemon closes the store
-    const http = this.http;
-    this.http = null;
-    await http?.close();
+    await this.endpoint?.close();
     const boxes = [...this.targets.map((t) => t.box), ...this.pings.values()];
     const left = await Promise.all(boxes.map((b) => b.drain(STOP_DRAIN_MS)));
     const n = left.reduce((a, b) => a + b, 0);

@@ -84,6 +84,7 @@ export interface Store extends MarkerStore {
   ): Promise<DaemonRow | null>;
   heartbeat(pid: number, now: number, heartbeatMs: number): Promise<void>;
   setConfigError(pid: number, message: string | null): Promise<void>;
+  setHttpState(pid: number, error: string | null, since: number | null): Promise<void>;
   releaseDaemon(pid: number, now: number): Promise<void>;
 
   // ---- jobs

@@ -69,6 +69,10 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
     daemon.setConfigError(this.c, pid, message);
   }
 
+  async setHttpState(pid: number, error: string | null, since: number | null) {
+    daemon.setHttpState(this.c, pid, error, since);
+  }
+
   async releaseDaemon(pid: number, now: number) {
     daemon.releaseDaemon(this.c, pid, now);
   }

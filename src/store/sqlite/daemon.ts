@@ -29,7 +29,8 @@ export function claimDaemon(
      ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, pid_start = excluded.pid_start,
        started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at,
        heartbeat_ms = excluded.heartbeat_ms, stopped_at = NULL,
-       config_file = excluded.config_file, config_error = NULL`,
+       config_file = excluded.config_file, config_error = NULL,
+       http_error = NULL, http_error_since = NULL`,
   ).run(me.pid, me.start, now, now, heartbeatMs, configFile);
   return null;
 }
@@ -44,6 +45,20 @@ export function heartbeat(c: Conn, pid: number, now: number, heartbeatMs: number
 
 export function setConfigError(c: Conn, pid: number, message: string | null): void {
   c.q("UPDATE daemon SET config_error = ? WHERE id = 1 AND pid = ?").run(message, pid);
+}
+
+/** Why the daemon's http endpoint is not serving, and since when; null when it serves. */
+export function setHttpState(
+  c: Conn,
+  pid: number,
+  error: string | null,
+  since: number | null,
+): void {
+  c.q("UPDATE daemon SET http_error = ?, http_error_since = ? WHERE id = 1 AND pid = ?").run(
+    error,
+    since,
+    pid,
+  );
 }
 
 export function releaseDaemon(c: Conn, pid: number, now: number): void {
