@@ -15,7 +15,13 @@ export function handleDaemonSignals(sup: Stoppable): void {
     signals++;
     if (signals === 1) {
       process.stderr.write(`cronvisor: ${sig}: stopping (again to force)\n`);
-      void sup.stop().then(() => process.exit(EXIT.ok));
+      void sup.stop().then(
+        () => process.exit(EXIT.ok),
+        (e: unknown) => {
+          process.stderr.write(`cronvisor: ${(e as Error).message}\n`);
+          process.exit(EXIT.fail);
+        },
+      );
     } else {
       process.stderr.write(`cronvisor: ${sig} again: killing every run now\n`);
       sup.force();

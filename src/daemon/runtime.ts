@@ -4,6 +4,7 @@
 import type { RunContext } from "../run/execute.js";
 import type { JobConfig, Config, RunResult } from "../core/types.js";
 import type { Owner, RunRow, Store } from "../store/store.js";
+import { KeptWrites } from "./kept.js";
 import type { Active, JobState } from "./state.js";
 
 /**
@@ -26,6 +27,8 @@ export class Runtime {
   readonly active = new Map<number, Active>();
   /** Results of runs whose end the store refused (a full disk): retried every heartbeat. */
   readonly unrecorded = new Map<number, { result: RunResult; job: JobConfig }>();
+  /** Reload and daemon-row writes the store refused: retried every heartbeat. */
+  readonly kept: KeptWrites;
   private readonly timers = new Set<NodeJS.Timeout>();
   /** Set once stop() begins: nothing new starts. */
   stopping = false;
@@ -37,7 +40,9 @@ export class Runtime {
     readonly now: () => number,
     readonly log: (line: string) => void,
     private readonly hooks: SupervisorHooks | undefined,
-  ) {}
+  ) {
+    this.kept = new KeptWrites(log);
+  }
 
   get ctx(): RunContext {
     return { config: this.config, store: this.store, owner: this.owner, now: this.now };

@@ -195,6 +195,7 @@ export class Supervisor {
     const { rt, runs } = this.on;
     try {
       const now = this.now();
+      await rt.kept.flush();
       await rt.store.heartbeat(process.pid, now, rt.config.heartbeatMs);
       writeHeartbeatFile(rt.config.stateDir, now);
       await runs.retryUnrecorded();
@@ -217,12 +218,12 @@ export class Supervisor {
   }
 
   private async applyReload(): Promise<{ ok: boolean; errors: string[] }> {
-    const { rt, runs } = this.on;
+    const { rt } = this.on;
     const res = this.opts.loadConfig?.() ?? { config: null, errors: ["no config loader"] };
     if (!res.config) {
       const msg = res.errors.join("\n");
-      await rt.store.setConfigError(process.pid, msg);
       this.log(`cronvisor: reload failed; keeping the running config:\n${msg}`);
+      await rt.kept.write("reload", () => rt.store.setConfigError(process.pid, msg));
       return { ok: false, errors: res.errors };
     }
     if (res.config.stateDir !== rt.config.stateDir) {
@@ -231,15 +232,23 @@ export class Supervisor {
         `cronvisor: a changed state_dir (${res.config.stateDir}) takes effect when the daemon restarts`,
       );
     }
-    rt.config = { ...res.config, stateDir: rt.config.stateDir };
+    const config = { ...res.config, stateDir: rt.config.stateDir };
+    // Applied only once the store knows the new jobs; a busy store keeps it for the next beat.
+    const ok = await rt.kept.write("reload", () => this.applyConfig(config));
+    return ok ? { ok, errors: [] } : { ok, errors: ["the store is busy: applied on a later beat"] };
+  }
+
+  private async applyConfig(config: Config): Promise<void> {
+    const { rt, runs } = this.on;
+    const offers = await watchJobs(rt, config, this.now(), new Map(rt.jobs));
+    rt.config = config;
     const batch = new TickBatch();
-    runs.offerAll(await watchJobs(rt, rt.config, this.now(), new Map(rt.jobs)), batch);
+    runs.offerAll(offers, batch);
     await runs.flush(batch);
-    await rt.store.setConfigError(process.pid, null);
     rt.hook("reloaded", (h) => h.reloaded?.(rt.config));
-    this.log(`cronvisor: config reloaded: ${res.config.jobs.length} job(s)`);
+    this.log(`cronvisor: config reloaded: ${config.jobs.length} job(s)`);
     this.arm();
-    return { ok: true, errors: [] };
+    await rt.store.setConfigError(process.pid, null);
   }
 
   /** Ordered and idempotent: stop firing, TERM every run, wait its grace, KILL, record, close. */
@@ -266,7 +275,13 @@ export class Supervisor {
       await stopRuns(rt);
       await rt.stoppingHook();
       try {
+        await rt.kept.flush();
         await rt.store.releaseDaemon(process.pid, this.now());
+      } catch (e) {
+        // The next daemon finds this one's pid gone and takes over: nothing is lost but the stop time.
+        throw new Error(`could not record the stop in the store: ${(e as Error).message}`, {
+          cause: e,
+        });
       } finally {
         await rt.store.close();
       }
