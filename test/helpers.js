@@ -3,6 +3,8 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
+import http from "node:http";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -231,4 +233,34 @@ export function mountTmpfs(t, beforeUnmount = () => {}, size = "16m") {
     fs.rmSync(root, { recursive: true, force: true });
   });
   return { root, mnt };
+}
+
+/** A port nobody listens on right now (the daemon binds it a moment later). */
+export async function freePort() {
+  const s = net.createServer();
+  await new Promise((resolve) => s.listen(0, "127.0.0.1", resolve));
+  const { port } = s.address();
+  await new Promise((resolve) => s.close(resolve));
+  return port;
+}
+
+/** One request with whatever Host header and method we like. */
+export function request(
+  port,
+  { path: p = "/", method = "GET", host = `127.0.0.1:${port}`, timeoutMs = 10_000 } = {},
+) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: "127.0.0.1", port, path: p, method, headers: { host }, agent: false },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (d) => (body += d));
+        res.on("end", () => resolve({ status: res.statusCode, headers: res.headers, body }));
+      },
+    );
+    req.on("error", reject);
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer in ${timeoutMs} ms`)));
+    req.end();
+  });
 }

@@ -3,40 +3,23 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
-import http from "node:http";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
 import { allowedHosts, hostAllowed } from "../dist/monitor/http.js";
 import { Monitor } from "../dist/monitor/monitor.js";
 import { SqliteStore } from "../dist/store/sqlite-store.js";
-import { BIN, cli, startDaemon, statusJson, tmpdir, waitFor, writeConfig } from "./helpers.js";
-
-/** A port nobody listens on right now (the daemon binds it a moment later). */
-async function freePort() {
-  const s = net.createServer();
-  await new Promise((resolve) => s.listen(0, "127.0.0.1", resolve));
-  const { port } = s.address();
-  await new Promise((resolve) => s.close(resolve));
-  return port;
-}
-
-/** One request with whatever Host header and method we like. */
-function request(port, { path: p = "/", method = "GET", host = `127.0.0.1:${port}` } = {}) {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { host: "127.0.0.1", port, path: p, method, headers: { host }, agent: false },
-      (res) => {
-        let body = "";
-        res.setEncoding("utf8");
-        res.on("data", (d) => (body += d));
-        res.on("end", () => resolve({ status: res.statusCode, headers: res.headers, body }));
-      },
-    );
-    req.on("error", reject);
-    req.end();
-  });
-}
+import {
+  BIN,
+  cli,
+  freePort,
+  request,
+  startDaemon,
+  statusJson,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 /**
  * Parse the exposition with the official Prometheus Python client (Debian: python3-prometheus-client),

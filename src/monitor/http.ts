@@ -24,6 +24,10 @@ export interface HttpEndpoint {
   close(): Promise<void>;
 }
 
+/** A client must send its whole request head within this; checked every 500 ms. */
+const HEADERS_TIMEOUT_MS = 2_000;
+const IDLE_TIMEOUT_MS = 2_000;
+
 const WILDCARDS = new Set(["0.0.0.0", "::", "[::]", ""]);
 
 /** The host names a request may name in its Host header, lower case, without brackets. */
@@ -69,18 +73,23 @@ export function startHttp(
   log: (line: string) => void,
 ): Promise<HttpEndpoint> {
   const hosts = allowedHosts(bind.host, WILDCARDS.has(bind.host) ? ownAddresses() : []);
-  const server = http.createServer((req, res) => {
-    void handle(req, res).catch((e: unknown) => {
-      log(`cronvisor: http: ${req.method} ${req.url}: ${(e as Error).message}`);
-      if (!res.headersSent)
-        send(res, req, {
-          status: 500,
-          contentType: "text/plain; charset=utf-8",
-          body: "internal error\n",
-        });
-      else res.destroy();
-    });
-  });
+  const server = http.createServer(
+    // Node checks the header and request timeouts every 30 s by default: 70 idle connections
+    // then kept /healthz unanswerable for half a minute. Check often, allow little.
+    { connectionsCheckingInterval: 500, headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: 5_000 },
+    (req, res) => {
+      void handle(req, res).catch((e: unknown) => {
+        log(`cronvisor: http: ${req.method} ${req.url}: ${(e as Error).message}`);
+        if (!res.headersSent)
+          send(res, req, {
+            status: 500,
+            contentType: "text/plain; charset=utf-8",
+            body: "internal error\n",
+          });
+        else res.destroy();
+      });
+    },
+  );
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     if (!hostAllowed(req.headers.host, hosts, bind.port)) {
@@ -105,9 +114,9 @@ export function startHttp(
     send(res, req, await route());
   }
 
-  // Small, read-only answers: no slow clients holding sockets, no request bodies.
-  server.headersTimeout = 10_000;
-  server.requestTimeout = 10_000;
+  // Small, read-only answers: no slow clients holding sockets, no request bodies. A connection
+  // silent for IDLE_TIMEOUT_MS (one that never sends a byte) is dropped by its own timer.
+  server.setTimeout(IDLE_TIMEOUT_MS);
   server.keepAliveTimeout = 5_000;
   server.maxConnections = 64;
   server.maxHeadersCount = 50;
