@@ -1,16 +1,12 @@
 // A job's environment: the minimal base, the layers in order, env_file parsing and its errors,
 // the run-as user's identity, /etc/passwd lookups.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import {
-  buildJobEnv,
-  lookupUser,
-  parseEnvFile,
-  parsePasswd,
-  readEnvFile,
-} from "../dist/run/env.js";
+import { lookupUser, parsePasswd } from "../dist/core/passwd.js";
+import { buildJobEnv, parseEnvFile, readEnvFile } from "../dist/run/env.js";
 import { tmpdir } from "./helpers.js";
 
 const DAEMON_ENV = {
@@ -119,15 +115,18 @@ test("env_file syntax: comments, blanks, export, quotes, escapes, inline comment
   });
 });
 
-test("env_file errors name FILE:LINE", () => {
+test("env_file errors name FILE:LINE and never quote the file's content", () => {
+  // The file may be a secret (or /etc/shadow, if a path was wrong): its text never reaches a
+  // run's reason, history, alerts or /status.
   const bad = [
-    ["OK=1\nno equals sign\n", 'f.env:2: expected KEY=value, got "no equals sign"'],
-    ["1ABC=x", 'f.env:1: invalid variable name "1ABC"'],
-    ["MY-VAR=x", 'f.env:1: invalid variable name "MY-VAR"'],
-    ["=x", 'f.env:1: invalid variable name ""'],
+    ["OK=1\nno equals sign\n", "f.env:2: expected KEY=value"],
+    ["1ABC=x", "f.env:1: invalid variable name"],
+    ["MY-VAR=x", "f.env:1: invalid variable name"],
+    ["=x", "f.env:1: invalid variable name"],
     ['\n\nA="unterminated', 'f.env:3: unterminated " quote'],
     ["A='open", "f.env:1: unterminated ' quote"],
-    ['A="x" trailing', 'f.env:1: unexpected "trailing" after the closing quote'],
+    ['A="x" trailing', "f.env:1: unexpected text after the closing quote"],
+    ["root:$6$salt$hash:19000:0:99999:7:::\n", "f.env:1: expected KEY=value"],
   ];
   for (const [text, message] of bad) {
     assert.throws(() => parseEnvFile(text, "f.env"), { message }, JSON.stringify(text));
@@ -153,6 +152,45 @@ test("readEnvFile reads the file, or names it in the error", (t) => {
   assert.throws(() => readEnvFile(missing), {
     message: `env_file ${missing}: cannot read: ENOENT`,
   });
+});
+
+test("readEnvFile opens only a regular file it trusts, never a link, a FIFO, a NUL or a huge file", (t) => {
+  const dir = tmpdir(t, "cvx-env-");
+  const secret = path.join(dir, "secret");
+  fs.writeFileSync(secret, "TOKEN=root-only\n", { mode: 0o600 });
+  const link = path.join(dir, "link.env");
+  fs.symlinkSync(secret, link);
+  assert.throws(() => readEnvFile(link), {
+    message: `env_file ${link}: is a symbolic link; name the file itself`,
+  });
+  const fifo = path.join(dir, "fifo.env");
+  assert.equal(spawnSync("mkfifo", [fifo]).status, 0);
+  // Opened without blocking (nobody writes the FIFO) and refused.
+  assert.throws(() => readEnvFile(fifo), { message: `env_file ${fifo}: not a regular file` });
+  const nul = path.join(dir, "nul.env");
+  fs.writeFileSync(nul, "A=1\nB=secret\0C=2\n");
+  assert.throws(() => readEnvFile(nul), {
+    message: `env_file ${nul}: a NUL byte on line 2; not an env file`,
+  });
+  const big = path.join(dir, "big.env");
+  fs.writeFileSync(big, `A=${"x".repeat(70 * 1024)}\n`);
+  assert.throws(() => readEnvFile(big), { message: `env_file ${big}: larger than 64 KiB` });
+  const open = path.join(dir, "open.env");
+  fs.writeFileSync(open, "A=1\n");
+  fs.chmodSync(open, 0o666);
+  assert.throws(() => readEnvFile(open), {
+    message: `env_file ${open}: writable by group or others (mode 666); chmod go-w it`,
+  });
+  const theirs = path.join(dir, "theirs.env");
+  fs.writeFileSync(theirs, "A=1\n", { mode: 0o644 });
+  if (process.getuid() === 0) {
+    fs.chownSync(theirs, 4242, 4242);
+    assert.throws(() => readEnvFile(theirs), {
+      message: `env_file ${theirs}: owned by uid 4242, who may not set this job's environment; chown root it`,
+    });
+    // The job's own user may own its env_file.
+    assert.equal(readEnvFile(theirs, new Set([0, 4242])), "A=1\n");
+  }
 });
 
 test("parsePasswd finds a user by name or numeric uid", () => {

@@ -1,9 +1,21 @@
 // Attacks from a local user on the same host: each test does what an attacker would and asserts
 // that nothing leaks, nothing outside the state dir changes, and the daemon keeps serving.
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
 import net from "node:net";
+import path from "node:path";
 import { test } from "node:test";
-import { freePort, request, startDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import {
+  cli,
+  freePort,
+  query,
+  request,
+  startDaemon,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 test("http: 200 connections that never finish a request do not keep /healthz blind for more than 5 s", async (t) => {
   const dir = tmpdir(t);
@@ -42,3 +54,120 @@ test("http: 200 connections that never finish a request do not keep /healthz bli
   assert.ok(took <= 5_000, `${took} ms`);
   t.diagnostic(`healthz answered again after ${took} ms`);
 });
+
+const asRoot = process.getuid?.() === 0;
+const notRoot = asRoot ? false : "the checks apply to a daemon running as root";
+
+/** A config whose one job reads `envFile`, and a second job that must keep running. */
+function envConfig(dir, envFile, extra = "") {
+  return writeConfig(
+    dir,
+    [
+      "heartbeat: 1s",
+      "jobs:",
+      "  victim:",
+      '    schedule: "@daily"',
+      "    command: env",
+      `    env_file: ${envFile}`,
+      extra,
+      "",
+    ].join("\n"),
+  );
+}
+
+test(
+  "root: a config, state dir or env_file under a directory another user owns is refused by daemon and run (exit 2)",
+  { skip: notRoot },
+  (t) => {
+    const dir = tmpdir(t);
+    // The attacker's directory: they could swap the state dir or the env_file for a link at will.
+    const theirs = path.join(dir, "theirs");
+    fs.mkdirSync(theirs, { mode: 0o755 });
+    fs.chownSync(theirs, 4242, 4242);
+    const cases = [
+      // A root-owned config in a directory the user owns, with the default ./.cronvisor state dir.
+      {
+        cfg: writeConfig(theirs, "jobs:\n  a:\n    schedule: '@daily'\n    command: 'true'\n"),
+        named: theirs,
+      },
+      // An env_file in the user's directory.
+      { cfg: envConfig(dir, path.join(theirs, "x.env")), named: theirs },
+    ];
+    fs.writeFileSync(path.join(theirs, "x.env"), "A=1\n");
+    for (const { cfg, named } of cases) {
+      for (const args of [["daemon"], ["run", cfg.endsWith("theirs/jobs.yaml") ? "a" : "victim"]]) {
+        const r = cli([...args, "-c", cfg]);
+        assert.equal(r.code, 2, `${args[0]}: ${r.stderr}`);
+        assert.match(r.stderr, new RegExp(`${named} is owned by uid 4242`));
+        assert.doesNotMatch(r.stderr, /\n\s+at /);
+      }
+    }
+    assert.equal(fs.existsSync(path.join(theirs, ".cronvisor")), false, "no state dir made there");
+  },
+);
+
+test(
+  "root: an env_file that is a link, or owned by another user for a root job, is refused at start",
+  { skip: notRoot },
+  (t) => {
+    const dir = tmpdir(t);
+    const secret = path.join(dir, "root-only");
+    fs.writeFileSync(secret, "TOKEN=s3cret\n", { mode: 0o600 });
+    const link = path.join(dir, "link.env");
+    fs.symlinkSync(secret, link);
+    const r1 = cli(["daemon", "-c", envConfig(dir, link)]);
+    assert.equal(r1.code, 2, r1.stderr);
+    assert.match(r1.stderr, /link\.env is a symbolic link/);
+    const owned = path.join(dir, "owned.env");
+    fs.writeFileSync(owned, "PATH=/home/attacker/bin\n");
+    fs.chownSync(owned, 4242, 4242);
+    const r2 = cli(["daemon", "-c", envConfig(dir, owned)]);
+    assert.equal(r2.code, 2, r2.stderr);
+    assert.match(r2.stderr, /owned\.env is owned by uid 4242/);
+    assert.doesNotMatch(r1.stderr + r2.stderr, /s3cret|attacker/);
+  },
+);
+
+test(
+  "root: an env_file that turns into a FIFO, /proc/self/environ or /etc/shadow-like text fails its run alone, quoting nothing",
+  { skip: notRoot },
+  async (t) => {
+    const dir = tmpdir(t);
+    const envFile = path.join(dir, "job.env");
+    fs.writeFileSync(envFile, "A=1\n");
+    const ran = path.join(dir, "ran");
+    const cfg = envConfig(
+      dir,
+      envFile,
+      ["  other:", '    schedule: "* * * * * *"', `    command: echo x >> ${ran}`].join("\n"),
+    );
+    const stateDir = path.join(dir, ".cronvisor");
+    const d = startDaemon(t, cfg, { CVX_CANARY: "daemon-secret-canary" });
+    await waitFor(() => fs.existsSync(ran), "the other job runs");
+    const attempts = [
+      ["fifo", () => spawnSync("mkfifo", [envFile]).status === 0, /not a regular file/],
+      [
+        "shadow",
+        () => fs.writeFileSync(envFile, "root:$6$salt$hash:19000:0:99999:7:::\n"),
+        /job\.env:1: expected KEY=value/,
+      ],
+    ];
+    for (const [what, make, reason] of attempts) {
+      fs.rmSync(envFile, { force: true });
+      make();
+      const r = cli(["run", "victim", "-c", cfg]);
+      assert.notEqual(r.code, 0, what);
+      const row = query(
+        stateDir,
+        "SELECT * FROM runs WHERE job = 'victim' ORDER BY id DESC LIMIT 1",
+      )[0];
+      assert.equal(row.status, "spawn_failed", what);
+      assert.match(row.reason, reason, what);
+      assert.doesNotMatch(row.reason, /\$6\$|daemon-secret-canary/, what);
+    }
+    // The daemon kept serving the other job throughout (a FIFO never froze it).
+    const before = fs.readFileSync(ran, "utf8").length;
+    await waitFor(() => fs.readFileSync(ran, "utf8").length > before, "the other job still runs");
+    assert.equal(d.exitCode, null, d.err);
+  },
+);

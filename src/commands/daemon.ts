@@ -2,22 +2,16 @@
 import type { Config } from "../core/types.js";
 import { handleDaemonSignals } from "./daemon-signals.js";
 import { EXIT } from "../core/exit.js";
-import { CliError, configPath, valid } from "./shared.js";
+import { checkSafe, CliError, configPath, valid } from "./shared.js";
 
 export async function daemon(o: { config?: string }): Promise<void> {
   const file = configPath(o.config);
   const { loadConfigCacheable } = await import("../config/config.js");
   const { Supervisor, DaemonBusyError } = await import("../daemon/supervisor.js");
   const { StoreError } = await import("../store/store.js");
-  const { checkOwnership, UnsafeError } = await import("../config/safety.js");
   const loaded = loadConfigCacheable(file);
   const config = await valid(loaded.result);
-  try {
-    checkOwnership(config);
-  } catch (e) {
-    if (e instanceof UnsafeError) throw new CliError(e.message, EXIT.usage);
-    throw e;
-  }
+  await checkSafe(config);
   // Alerts, pings and the HTTP endpoint observe the daemon through hooks (src/monitor/).
   const hooks = await monitorHooks(config);
   const sup = new Supervisor({ config, hooks, loadConfig: await reloader(file) });

@@ -2,11 +2,12 @@
 // exits with the job's code, or (--no-wait) hands the run to a detached `cronvisor run`.
 import type { Config, JobConfig } from "../core/types.js";
 import { EXIT, runExitCode } from "../core/exit.js";
-import { findJob, load, openStore, out } from "./shared.js";
+import { checkSafe, findJob, load, openStore, out } from "./shared.js";
 
 export async function run(name: string, o: { config?: string; wait: boolean }): Promise<void> {
   const config = await load(o.config);
   const job = findJob(config, name);
+  await checkSafe(config);
   process.exitCode = o.wait ? await runNow(config, job) : await runDetached(config, job);
 }
 

@@ -48,6 +48,20 @@ export async function valid(res: {
   return res.config;
 }
 
+/**
+ * As root, refuse a config whose file, state dir or env_files another user could change (see
+ * src/config/safety.ts): `daemon` and `run` start nothing then, and exit 2.
+ */
+export async function checkSafe(config: Config): Promise<void> {
+  const { checkOwnership, UnsafeError } = await import("../config/safety.js");
+  try {
+    checkOwnership(config);
+  } catch (e) {
+    if (e instanceof UnsafeError) throw new CliError(e.message, EXIT.usage);
+    throw e;
+  }
+}
+
 export function findJob(config: Config, name: string): JobConfig {
   const job = config.jobs.find((j) => j.name === name);
   if (!job) {

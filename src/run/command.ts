@@ -3,7 +3,7 @@
 // clear `spawn failed` reason before anything is spawned.
 import fs from "node:fs";
 import path from "node:path";
-import { lookupUser } from "./env.js";
+import { lookupUser } from "../core/passwd.js";
 import { withExitFile } from "./exit-file.js";
 import type { RunSpec } from "../core/types.js";
 

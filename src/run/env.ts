@@ -1,21 +1,13 @@
 // The environment a job receives. The daemon's own variables, secrets included, are never
 // passed on: a job starts from a minimal base and gets exactly what its config and env_file add.
-// Everything here is pure except `readEnvFile` and `lookupUser`, which do the I/O.
+// Everything here is pure except `readEnvFile`, which does the I/O.
 import fs from "node:fs";
 import { ENV_NAME } from "../core/env-name.js";
+import { READ_NOFOLLOW } from "../core/safe-path.js";
 
 /** The only variables taken from the daemon's environment. */
 const BASE_KEYS = ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TZ"] as const;
 const DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin";
-
-/** The account a job runs as, from /etc/passwd. */
-export interface PasswdEntry {
-  name: string;
-  uid: number;
-  gid: number;
-  home: string;
-  shell: string;
-}
 
 export interface JobEnvInput {
   /** The daemon's environment; only BASE_KEYS are read from it. */
@@ -61,7 +53,8 @@ export function buildJobEnv(input: JobEnvInput): Record<string, string> {
  * Values: unquoted (trimmed; ` #...` after whitespace is a comment), 'single' (literal) or
  * "double" (`\"`, `\\`, `\$`, `` \` `` and `\n` are escapes). No `$VAR` expansion, no multi-line
  * values. A line that is none of these throws `FILE:LINE: message`: a half-read secrets file
- * must not quietly start a job with the wrong settings.
+ * must not quietly start a job with the wrong settings. The message never quotes the line: the
+ * file may hold secrets, and a run's reason reaches history, alerts and /status.
  */
 export function parseEnvFile(text: string, file: string): Record<string, string> {
   const out: Record<string, string> = {};
@@ -74,9 +67,9 @@ export function parseEnvFile(text: string, file: string): Record<string, string>
     if (line === "" || line.startsWith("#")) return;
     const body = line.replace(/^export\s+/, "");
     const eq = body.indexOf("=");
-    if (eq < 0) fail(`expected KEY=value, got ${JSON.stringify(line)}`);
+    if (eq < 0) fail("expected KEY=value");
     const key = body.slice(0, eq).trimEnd();
-    if (!ENV_NAME.test(key)) fail(`invalid variable name ${JSON.stringify(key)}`);
+    if (!ENV_NAME.test(key)) fail("invalid variable name");
     out[key] = parseValue(body.slice(eq + 1).trimStart(), fail);
   });
   return out;
@@ -100,42 +93,62 @@ function parseValue(text: string, fail: (why: string) => never): string {
   if (i >= text.length) fail(`unterminated ${quote} quote`);
   const rest = text.slice(i + 1).trim();
   if (rest !== "" && !rest.startsWith("#")) {
-    fail(`unexpected ${JSON.stringify(rest)} after the closing quote`);
+    fail("unexpected text after the closing quote");
   }
   return value;
 }
 
-/** Read an env_file; the error names the file, as a config error would. */
-export function readEnvFile(file: string): string {
+const ENV_FILE_MAX = 64 * 1024;
+
+/**
+ * Read an env_file as a root daemon may: never through a symbolic link (O_NOFOLLOW), never
+ * blocking on a FIFO or device (O_NONBLOCK, then a regular file only), owned by one of `owners`
+ * (root, the daemon's user, the job's own user) and writable by nobody else, at most 64 KiB, no
+ * NUL byte (/proc/self/environ is not an env file). The error names the file, never its content.
+ */
+export function readEnvFile(file: string, owners: ReadonlySet<number> = daemonOwners()): string {
+  const fail = (why: string, cause?: unknown): never => {
+    throw new Error(`env_file ${file}: ${why}`, { cause });
+  };
+  let fd: number;
   try {
-    return fs.readFileSync(file, "utf8");
+    fd = fs.openSync(file, READ_NOFOLLOW);
   } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    throw new Error(`env_file ${file}: cannot read: ${err.code ?? err.message}`, { cause: e });
+    const code = (e as NodeJS.ErrnoException).code;
+    return fail(
+      code === "ELOOP" ? "is a symbolic link; name the file itself" : `cannot read: ${code}`,
+      e,
+    );
+  }
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) fail("not a regular file");
+    if (!owners.has(st.uid))
+      fail(`owned by uid ${st.uid}, who may not set this job's environment; chown root it`);
+    if ((st.mode & 0o022) !== 0)
+      fail(`writable by group or others (mode ${(st.mode & 0o777).toString(8)}); chmod go-w it`);
+    const buf = readUpTo(fd, ENV_FILE_MAX + 1);
+    if (buf.length > ENV_FILE_MAX) fail("larger than 64 KiB");
+    const nul = buf.indexOf(0);
+    if (nul >= 0) {
+      const line = buf.subarray(0, nul).toString("latin1").split("\n").length;
+      fail(`a NUL byte on line ${line}; not an env file`);
+    }
+    return buf.toString("utf8");
+  } finally {
+    fs.closeSync(fd);
   }
 }
 
-/** The /etc/passwd entry for a user name (or a numeric uid), or null if there is none. */
-export function lookupUser(name: string, passwdFile = "/etc/passwd"): PasswdEntry | null {
-  return parsePasswd(fs.readFileSync(passwdFile, "utf8"), name);
+/** Root and the daemon's own user. */
+export function daemonOwners(): Set<number> {
+  return new Set([0, process.getuid?.() ?? 0]);
 }
 
-/** Pure: find `name` in passwd(5) text (`name:x:uid:gid:gecos:home:shell`). */
-export function parsePasswd(text: string, name: string): PasswdEntry | null {
-  let byUid: PasswdEntry | null = null;
-  for (const line of text.split("\n")) {
-    const f = line.split(":");
-    if (f.length < 7 || line.startsWith("#")) continue;
-    const entry: PasswdEntry = {
-      name: f[0] as string,
-      uid: Number(f[2]),
-      gid: Number(f[3]),
-      home: f[5] as string,
-      shell: (f[6] as string) || "/bin/sh", // passwd(5): an empty shell means /bin/sh
-    };
-    if (!Number.isInteger(entry.uid) || !Number.isInteger(entry.gid)) continue;
-    if (entry.name === name) return entry;
-    if (byUid === null && /^[0-9]+$/.test(name) && entry.uid === Number(name)) byUid = entry;
-  }
-  return byUid;
+/** Read at most `max` bytes (a /proc file says size 0: read, don't trust fstat). */
+function readUpTo(fd: number, max: number): Buffer {
+  const buf = Buffer.alloc(max);
+  let n = 0;
+  for (let got = 1; got > 0 && n < max; n += got) got = fs.readSync(fd, buf, n, max - n, null);
+  return buf.subarray(0, n);
 }

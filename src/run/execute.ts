@@ -4,7 +4,8 @@
 // scheduled tick exclude each other.
 import fs from "node:fs";
 import path from "node:path";
-import { buildJobEnv, lookupUser, readEnvFile } from "./env.js";
+import { lookupUser } from "../core/passwd.js";
+import { buildJobEnv, daemonOwners, readEnvFile } from "./env.js";
 import { exitFileFor, removeExitFile } from "./exit-file.js";
 import { runAlive } from "./proc.js";
 import { runResult, spawnFailed } from "../core/result.js";
@@ -106,8 +107,11 @@ export function spawnRun(
   };
   let env: Record<string, string>;
   try {
-    const envFileText = job.envFile === null ? null : readEnvFile(job.envFile);
     const user = job.user === null ? null : lookupUser(job.user);
+    // A job's own user may own its env_file (it is their environment); nobody else but root.
+    const owners = daemonOwners();
+    if (user) owners.add(user.uid);
+    const envFileText = job.envFile === null ? null : readEnvFile(job.envFile, owners);
     env = buildJobEnv({
       base: (daemonEnv ??= { ...process.env }),
       configEnv: job.env,

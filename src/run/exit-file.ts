@@ -17,9 +17,11 @@ import { ensureDir } from "./log.js";
  * - The shell's own stderr goes to /dev/null so its "Killed" notices stay out of the job's log;
  *   the job gets the real stderr back (fd 3) in a subshell, where the redirection lives.
  * - A job killed by signal N shows as 128+N here (sh cannot tell that from `exit 128+N`).
+ * - `set -C` (noclobber: O_EXCL) before writing: the status never goes through a link or into a
+ *   file planted where EXITFILE should be new.
  */
 const EXIT_WRAPPER =
-  'f=$1; shift; trap : HUP INT QUIT TERM; exec 3>&2 2>/dev/null; (exec "$@" 2>&3 3>&-); rc=$?; echo "$rc" > "$f"; exit "$rc"';
+  'f=$1; shift; trap : HUP INT QUIT TERM; exec 3>&2 2>/dev/null; (exec "$@" 2>&3 3>&-); rc=$?; set -C; echo "$rc" > "$f"; exit "$rc"';
 
 export function exitFileFor(stateDir: string, runId: number): string {
   return path.join(stateDir, "runs", `${runId}.exit`);

@@ -5,6 +5,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { LogTotals } from "../core/result.js";
+import { WRITE_NOFOLLOW } from "../core/safe-path.js";
 
 /**
  * Directories this process has made (or found) already: mkdir on every run start was a tenth of
@@ -20,7 +21,7 @@ export function ensureDir(dir: string): void {
 }
 
 /** openSync in a directory ensureDir made, making it again if it has gone since. */
-function openIn(file: string, flags: string, mode: number): number {
+function openIn(file: string, flags: number, mode: number): number {
   ensureDir(path.dirname(file));
   try {
     return fs.openSync(file, flags, mode);
@@ -56,7 +57,7 @@ export class CappedLog {
     readonly file: string,
     maxBytes: number,
   ) {
-    this.fd = openIn(file, "w", 0o600);
+    this.fd = openIn(file, WRITE_NOFOLLOW, 0o600);
     fs.fchmodSync(this.fd, 0o600); // the mode only applies to a new file; a log may hold secrets
     this.headMax = Math.max(0, Math.floor(maxBytes / 2));
     this.ringMax = Math.max(0, Math.floor(maxBytes) - this.headMax);
@@ -82,7 +83,11 @@ export class CappedLog {
     const total = this.ringBytes + data.length;
     this.ringBytes = total;
     if (this.ringMax === 0) return;
-    this.ringFd ??= fs.openSync(this.ringPath, "w+", 0o600);
+    this.ringFd ??= fs.openSync(
+      this.ringPath,
+      (WRITE_NOFOLLOW & ~fs.constants.O_WRONLY) | fs.constants.O_RDWR,
+      0o600,
+    );
     const keep = data.subarray(Math.max(0, data.length - this.ringMax));
     let pos = (total - keep.length) % this.ringMax;
     let off = 0;
