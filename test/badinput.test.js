@@ -217,8 +217,7 @@ test("an env_file that cannot be read (a directory, a missing file, a bad line):
       `spawn failed: env_file ${dir}/envdir: not a regular file (job: direnv, run: ${id})`,
     later: (id) =>
       `spawn failed: env_file ${dir}/later.env: cannot read: ENOENT (job: later, run: ${id})`,
-    badline: (id) =>
-      `spawn failed: ${badEnv}:3: expected KEY=value (job: badline, run: ${id})`,
+    badline: (id) => `spawn failed: ${badEnv}:3: expected KEY=value (job: badline, run: ${id})`,
   };
   for (const j of broken) {
     const runs = query(
