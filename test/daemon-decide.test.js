@@ -287,4 +287,12 @@ test("an orphan's result comes from its exit file, or is interrupted without one
     orphanResult(r, null, now, "adopted").reason,
     "adopted after a daemon restart; exit status unknown",
   );
+  // An adopted run this daemon stopped is killed, whether it exited at TERM or died of KILL.
+  for (const code of [0, 143, null]) {
+    const r2 = orphanResult(r, code, now, "adopted", "killed: daemon stopping");
+    assert.deepEqual(
+      [r2.status, r2.reason, r2.exitCode],
+      ["killed", "killed: daemon stopping", code],
+    );
+  }
 });

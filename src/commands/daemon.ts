@@ -15,8 +15,10 @@ export async function daemon(o: { config?: string }): Promise<void> {
   // Alerts, pings and the HTTP endpoint observe the daemon through hooks (src/monitor/).
   const hooks = await monitorHooks(config);
   const sup = new Supervisor({ config, hooks, loadConfig: await reloader(file) });
+  const started = sup.start();
+  handleDaemonSignals(sup, started);
   try {
-    await sup.start();
+    await started;
   } catch (e) {
     if (e instanceof DaemonBusyError || e instanceof StoreError)
       throw new CliError(e.message, EXIT.fail);
@@ -24,7 +26,6 @@ export async function daemon(o: { config?: string }): Promise<void> {
   }
   // Only now, with the store open and ours: nothing is written next to a store we refused.
   loaded.saveCache();
-  handleDaemonSignals(sup);
   await new Promise<never>(() => {});
 }
 

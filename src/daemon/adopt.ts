@@ -5,7 +5,7 @@ import fs from "node:fs";
 import { exitFileFor } from "../run/execute.js";
 import { groupAlive, isAlive, signalGroup } from "../run/proc.js";
 import type { RunRow } from "../store/store.js";
-import { exited, interrupted, runResult } from "../core/result.js";
+import { exited, interrupted, runResult, stopped } from "../core/result.js";
 import type { JobConfig, RunResult } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
 import type { Active } from "./state.js";
@@ -41,14 +41,20 @@ export function orphanAction(f: {
 /** An orphan's end: found dead at start-up or a heartbeat, or an adopted run that exited. */
 export type OrphanEnd = "found-dead" | "adopted";
 
-/** The result recorded for an orphan, from its exit code (null: no exit file). */
+/**
+ * The result recorded for an orphan, from its exit code (null: no exit file). An adopted run this
+ * daemon stopped (`stoppedFor`, the reason) is `killed`, with its exit code if it wrote one.
+ */
 export function orphanResult(
   r: RunRow,
   code: number | null,
   now: number,
   how: OrphanEnd,
+  stoppedFor?: string,
 ): RunResult {
   const log = { bytes: r.log_bytes ?? 0, truncated: false };
+  if (stoppedFor !== undefined)
+    return runResult(stopped("killed", stoppedFor, code, null), r.started_at, now, log);
   if (code === null) {
     const reason =
       how === "found-dead"
@@ -76,9 +82,14 @@ function readExitFile(file: string): number | null {
  * store refuses is left `running` (the next heartbeat tries again); an adopted run's end is
  * logged and dropped, as its watcher is gone.
  */
-async function recordOrphanEnd(rt: Runtime, r: RunRow, how: OrphanEnd): Promise<RunRow> {
+async function recordOrphanEnd(
+  rt: Runtime,
+  r: RunRow,
+  how: OrphanEnd,
+  stoppedFor?: string,
+): Promise<RunRow> {
   const file = exitFileFor(rt.config.stateDir, r.id);
-  const result = orphanResult(r, readExitFile(file), rt.now(), how);
+  const result = orphanResult(r, readExitFile(file), rt.now(), how, stoppedFor);
   try {
     await rt.store.finishRun(r.id, result);
   } catch (e) {
@@ -136,7 +147,7 @@ function watchAdopted(
     rt.guard(async () => {
       let row = r;
       try {
-        row = await recordOrphanEnd(rt, r, "adopted");
+        row = await recordOrphanEnd(rt, r, "adopted", a.stoppedFor);
       } finally {
         resolve(row); // stop() waits for this
       }

@@ -66,4 +66,9 @@ export interface Active {
   handle: RunHandle | null;
   finished: Promise<unknown>;
   stopAdopt?: () => void;
+  /**
+   * Why this daemon stopped an adopted run (stop, a second signal, `replace`): its end is then
+   * `killed` with this reason, whatever its exit file says (an own run's handle knows this itself).
+   */
+  stoppedFor?: string;
 }

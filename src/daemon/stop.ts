@@ -9,10 +9,16 @@ export function terminate(rt: Runtime, a: Active, reason: string, graceMs: numbe
     a.handle.terminate(reason, graceMs);
     return;
   }
-  // An adopted run: signal its group ourselves; its watcher records its end.
+  // An adopted run: signal its group ourselves; its watcher records its end, `killed` for this
+  // reason (its exit status alone would read as the job's own failure, or as unknown).
   if (a.run.pgid === null) return;
   const pgid = a.run.pgid;
-  signalGroup(pgid, "SIGTERM");
+  if (a.stoppedFor === undefined) {
+    a.stoppedFor = reason;
+    signalGroup(pgid, "SIGTERM");
+    signalGroup(pgid, "SIGCONT"); // a stopped (SIGSTOP) member acts on SIGTERM only once continued
+  }
+  // Armed again on a second call: stop() clears the timers an earlier `replace` set.
   rt.later(graceMs, () => void signalGroup(pgid, "SIGKILL"));
 }
 
@@ -20,7 +26,10 @@ export function terminate(rt: Runtime, a: Active, reason: string, graceMs: numbe
 export function forceAll(rt: Runtime): void {
   for (const a of rt.active.values()) {
     if (a.handle) a.handle.terminate("killed: daemon stopped (forced)", 0);
-    else if (a.run.pgid !== null) signalGroup(a.run.pgid, "SIGKILL");
+    else if (a.run.pgid !== null) {
+      a.stoppedFor ??= "killed: daemon stopped (forced)";
+      signalGroup(a.run.pgid, "SIGKILL");
+    }
   }
 }
 
