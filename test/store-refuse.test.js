@@ -240,6 +240,20 @@ test("a store at an older schema: readers refuse and name the cure; a writer bri
   assert.equal(cli(["status", "-c", cfg]).code, 0);
 });
 
+test("a missing store with its WAL left beside it is not created over that WAL", (t) => {
+  const { cfg, state, file } = setup(t, Buffer.alloc(0));
+  fs.renameSync(file, `${file}-wal`);
+  fs.writeFileSync(`${file}-wal`, crypto.randomBytes(4096));
+  const before = snapshot(state);
+  const r = cli(["pause", "a", "-c", cfg]);
+  assert.equal(r.code, 1, r.stderr);
+  assert.equal(
+    r.stderr,
+    `cronvisor: state store ${file} is missing but its write-ahead log ${file}-wal is there; it was left untouched: restore the store from a backup, or move the -wal file away to start afresh\n`,
+  );
+  assert.deepEqual(snapshot(state), before);
+});
+
 test("a missing store is created whole: concurrent first writers agree, nothing is left over", async (t) => {
   const dir = tmpdir(t);
   const cfg = writeConfig(dir, CONFIG);
@@ -265,7 +279,6 @@ test("a missing store is created whole: concurrent first writers agree, nothing 
   );
   const markers = JSON.parse(cli(["markers", "a", "--json", "-c", cfg]).stdout);
   assert.deepEqual(markers.map((m) => m.key).sort(), keys, "no marker written into a lost store");
-  const left = fs.readdirSync(state).filter((n) => n.startsWith("cronvisor.db"));
-  assert.deepEqual(left, ["cronvisor.db"], "no temporary store left behind");
+  assert.deepEqual(fs.readdirSync(state), ["cronvisor.db"], "no temporary store left behind");
   assert.equal(fs.statSync(path.join(state, "cronvisor.db")).mode & 0o777, 0o600);
 });

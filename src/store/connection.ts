@@ -20,6 +20,7 @@ import {
   schemaFactsSql,
   schemaProblem,
   sizeProblem,
+  walProblem,
   withPrivateUmask,
   type SchemaFacts,
 } from "./store-file.js";
@@ -115,6 +116,8 @@ export function openConn(stateDir: string, opts: OpenOptions): Conn {
     );
   }
   if (!st) {
+    const orphan = walProblem(file, statOrNull(`${file}-wal`)?.size ?? 0);
+    if (orphan) throw orphan;
     create(stateDir, file);
     st = statOrNull(file);
   }

@@ -36,6 +36,19 @@ export function sizeProblem(file: string, size: number): StoreError | null {
 }
 
 /**
+ * Refuse to create a missing store over its predecessor's WAL (a restore that brought back only
+ * the -wal, a store moved away without it): SQLite would replay its frames into the new file.
+ */
+export function walProblem(file: string, walSize: number): StoreError | null {
+  return walSize > 0
+    ? new StoreError(
+        `state store ${file} is missing but its write-ahead log ${file}-wal is there; it was left untouched: restore the store from a backup, or move the -wal file away to start afresh`,
+        "corrupt",
+      )
+    : null;
+}
+
+/**
  * Why an open SQLite file is not a store this code may use, or null. `reader`: a read-only
  * opener, which cannot bring an older schema forward; it refuses rather than guess which
  * columns exist, and says who migrates (a writer: the daemon, `run`, `pause`, `mark`).
@@ -133,6 +146,9 @@ export function withPrivateUmask<T>(fn: () => T): T {
   }
 }
 
+/** The largest store a reader copies into memory (see openReadonly). */
+const SNAPSHOT_MAX = 256n * 1024n * 1024n;
+
 /**
  * A read-only connection that writes nothing into the state dir. SQLite cannot open a WAL-mode
  * file read-only without its -wal and -shm files: it creates them, and a read-only connection
@@ -142,14 +158,17 @@ export function withPrivateUmask<T>(fn: () => T): T {
  *    connection: it only uses files that exist, and shares the writer's view;
  *  - with none, the store is at rest and the main file holds all of it: it is read into memory
  *    (marked as a rollback-journal file in the copy, which SQLite then reads as it is) and
- *    queried there. That costs the file's size in memory, only while no writer is open. A writer
- *    that came and went during the read (the file's size, times or inode changed, or a WAL
- *    appeared) makes it read again.
+ *    queried there. That costs the file's size in memory and a read of it, only while no writer
+ *    is open (BENCHMARKS.md: the status row, whose store is at rest). A writer that came and went during
+ *    the read (the file's size, times or inode changed, or a WAL appeared) makes it read again.
+ *    A store over SNAPSHOT_MAX is not copied: the plain connection then creates SQLite's empty
+ *    -wal and -shm (never the store itself), which is cheaper than that much memory.
  */
 export function openReadonly(file: string): Database.Database {
   for (let attempt = 0; attempt < 3; attempt++) {
     if (fs.existsSync(`${file}-wal`)) break;
     const before = fs.statSync(file, { bigint: true });
+    if (before.size > SNAPSHOT_MAX) break;
     const bytes = fs.readFileSync(file);
     const after = fs.statSync(file, { bigint: true });
     if (fs.existsSync(`${file}-wal`) || !sameFile(before, after)) continue;
