@@ -24,10 +24,16 @@ export async function logs(
       EXIT.fail,
     );
   }
-  await copyLog(
-    run.log_path,
-    o.follow ?? false,
-    async () => (await store.run(run.id))?.status === "running",
-  );
   await store.close();
+  // Each poll opens the store afresh: a read-only open of a store at rest is a copy taken at
+  // that moment (see openReadonly), which would never see the run end.
+  const running = async (): Promise<boolean> => {
+    const s = await openStoreOrEmpty(config);
+    try {
+      return (await s?.run(run.id))?.status === "running";
+    } finally {
+      await s?.close();
+    }
+  };
+  await copyLog(run.log_path, o.follow ?? false, running);
 }

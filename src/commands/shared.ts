@@ -79,13 +79,20 @@ export async function openStore(config: Config, create = false, check = false) {
   return store.openStore(config.stateDir, { create, busyTimeoutMs: 5000, check });
 }
 
-/** The store, or null when the daemon (or a run) has never created one. */
+/**
+ * The store opened read-only (it writes nothing into the state dir, see OpenOptions), or null
+ * when the daemon (or a run) has never created one. What the reading commands use.
+ */
 export async function openStoreOrEmpty(config: Config) {
-  const { StoreError } = await import("../store/store.js");
+  const store = await import("../store/store.js");
   try {
-    return await openStore(config);
+    return await store.openStore(config.stateDir, {
+      create: false,
+      readonly: true,
+      busyTimeoutMs: 5000,
+    });
   } catch (e) {
-    if (e instanceof StoreError && e.code === "missing") return null;
+    if (e instanceof store.StoreError && e.code === "missing") return null;
     throw e;
   }
 }

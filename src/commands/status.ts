@@ -28,9 +28,12 @@ export async function status(jobName: string | null, o: StatusOptions): Promise<
   try {
     store = await openStoreOrEmpty(config);
   } catch (e) {
-    // A store that exists but cannot be read stops the daemon too: CRITICAL. A busy one: UNKNOWN.
+    // A store that exists but cannot be read (empty, foreign, corrupt) stops the daemon too:
+    // CRITICAL. A busy one, or one at an older schema that the daemon has not yet brought
+    // forward (an upgrade before its restart): UNKNOWN.
     if (o.check && e instanceof StoreError) {
-      return verdict(e.message, e.code === "busy" ? EXIT.unknown : EXIT.critical);
+      const unknown = e.code === "busy" || e.code === "old";
+      return verdict(e.message, unknown ? EXIT.unknown : EXIT.critical);
     }
     throw e;
   }

@@ -16,7 +16,7 @@ import {
 } from "./markers.js";
 import { EXIT } from "../core/exit.js";
 import { isAlive, startTimeOf } from "../run/proc.js";
-import { openMarkerStore, type MarkerStore } from "../store/store.js";
+import { StoreError, openMarkerStore, type MarkerStore } from "../store/store.js";
 
 /** The store and the writer (a run with its fence, or an operator) of one marker command. */
 interface Session {
@@ -46,7 +46,14 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
   try {
     const args = stripJobOption(rest);
     const t = target ?? targetFromEnv();
-    m = { store: await openMarkerStore(t.stateDir, { create: false, busyTimeoutMs: 5000 }), t };
+    // `check` outside a run only reads; inside one it counts a done key as skipped work.
+    const readonly = cmd === "check" && t.run === null;
+    const store = await openMarkerStore(t.stateDir, {
+      create: false,
+      readonly,
+      busyTimeoutMs: 5000,
+    });
+    m = { store, t };
     switch (cmd) {
       case "mark":
         return await mark(m, args);
@@ -67,7 +74,7 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
         throw new UsageError(`unknown marker command ${JSON.stringify(cmd)}`);
     }
   } catch (e) {
-    return fail(e);
+    return fail(e, cmd);
   } finally {
     await m?.store.close();
   }
@@ -186,7 +193,7 @@ function noteClaimCommand(m: Session, key: string, pid: number, cmdPid: number):
   }
 }
 
-function fail(e: unknown): number {
+function fail(e: unknown, cmd: string): number {
   const msg = (e as Error).message ?? String(e);
   if (e instanceof UsageError || e instanceof FenceError || e instanceof ClaimHeldError) {
     process.stderr.write(`cronvisor: ${msg}\n`);
@@ -197,5 +204,14 @@ function fail(e: unknown): number {
     return EXIT.busy;
   }
   process.stderr.write(`cronvisor: ${msg}\n`);
-  return EXIT.fail;
+  return cmd === "check" ? checkFailure(e) : EXIT.fail;
+}
+
+/**
+ * `check` exits 1 for "not marked", so a store it cannot read (empty, foreign, corrupt,
+ * unreadable) must not: 69, "it cannot tell", or a job would redo work it already did. No store
+ * at all is "not marked": nothing was ever marked.
+ */
+function checkFailure(e: unknown): number {
+  return e instanceof StoreError && e.code === "missing" ? EXIT.fail : EXIT.unavailable;
 }

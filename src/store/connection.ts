@@ -12,17 +12,32 @@ import Database from "better-sqlite3";
 import fs from "node:fs";
 import path from "node:path";
 import { StoreError } from "./errors.js";
-import { migrate } from "./migrate.js";
+import { LATEST, migrate } from "./migrate.js";
+import {
+  createStoreFile,
+  LEFT_UNTOUCHED,
+  openReadonly,
+  schemaFactsSql,
+  schemaProblem,
+  sizeProblem,
+  walProblem,
+  withPrivateUmask,
+  type SchemaFacts,
+} from "./store-file.js";
 
 export { StoreError };
 
 export const STORE_FILE = "cronvisor.db";
 
 export interface OpenOptions {
-  /** Create the state dir and store if missing (the daemon and `run` do; readers don't). */
+  /** Create the state dir and store if missing (writers: the daemon, `run`, `pause`, `mark --job`). */
   create: boolean;
   /** Milliseconds a writer waits for another writer before SQLITE_BUSY. */
   busyTimeoutMs?: number;
+  /**
+   * Read only (status, history, logs, markers, check outside a run): no migration, no WAL
+   * switch, no file created in the state dir; a store at an older schema is refused.
+   */
   readonly?: boolean;
   /** Run PRAGMA quick_check at open (the daemon does; a CLI call inside a job must be fast). */
   check?: boolean;
@@ -85,23 +100,42 @@ export class Conn {
 }
 
 /**
- * Open the store. Never replaces a store that fails to open or check: a corrupt or unreadable
- * file is left untouched and reported, because an empty store would forget every marker.
+ * Open the store. Only a missing file is created (whole: see createStoreFile); an existing one
+ * is used only if it is a cronvisor store, and is never replaced: an empty, foreign, corrupt or
+ * unreadable file is left untouched and reported, because a new store would forget every
+ * marker. Nothing is written before the file is known to be ours (not even the WAL switch), and
+ * a read-only open writes nothing at all.
  */
 export function openConn(stateDir: string, opts: OpenOptions): Conn {
   const file = storePath(stateDir);
-  const exists = fs.existsSync(file);
-  if (!exists && !opts.create) {
+  let st = statOrNull(file);
+  if (!st && (!opts.create || opts.readonly)) {
     throw new StoreError(
       `no state store at ${file} (has the daemon or a run ever started?)`,
       "missing",
     );
   }
-  if (!exists) fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-  const db = connect(file, exists, opts);
+  if (!st) {
+    const orphan = walProblem(file, statOrNull(`${file}-wal`)?.size ?? 0);
+    if (orphan) throw orphan;
+    create(stateDir, file);
+    st = statOrNull(file);
+  }
+  const empty = sizeProblem(file, st?.size ?? 0);
+  if (empty) throw empty;
+  const db = connect(file, opts);
   try {
+    const facts: SchemaFacts = {
+      version: db.pragma("user_version", { simple: true }) as number,
+      tables: db.prepare(schemaFactsSql).pluck().all() as string[],
+    };
+    const refused = schemaProblem(file, facts, LATEST, opts.readonly ?? false);
+    if (refused) throw refused;
     if (opts.check) quickCheck(db, file);
-    if (!opts.readonly) migrate(db);
+    if (!opts.readonly) {
+      db.pragma("journal_mode = WAL");
+      migrate(db);
+    }
   } catch (e) {
     try {
       db.close();
@@ -114,18 +148,29 @@ export function openConn(stateDir: string, opts: OpenOptions): Conn {
   return new Conn(db);
 }
 
-function connect(file: string, exists: boolean, opts: OpenOptions): Database.Database {
+function statOrNull(file: string): fs.Stats | null {
   try {
-    // The store and its WAL are created 0600: runs and markers may say more than they should.
-    const oldMask = process.umask(0o077);
-    let db: Database.Database;
-    try {
-      db = new Database(file, { readonly: opts.readonly ?? false, fileMustExist: exists });
-    } finally {
-      process.umask(oldMask);
-    }
+    return fs.statSync(file, { throwIfNoEntry: false }) ?? null;
+  } catch (e) {
+    throw openFailure(file, e);
+  }
+}
+
+function create(stateDir: string, file: string): void {
+  try {
+    createStoreFile(stateDir, file);
+  } catch (e) {
+    if (e instanceof StoreError) throw e;
+    throw new StoreError(`cannot create state store ${file}: ${(e as Error).message}`, "io");
+  }
+}
+
+function connect(file: string, opts: OpenOptions): Database.Database {
+  try {
+    const db = opts.readonly
+      ? openReadonly(file)
+      : withPrivateUmask(() => new Database(file, { fileMustExist: true }));
     db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
-    if (!opts.readonly) db.pragma("journal_mode = WAL");
     // better-sqlite3 keeps NORMAL on a database already in WAL mode: set FULL on every connection.
     db.pragma("synchronous = FULL");
     db.pragma("foreign_keys = OFF");
@@ -140,7 +185,7 @@ function quickCheck(db: Database.Database, file: string): void {
   const bad = rows.map((r) => r.quick_check).filter((m) => m !== "ok");
   if (bad.length > 0) {
     throw new StoreError(
-      `state store ${file} failed its integrity check (${bad.slice(0, 3).join("; ")}); it was left untouched: restore it from a backup or move it away`,
+      `state store ${file} failed its integrity check (${bad.slice(0, 3).join("; ")}); ${LEFT_UNTOUCHED}`,
       "corrupt",
     );
   }
@@ -151,7 +196,7 @@ function openFailure(file: string, e: unknown): StoreError {
   const msg = err.message ?? String(e);
   if (err.code === "SQLITE_NOTADB" || err.code === "SQLITE_CORRUPT") {
     return new StoreError(
-      `state store ${file} is not a valid database (${msg}); it was left untouched: restore it from a backup or move it away`,
+      `state store ${file} is not a valid database (${msg}); ${LEFT_UNTOUCHED}`,
       "corrupt",
     );
   }

@@ -1,8 +1,11 @@
-/** The store cannot be used: absent, corrupt (or too new), busy past its timeout, or unreadable. */
+/**
+ * The store cannot be used: absent, corrupt (empty, not SQLite, not cronvisor's, too new), at an
+ * older schema that a read-only opener cannot bring forward, busy past its timeout, or unreadable.
+ */
 export class StoreError extends Error {
   constructor(
     message: string,
-    readonly code: "missing" | "corrupt" | "busy" | "io",
+    readonly code: "missing" | "corrupt" | "old" | "busy" | "io",
   ) {
     super(message);
   }
