@@ -2,13 +2,13 @@
 import type { Config } from "../core/types.js";
 import { handleDaemonSignals } from "./daemon-signals.js";
 import { EXIT } from "../core/exit.js";
-import { CliError, configPath, valid } from "./shared.js";
+import { CliError, checkStateDir, configPath, valid } from "./shared.js";
 
 export async function daemon(o: { config?: string }): Promise<void> {
   const file = configPath(o.config);
   const { loadConfigCacheable } = await import("../config/config.js");
   const { Supervisor, DaemonBusyError } = await import("../daemon/supervisor.js");
-  const { StoreError } = await import("../store/store.js");
+  const { StoreError, storeFailure, storePath } = await import("../store/store.js");
   const { checkOwnership, UnsafeError } = await import("../config/safety.js");
   const loaded = loadConfigCacheable(file);
   const config = await valid(loaded.result);
@@ -22,10 +22,14 @@ export async function daemon(o: { config?: string }): Promise<void> {
   const hooks = await monitorHooks(config);
   const sup = new Supervisor({ config, hooks, loadConfig: await reloader(file) });
   try {
+    checkStateDir(config, StoreError);
     await sup.start();
   } catch (e) {
     if (e instanceof DaemonBusyError || e instanceof StoreError)
       throw new CliError(e.message, EXIT.fail);
+    // A store that opened but refuses the first write (read-only, full): named, one line.
+    const named = storeFailure(storePath(config.stateDir), e);
+    if (named) throw new CliError(`cronvisor: ${named.message}`, EXIT.fail);
     throw e;
   }
   // Only now, with the store open and ours: nothing is written next to a store we refused.
