@@ -390,3 +390,104 @@ test(
     assert.deepEqual(failures, [], `${failures.length} rows failed`);
   },
 );
+
+test("inside a job: -h/--help prints the usage (exit 0), another dash-led option is a usage error, -- ends options; nothing written", async (t) => {
+  const c = fresh(t);
+  const env = {
+    CRONVISOR_STATE_DIR: c.state,
+    CRONVISOR_JOB: "a",
+    CRONVISOR_RUN_ID: "1",
+    CRONVISOR_FENCE: "1",
+  };
+  const before = snapshot(c.state);
+  const cases = [
+    [["check", "--help"], 0, /^usage: cronvisor check KEY\n$/, ""],
+    [["check", "-h"], 0, /^usage: cronvisor check KEY\n$/, ""],
+    [["mark", "--help"], 0, /^usage: cronvisor mark KEY/, ""],
+    [["once", "--help"], 0, /^usage: cronvisor once/, ""],
+    [["progress", "--help"], 0, /^usage: cronvisor progress/, ""],
+    [["check", "-x"], 2, /^$/, "cronvisor: usage: cronvisor check KEY\n"],
+    [["check", "--bogus"], 2, /^$/, "cronvisor: usage: cronvisor check KEY\n"],
+    [
+      ["mark", "k", "--bogus"],
+      2,
+      /^$/,
+      "cronvisor: usage: cronvisor mark KEY... | cronvisor mark --stdin\n",
+    ],
+    [["progress", "-v"], 2, /^$/, "cronvisor: usage: cronvisor progress [MESSAGE]\n"],
+    // After `--`, a dash-led argument is a key: `--help` is not marked.
+    [["check", "--", "--help"], 1, /^$/, ""],
+  ];
+  for (const [args, code, stdout, stderr] of cases) {
+    const r = await run(args, { ...c, env });
+    const what = `cronvisor ${args.join(" ")} inside a job: ${JSON.stringify(r)}`;
+    assert.equal(r.code, code, what);
+    assert.match(r.stdout, stdout, what);
+    assert.equal(r.stderr, stderr, what);
+  }
+  assert.deepEqual(snapshot(c.state), before, "help and usage errors write nothing");
+});
+
+test("keys, progress messages and reasons are printed with their control characters escaped", async (t) => {
+  const dir = tmpdir(t);
+  const cfg = writeConfig(
+    dir,
+    [
+      "jobs:",
+      "  p:",
+      '    schedule: "@daily"',
+      "    command: |",
+      `      ${JSON.stringify(process.execPath)} ${JSON.stringify(BIN)} progress "$(printf 'row 5 \\033]0;pwned\\007\\033[2J')"`,
+      "      sleep 60",
+      "",
+    ].join("\n"),
+  );
+  const key = "k\x1b[2J\x1b]0;title\x07\u202e";
+  assert.equal(cli(["mark", "--job", "p", "-c", cfg, key]).code, 0);
+  const shown = "k\\x1b[2J\\x1b]0;title\\x07\\u202e";
+  const m = cli(["markers", "p", "-c", cfg]);
+  assert.equal(m.code, 0, m.stderr);
+  assert.ok(m.stdout.includes(shown), m.stdout);
+  assert.doesNotMatch(m.stdout, /[\x00-\x09\x0b-\x1f\x7f\u202e]/); // eslint-disable-line no-control-regex
+  assert.ok(JSON.parse(cli(["markers", "p", "--json", "-c", cfg]).stdout)[0].key === key);
+
+  const job = spawn(process.execPath, [BIN, "run", "p", "-c", cfg], {
+    env: cleanEnv(),
+    stdio: "ignore",
+  });
+  const ended = new Promise((r) => job.on("close", r));
+  t.after(async () => {
+    job.kill("SIGTERM");
+    await ended;
+  });
+  const s = await waitFor(() => {
+    const r = cli(["status", "p", "-c", cfg]);
+    return r.stdout.includes("row 5") ? r : null;
+  }, "status p to show the progress message");
+  assert.ok(s.stdout.includes("row 5 \\x1b]0;pwned\\x07\\x1b[2J"), s.stdout);
+  assert.doesNotMatch(s.stdout, /[\x00-\x09\x0b-\x1f\x7f]/); // eslint-disable-line no-control-regex
+  job.kill("SIGTERM");
+  await ended;
+
+  const u = cli(["unmark", "p", key, "-c", cfg]);
+  assert.equal(u.code, 0, u.stderr);
+  assert.equal(u.stdout, `unmarked ${shown} in p\n`);
+});
+
+test("import-crontab leaves CRONVISOR_* variables out of env:, with a comment saying why; the output validates", (t) => {
+  const dir = tmpdir(t);
+  const crontab =
+    "CRONVISOR_JOB=nightly\nMODE=fast\n0 2 * * * echo $MODE\nCRONVISOR_FENCE=7\n5 2 * * * echo two\n";
+  const r = cli(["import-crontab", "-"], { input: crontab });
+  assert.equal(r.code, 0, r.stderr);
+  assert.doesNotMatch(r.stdout, /^\s*CRONVISOR_\w+:/m, r.stdout);
+  assert.match(
+    r.stdout,
+    /^\s*#.*CRONVISOR_JOB=nightly.*not imported.*cronvisor sets CRONVISOR_\*/m,
+  );
+  assert.match(r.stdout, /^\s*#.*CRONVISOR_FENCE=7.*not imported/m);
+  assert.match(r.stdout, /MODE: fast/);
+  const cfg = writeConfig(dir, r.stdout);
+  const v = cli(["validate", "-c", cfg]);
+  assert.equal(v.code, 0, `${v.stderr}\n${r.stdout}`);
+});
