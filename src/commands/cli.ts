@@ -1,7 +1,9 @@
 // The CLI's entry (bin/cronvisor): a plain `status` call straight to its command, anything else
-// through commander (program.ts); errors mapped to the exit codes in src/core/exit.ts.
+// through commander (program.ts); errors mapped to the exit codes in src/core/exit.ts. Whatever goes
+// wrong with the input or the machine is one line on stderr naming the thing, never a stack: only
+// a bug (an error nothing here knows) prints its stack.
 import { fastStatus } from "./args.js";
-import { CliError, EXIT } from "./shared.js";
+import { CliError, EXIT, printable, printableLines, systemFailure } from "./shared.js";
 
 export async function main(argv: string[]): Promise<void> {
   // `cronvisor status --check | head -1`: a reader that goes away is not an error of ours.
@@ -27,8 +29,14 @@ async function parse(argv: string[]): Promise<void> {
   program.exitOverride();
   // Subcommands were built before the override and do not inherit it: without their own, a
   // usage error (`check` with no KEY) exits 1, which `check` means as "not marked".
-  for (const c of program.commands) c.exitOverride();
-  program.configureOutput({ writeErr: (s) => process.stderr.write(s) });
+  const output = {
+    writeErr: (s: string) => process.stderr.write(s),
+    // One line: commander puts a suggestion ("(Did you mean status?)") on a line of its own, and
+    // quotes the argument it refuses, which may hold anything.
+    outputError: (s: string, write: (s: string) => void) =>
+      write(`${printable(s.trim().replace(/\n+/g, " "))}\n`),
+  };
+  for (const c of [program, ...program.commands]) c.exitOverride().configureOutput(output);
   await program.parseAsync(argv);
 }
 
@@ -42,14 +50,19 @@ async function fail(e: unknown, fast: boolean): Promise<never> {
     process.exit(code);
   }
   if (e instanceof CliError) {
-    process.stderr.write(`${e.message}\n`);
+    process.stderr.write(`${printableLines(e.message)}\n`);
     process.exit(e.code);
   }
   const err = e as Error & { code?: string };
   const { StoreError } = await import("../store/store.js");
   if (e instanceof StoreError) {
-    process.stderr.write(`cronvisor: ${err.message}\n`);
+    process.stderr.write(`cronvisor: ${printable(err.message)}\n`);
     process.exit(e.code === "busy" ? EXIT.busy : EXIT.fail);
+  }
+  const system = systemFailure(e);
+  if (system !== null) {
+    process.stderr.write(`${printable(system)}\n`);
+    process.exit(EXIT.fail);
   }
   process.stderr.write(`cronvisor: ${err.stack ?? err.message}\n`);
   process.exit(EXIT.fail);

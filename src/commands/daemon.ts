@@ -2,16 +2,17 @@
 import type { Config } from "../core/types.js";
 import { handleDaemonSignals } from "./daemon-signals.js";
 import { EXIT } from "../core/exit.js";
-import { checkSafe, CliError, configPath, valid } from "./shared.js";
+import { checkSafe, checkStateDir, CliError, configPath, valid } from "./shared.js";
 
 export async function daemon(o: { config?: string }): Promise<void> {
   const file = configPath(o.config);
   const { loadConfigCacheable } = await import("../config/config.js");
   const { Supervisor, DaemonBusyError } = await import("../daemon/supervisor.js");
-  const { StoreError } = await import("../store/store.js");
+  const { StoreError, storeFailure, storePath } = await import("../store/store.js");
   const loaded = loadConfigCacheable(file);
   const config = await valid(loaded.result);
   await checkSafe(config);
+  checkStateDir(config, StoreError);
   // Alerts, pings and the HTTP endpoint observe the daemon through hooks (src/monitor/).
   const hooks = await monitorHooks(config);
   const sup = new Supervisor({ config, hooks, loadConfig: await reloader(file) });
@@ -22,6 +23,9 @@ export async function daemon(o: { config?: string }): Promise<void> {
   } catch (e) {
     if (e instanceof DaemonBusyError || e instanceof StoreError)
       throw new CliError(e.message, EXIT.fail);
+    // A store that opened but refuses the first write (read-only, full): named, one line.
+    const named = storeFailure(storePath(config.stateDir), e);
+    if (named) throw new CliError(`cronvisor: ${named.message}`, EXIT.fail);
     throw e;
   }
   // Only now, with the store open and ours: nothing is written next to a store we refused.

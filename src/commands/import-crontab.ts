@@ -8,8 +8,7 @@ export async function importCrontabCommand(
   o: { system?: boolean; skipInvalid?: boolean },
 ): Promise<void> {
   const { importCrontab } = await import("../crontab/index.js");
-  // fd 0, not /dev/stdin: a pipe from spawn() cannot be reopened by path.
-  const text = fs.readFileSync(file === undefined || file === "-" ? 0 : file, "utf8");
+  const text = readCrontab(file);
   const res = importCrontab(text, {
     file: file ?? "-",
     system: o.system,
@@ -24,4 +23,27 @@ export async function importCrontabCommand(
     );
   }
   process.stdout.write(res.yaml);
+}
+
+/**
+ * The crontab's text: stdin for `-` (fd 0, not /dev/stdin: a pipe from spawn() cannot be reopened
+ * by path), else the file. A pipe is read as it comes (`import-crontab <(crontab -l)`); a file that
+ * cannot be read is a usage error naming it.
+ */
+function readCrontab(file: string | undefined): string {
+  if (file === undefined || file === "-") return fs.readFileSync(0, "utf8");
+  try {
+    return fs.readFileSync(file, "utf8");
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const why =
+      code === "ENOENT"
+        ? "no such file"
+        : code === "EISDIR"
+          ? "is a directory"
+          : code === "EACCES"
+            ? "permission denied"
+            : (code ?? (e as Error).message);
+    throw new CliError(`cronvisor: cannot read ${file}: ${why}`, EXIT.usage);
+  }
 }

@@ -1,4 +1,5 @@
 // `cronvisor logs JOB`: print a run's log (default: the latest run that has one).
+import fs from "node:fs";
 import { positiveInt } from "./args.js";
 import { copyLog } from "./follow.js";
 import { EXIT } from "../core/exit.js";
@@ -21,6 +22,15 @@ export async function logs(
     await store?.close();
     throw new CliError(
       runId === null ? `no runs of ${job} yet` : `no run ${runId} of ${job}`,
+      EXIT.fail,
+    );
+  }
+  // A finished run's log that is no longer there is said, not printed as an empty log. (A running
+  // run's log may not be made yet: copyLog waits for it.)
+  if (run.status !== "running" && !fs.existsSync(run.log_path)) {
+    await store.close();
+    throw new CliError(
+      `cronvisor: the log file ${run.log_path} of run ${run.id} of ${job} is gone (removed or moved since the run)`,
       EXIT.fail,
     );
   }

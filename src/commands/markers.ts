@@ -1,5 +1,7 @@
 // `cronvisor markers` (list a job's done-markers) and `cronvisor unmark` (an operator removes one).
-import { findJob, load, openStore, openStoreOrEmpty, out, when } from "./shared.js";
+import { EXIT } from "../core/exit.js";
+import { CliError, findJob, load, openStore, openStoreOrEmpty, out, when } from "./shared.js";
+import { printable } from "../core/printable.js";
 import { renderTable } from "../core/table.js";
 
 export async function markers(name: string, o: { config?: string; json?: boolean }): Promise<void> {
@@ -16,7 +18,7 @@ export async function markers(name: string, o: { config?: string; json?: boolean
   if (o.json) return out(JSON.stringify(list, null, 2));
   out(
     list.length === 0
-      ? `no markers for ${name}`
+      ? printable(`no markers for ${name}`)
       : renderTable([
           ["KEY", "RUN", "MARKED AT"],
           ...list.map((m) => [m.key, String(m.run_id ?? "-"), when(m.created_at)]),
@@ -25,6 +27,13 @@ export async function markers(name: string, o: { config?: string; json?: boolean
 }
 
 export async function unmark(name: string, key: string, o: { config?: string }): Promise<void> {
+  const { checkKey, UsageError } = await import("../markers/markers.js");
+  try {
+    checkKey(key); // the rule `mark` keys follow: an empty key was never marked, and is a typo
+  } catch (e) {
+    if (e instanceof UsageError) throw new CliError(`cronvisor: ${e.message}`, EXIT.usage);
+    throw e;
+  }
   const config = await load(o.config);
   findJob(config, name);
   const store = await openStore(config, true);
@@ -35,5 +44,5 @@ export async function unmark(name: string, key: string, o: { config?: string }):
     `${process.env.USER ?? "operator"} pid ${process.pid}`,
   );
   await store.close();
-  out(removed ? `unmarked ${key} in ${name}` : `${key} was not marked in ${name}`);
+  out(printable(removed ? `unmarked ${key} in ${name}` : `${key} was not marked in ${name}`));
 }

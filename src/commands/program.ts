@@ -29,7 +29,6 @@ export function buildProgram(version: string): Command {
     )
     .version(version)
     .enablePositionalOptions()
-    .showHelpAfterError()
     .addHelpText(
       "after",
       example("cronvisor validate -c jobs.yaml && cronvisor daemon -c jobs.yaml"),

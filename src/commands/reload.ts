@@ -12,7 +12,8 @@ export async function reload(o: { config?: string }): Promise<void> {
   // broken, there is no state dir to read: say so).
   if (!res.config) {
     throw new CliError(
-      `${res.errors.map(formatConfigError).join("\n")}\nthe running daemon keeps its old config`,
+      // The note on the last error's line: one line when the file itself cannot be read.
+      `${res.errors.map(formatConfigError).join("\n")} (the running daemon keeps its old config)`,
       EXIT.usage,
     );
   }

@@ -1,13 +1,15 @@
 // What every subcommand shares: its usage error, config loading, job lookup, opening the state
 // store, and plain output. Kept light (no commander, no SQLite at import time): the fast `status`
 // path and every command load it.
+import fs from "node:fs";
 import path from "node:path";
 import { EXIT } from "../core/exit.js";
 import type { Config, ConfigError, JobConfig } from "../core/types.js";
 
 // The one exit-code table (src/core/exit.ts), passed on for cli.ts, whose static imports are
-// kept to args.js and shared.js (start-up: test/commands-startup.test.js).
+// kept to args.js and shared.js (start-up: test/commands-startup.test.js). So is printable().
 export { EXIT };
+export { printable, printableLines } from "../core/printable.js";
 
 /** An error the CLI prints as it is (one message, no stack) and exits with `code`. */
 export class CliError extends Error {
@@ -74,10 +76,79 @@ export function findJob(config: Config, name: string): JobConfig {
   return job;
 }
 
+/**
+ * The store of the config's state dir. Every SQLite error its methods throw comes out as a
+ * StoreError naming the store's file (read-only, corrupt, busy, full), so the CLI prints one line
+ * and the exit code its kind means, never a SqliteError's stack.
+ */
 export async function openStore(config: Config, create = false, check = false) {
   const store = await import("../store/store.js");
-  return store.openStore(config.stateDir, { create, busyTimeoutMs: 5000, check });
+  checkStateDir(config, store.StoreError);
+  const file = store.storePath(config.stateDir);
+  const opened = await store.openStore(config.stateDir, { create, busyTimeoutMs: 5000, check });
+  return new Proxy(opened, {
+    get(target, prop, receiver) {
+      const v: unknown = Reflect.get(target, prop, receiver);
+      if (typeof v !== "function") return v;
+      return (...args: unknown[]) => {
+        const named = (e: unknown): never => {
+          throw store.storeFailure(file, e) ?? e;
+        };
+        try {
+          const r: unknown = v.apply(target, args);
+          return r instanceof Promise ? r.catch(named) : r;
+        } catch (e) {
+          return named(e);
+        }
+      };
+    },
+  });
 }
+
+/**
+ * A state_dir that exists but is not a directory (a file left where it should be) is refused
+ * before anything tries to create a store in it, naming the setting and the config.
+ */
+export function checkStateDir(
+  config: Config,
+  StoreError: typeof import("../store/store.js").StoreError,
+): void {
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(config.stateDir);
+  } catch {
+    return; // missing: created by the commands that create the store, "no store" for the rest
+  }
+  if (!st.isDirectory())
+    throw new StoreError(
+      `state_dir ${config.stateDir} is not a directory (state_dir in ${config.file})`,
+      "io",
+    );
+}
+
+/**
+ * One line for an error of the file system (a path that cannot be made, read or written), or
+ * null for any other error: those are bugs, and keep their stack.
+ */
+export function systemFailure(e: unknown): string | null {
+  const err = e as NodeJS.ErrnoException;
+  if (!(e instanceof Error) || typeof err.code !== "string" || typeof err.path !== "string")
+    return null;
+  const why = ERRNO_WORDS[err.code] ?? err.code;
+  return `cronvisor: cannot ${err.syscall ?? "use"} ${err.path}: ${why}`;
+}
+
+const ERRNO_WORDS: Record<string, string> = {
+  ENOENT: "no such file or directory",
+  EACCES: "permission denied",
+  EPERM: "operation not permitted",
+  EROFS: "read-only file system",
+  ENOSPC: "no space left on device",
+  EEXIST: "something else is already there",
+  ENOTDIR: "a part of the path is not a directory",
+  EISDIR: "is a directory",
+  EMFILE: "too many open files",
+};
 
 /**
  * The store opened read-only (it writes nothing into the state dir, see OpenOptions), or null

@@ -5,22 +5,42 @@ import fs from "node:fs";
 import path from "node:path";
 import type { ConfigError } from "../core/types.js";
 
-/** The config file's bytes, or the one error a file that cannot be read is (at 1:1). */
+/**
+ * The config file's bytes, or the one error a file that cannot be read is (at 1:1). Opened
+ * without blocking and checked to be a regular file before it is read: a FIFO (or a device) put
+ * where the config should be is refused at once instead of waiting forever for a writer.
+ */
 export function readConfigFile(file: string): { bytes: Buffer } | { error: ConfigError } {
+  const cannot = (why: string) => ({
+    error: { file, line: 1, col: 1, path: "(file)", message: `cannot read: ${why}` },
+  });
+  let fd: number;
   try {
-    return { bytes: fs.readFileSync(path.resolve(file)) };
+    fd = fs.openSync(path.resolve(file), fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
   } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    const why =
-      err.code === "ENOENT"
-        ? "no such file"
-        : err.code === "EACCES"
-          ? "permission denied"
-          : err.code === "EISDIR"
-            ? "is a directory"
-            : err.message;
-    return { error: { file, line: 1, col: 1, path: "(file)", message: `cannot read: ${why}` } };
+    return cannot(readError(e));
   }
+  try {
+    const st = fs.fstatSync(fd);
+    if (st.isDirectory()) return cannot("is a directory");
+    if (!st.isFile()) return cannot("not a regular file");
+    return { bytes: fs.readFileSync(fd) };
+  } catch (e) {
+    return cannot(readError(e));
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function readError(e: unknown): string {
+  const err = e as NodeJS.ErrnoException;
+  return err.code === "ENOENT"
+    ? "no such file"
+    : err.code === "EACCES"
+      ? "permission denied"
+      : err.code === "EISDIR"
+        ? "is a directory"
+        : err.message;
 }
 
 /** The zone a config without `timezone:` gets. */

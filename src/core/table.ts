@@ -1,5 +1,8 @@
 // The one plain-text table renderer (status, history, markers, next): columns padded to their
-// widest cell, two spaces apart, the last column never padded (no trailing blanks).
+// widest cell, two spaces apart, the last column never padded (no trailing blanks). Every cell is
+// printable() first: cells hold keys, names and reasons that jobs and users wrote.
+import { printable } from "./printable.js";
+
 export interface TableOptions {
   /** Put before every line. */
   indent?: string;
@@ -11,6 +14,7 @@ export function renderTable(
   rows: readonly (readonly string[])[],
   opts: TableOptions = {},
 ): string[] {
+  rows = rows.map((r) => r.map(printable));
   const widths: number[] = [];
   for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
   const paint = opts.paint ?? ((c: string) => c);

@@ -90,6 +90,12 @@ function walk(items: LineItem[], ctx: WalkContext): Walk {
       if (w.pending.length > 0) w.pending.push("");
     } else if (item.kind === "comment") {
       w.pending.push(item.text);
+    } else if (item.kind === "env" && item.name.startsWith("CRONVISOR_")) {
+      // cronvisor gives every run its own CRONVISOR_* (the config refuses them in env:): a
+      // crontab's copy would be overwritten, so it is left out, and the comment says so.
+      w.pending.push(
+        ` line ${item.line}: ${item.name}=${item.value} not imported: cronvisor sets CRONVISOR_* itself for every run`,
+      );
     } else if (item.kind === "env") {
       const why = takeVariable(item, w.env, ctx.forEnv, ctx.warnings);
       if (why !== null) reject(item.line, why);

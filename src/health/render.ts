@@ -2,6 +2,7 @@
 // each problem as a sentence. `status JOB` adds the job's detail and its last runs. Colour only
 // when asked (the CLI asks on a terminal that has colours: not with NO_COLOR or TERM=dumb).
 import { formatDurationRounded, formatSeconds } from "../core/duration.js";
+import { printable } from "../core/printable.js";
 import { renderTable } from "../core/table.js";
 import type { RunRow } from "../store/rows.js";
 import { historyEntry, type HistoryEntry, type JobReport, type StatusReport } from "./status.js";
@@ -47,7 +48,7 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
   const d = r.daemon;
   if (d.config_error) {
     lines.push(`  config error (the daemon keeps its previous config):`);
-    for (const l of d.config_error.split("\n")) lines.push(`    ${l}`);
+    for (const l of d.config_error.split("\n")) lines.push(`    ${printable(l)}`);
   }
   if (d.http_error && d.http_error_since) {
     lines.push(
@@ -64,9 +65,10 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
   for (const j of r.jobs) rows.push(jobRow(j, now));
   // The health word in colour (not the header): renderTable pads first, escape codes have no width.
   lines.push(...renderTable(rows, { paint: (c, n, i) => (n > 0 && i === 0 ? paint(c) : c) }));
-  for (const j of r.jobs) for (const p of j.problems) lines.push(`  ${j.name}: ${p}`);
+  // Problems quote reasons and keys that jobs wrote: printable, as the table's cells are.
+  for (const j of r.jobs) for (const p of j.problems) lines.push(printable(`  ${j.name}: ${p}`));
   const one = r.jobs.length === 1 ? r.jobs[0] : undefined;
-  if (one && detail.length > 0) lines.push("", ...jobDetail(one, detail, now));
+  if (one && detail.length > 0) lines.push("", ...jobDetail(one, detail, now).map(printable));
   return lines.join("\n");
 }
 

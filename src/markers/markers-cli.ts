@@ -14,9 +14,17 @@ import {
   untilClaimed,
   type MarkersTarget,
 } from "./markers.js";
+import fs from "node:fs";
 import { EXIT } from "../core/exit.js";
+import { printable } from "../core/printable.js";
 import { isAlive, startTimeOf } from "../run/proc.js";
-import { StoreError, openMarkerStore, type MarkerStore } from "../store/store.js";
+import {
+  StoreError,
+  openMarkerStore,
+  storeFailure,
+  storePath,
+  type MarkerStore,
+} from "../store/store.js";
 
 /** The store and the writer (a run with its fence, or an operator) of one marker command. */
 interface Session {
@@ -40,44 +48,104 @@ export async function main(argv: string[], target?: MarkersTarget): Promise<neve
   process.exit(code);
 }
 
+/** A marker command's arguments, read before the store is opened (pure: see parseMarkerArgs). */
+type Parsed =
+  | { cmd: "help"; usage: string }
+  | { cmd: "mark"; keys: string[]; stdin: boolean }
+  | { cmd: "check"; key: string }
+  | { cmd: "once"; key: string; argv: string[]; wait: boolean }
+  | { cmd: "progress"; message: string | null };
+
 export async function runMarkerCommand(argv: string[], target?: MarkersTarget): Promise<number> {
   const [cmd = "", ...rest] = argv;
   let m: Session | null = null;
+  let stateDir: string | null = null;
   try {
-    const args = stripJobOption(rest);
+    const p = parseMarkerArgs(cmd, stripJobOption(rest));
+    if (p.cmd === "help") {
+      process.stdout.write(`${p.usage}\n`);
+      return EXIT.ok;
+    }
     const t = target ?? targetFromEnv();
+    stateDir = t.stateDir;
+    checkStateDir(t.stateDir);
     // `check` outside a run only reads; inside one it counts a done key as skipped work.
-    const readonly = cmd === "check" && t.run === null;
+    const readonly = p.cmd === "check" && t.run === null;
     const store = await openMarkerStore(t.stateDir, {
       create: false,
       readonly,
       busyTimeoutMs: 5000,
     });
     m = { store, t };
-    switch (cmd) {
+    switch (p.cmd) {
       case "mark":
-        return await mark(m, args);
-      case "check": {
-        if (args.length !== 1) throw new UsageError(USAGE.check as string);
-        return (await m.store.isDone(m.t, checkKey(args[0] as string))) ? EXIT.ok : EXIT.fail;
-      }
+        return p.stdin ? await markStdin(m) : (await markDone(m, p.keys), EXIT.ok);
+      case "check":
+        return (await m.store.isDone(m.t, p.key)) ? EXIT.ok : EXIT.fail;
       case "once":
-        return await once(m, args);
-      case "progress": {
-        if (args.length > 1) throw new UsageError(USAGE.progress as string);
+        return await once(m, p.key, p.argv, p.wait);
+      default: // progress
         if (m.t.run === null)
           throw new UsageError("progress is reported by a run: call it inside a cronvisor job");
-        await m.store.progress(m.t.run.id, args[0] ?? null, Date.now());
+        await m.store.progress(m.t.run.id, p.message, Date.now());
         return EXIT.ok;
-      }
-      default:
-        throw new UsageError(`unknown marker command ${JSON.stringify(cmd)}`);
     }
   } catch (e) {
-    return fail(e, cmd);
+    return fail(e, cmd, stateDir);
   } finally {
     await m?.store.close();
   }
+}
+
+/**
+ * Read a marker command's arguments (after `--job` was taken out). `-h`/`--help` is the usage;
+ * any other dash-led argument before `--` that the command does not know is a usage error, never
+ * a key (`--` ends the options: `check -- -7` checks the key `-7`). Keys are checked here, so a
+ * bad call opens nothing.
+ */
+export function parseMarkerArgs(cmd: string, args: string[]): Parsed {
+  const usage = USAGE[cmd];
+  if (usage === undefined) throw new UsageError(`unknown marker command ${JSON.stringify(cmd)}`);
+  const end = args.indexOf("--");
+  const opts = end === -1 ? args : args.slice(0, end);
+  if (opts.some((a) => a === "-h" || a === "--help")) return { cmd: "help", usage };
+  const known = cmd === "mark" ? "--stdin" : cmd === "once" ? "--wait" : null;
+  const flag = (a: string) => a.length > 1 && a.startsWith("-") && a !== "--";
+  if (opts.some((a) => flag(a) && a !== known)) throw new UsageError(usage);
+  const has = opts.includes(known ?? "");
+  if (cmd === "once") {
+    // once [--wait] KEY -- CMD [ARG...]: exactly one key before the first `--`.
+    const keys = opts.filter((a) => a !== "--wait");
+    const cmdArgv = end === -1 ? [] : args.slice(end + 1);
+    if (keys.length !== 1 || cmdArgv.length === 0) throw new UsageError(usage);
+    return { cmd, key: checkKey(keys[0] as string), argv: cmdArgv, wait: has };
+  }
+  // After `--` everything is an argument, dashes or not.
+  const positional = [
+    ...opts.filter((a) => a !== known),
+    ...(end === -1 ? [] : args.slice(end + 1)),
+  ];
+  if (cmd === "mark") {
+    if (has ? positional.length !== 0 : positional.length === 0) throw new UsageError(usage);
+    return { cmd, keys: positional.map(checkKey), stdin: has };
+  }
+  if (cmd === "check") {
+    if (positional.length !== 1) throw new UsageError(usage);
+    return { cmd, key: checkKey(positional[0] as string) };
+  }
+  if (positional.length > 1) throw new UsageError(usage);
+  return { cmd: "progress", message: positional[0] ?? null };
+}
+
+/** A state dir that is a file (not a directory) cannot hold a store: said as such. */
+function checkStateDir(dir: string): void {
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(dir);
+  } catch {
+    return; // missing: openMarkerStore says "no state store"
+  }
+  if (!st.isDirectory()) throw new StoreError(`state dir ${dir} is not a directory`, "io");
 }
 
 /** Mark keys done in one transaction; a stale fence writes nothing and throws FenceError. */
@@ -101,9 +169,8 @@ function stripJobOption(args: string[]): string[] {
   return out;
 }
 
-async function mark(m: Session, args: string[]): Promise<number> {
-  if (args[0] === "--stdin") {
-    if (args.length !== 1) throw new UsageError(USAGE.mark as string);
+async function markStdin(m: Session): Promise<number> {
+  {
     // Group commit: the lines that have arrived are committed in one transaction (one fsync),
     // then acknowledged on stdout, so a pipeline knows exactly which keys are durable. A bad
     // line first commits and acknowledges the good lines before it, then stops.
@@ -148,23 +215,9 @@ async function mark(m: Session, args: string[]): Promise<number> {
     });
     return EXIT.ok;
   }
-  if (args.length === 0 || args.some((a) => a.startsWith("--")))
-    throw new UsageError(USAGE.mark as string);
-  await markDone(m, args);
-  return EXIT.ok;
 }
 
-async function once(m: Session, args: string[]): Promise<number> {
-  let wait = false;
-  if (args[0] === "--wait") {
-    wait = true;
-    args = args.slice(1);
-  }
-  const sep = args.indexOf("--");
-  const key = args[0];
-  if (key === undefined || sep !== 1 || args.length < 3) throw new UsageError(USAGE.once as string);
-  checkKey(key);
-  const argv = args.slice(2);
+async function once(m: Session, key: string, argv: string[], wait: boolean): Promise<number> {
   const me = { pid: process.pid, start: startTimeOf(process.pid) };
   const take = async (): Promise<"done" | "claimed"> =>
     claimResult(m.t, key, await m.store.takeClaim(m.t, key, me, Date.now(), isAlive));
@@ -193,18 +246,27 @@ function noteClaimCommand(m: Session, key: string, pid: number, cmdPid: number):
   }
 }
 
-function fail(e: unknown, cmd: string): number {
-  const msg = (e as Error).message ?? String(e);
+/**
+ * One line on stderr (control characters escaped) and the exit code. A store that cannot be used
+ * is named; `check` then exits 69 (it cannot tell), the others 1; busy past the timeout is 75.
+ */
+function fail(e: unknown, cmd: string, stateDir: string | null): number {
+  const say = (msg: string): void => {
+    process.stderr.write(`cronvisor: ${printable(msg)}\n`);
+  };
   if (e instanceof UsageError || e instanceof FenceError || e instanceof ClaimHeldError) {
-    process.stderr.write(`cronvisor: ${msg}\n`);
+    say(e.message);
     return e.exitCode;
   }
-  if (isBusy(e)) {
-    process.stderr.write(`cronvisor: the state store stayed busy past its timeout: ${msg}\n`);
+  const named = stateDir === null ? null : storeFailure(storePath(stateDir), e);
+  const err = named ?? e;
+  const msg = (err as Error).message ?? String(err);
+  if (isBusy(err)) {
+    say(named ? msg : `the state store stayed busy past its timeout: ${msg}`);
     return EXIT.busy;
   }
-  process.stderr.write(`cronvisor: ${msg}\n`);
-  return cmd === "check" ? checkFailure(e) : EXIT.fail;
+  say(msg);
+  return cmd === "check" ? checkFailure(err) : EXIT.fail;
 }
 
 /**

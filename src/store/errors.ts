@@ -10,3 +10,30 @@ export class StoreError extends Error {
     super(message);
   }
 }
+
+/**
+ * The StoreError an error thrown by SQLite means, naming the store's file; null for an error that
+ * is not SQLite's (a bug, which keeps its stack). A StoreError is returned as it is.
+ */
+export function storeFailure(file: string, e: unknown): StoreError | null {
+  if (e instanceof StoreError) return e;
+  const code = (e as { code?: unknown }).code;
+  if (typeof code !== "string" || !code.startsWith("SQLITE_")) return null;
+  const msg = (e as Error).message;
+  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"))
+    return new StoreError(
+      `state store ${file} stayed busy past its timeout (another process holds its write lock: ${msg}); try again`,
+      "busy",
+    );
+  if (code.startsWith("SQLITE_READONLY"))
+    return new StoreError(
+      `state store ${file} is read-only (${msg}); this command writes to it`,
+      "io",
+    );
+  if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB")
+    return new StoreError(
+      `state store ${file} is not a valid database (${msg}); it was left untouched: restore it from a backup or move it away`,
+      "corrupt",
+    );
+  return new StoreError(`cannot use state store ${file}: ${msg}`, "io");
+}

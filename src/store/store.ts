@@ -3,7 +3,7 @@
 import type { OpenOptions } from "./connection.js";
 import type { MarkerStore, Store } from "./interface.js";
 
-export { StoreError } from "./errors.js";
+export { StoreError, storeFailure } from "./errors.js";
 export { STORE_FILE, storePath, type OpenOptions } from "./connection.js";
 export type * from "./rows.js";
 export type { MarkerStore, Store } from "./interface.js";
