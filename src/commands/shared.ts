@@ -156,6 +156,7 @@ const ERRNO_WORDS: Record<string, string> = {
  */
 export async function openStoreOrEmpty(config: Config) {
   const store = await import("../store/store.js");
+  checkStateDir(config, store.StoreError);
   try {
     return await store.openStore(config.stateDir, {
       create: false,
