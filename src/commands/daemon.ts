@@ -20,12 +20,16 @@ export async function daemon(o: { config?: string }): Promise<void> {
   }
   // Alerts, pings and the HTTP endpoint observe the daemon through hooks (src/monitor/).
   const hooks = await monitorHooks(config);
-  const sup = new Supervisor({ config, hooks, loadConfig: await reloader(file) });
+  // Jobs of any user reach their markers through the broker (src/markers/broker.ts).
+  const { startBroker, BrokerError } = await import("../markers/broker.js");
+  const broker = (stateDir: string) => startBroker(stateDir, "daemon.sock");
+  const sup = new Supervisor({ config, hooks, loadConfig: await reloader(file), broker });
   try {
     await sup.start();
   } catch (e) {
     if (e instanceof DaemonBusyError || e instanceof StoreError)
       throw new CliError(e.message, EXIT.fail);
+    if (e instanceof BrokerError) throw new CliError(`cronvisor: ${e.message}`, EXIT.usage);
     throw e;
   }
   // Only now, with the store open and ours: nothing is written next to a store we refused.

@@ -16,7 +16,8 @@ import {
 } from "./markers.js";
 import { EXIT } from "../core/exit.js";
 import { isAlive, startTimeOf } from "../run/proc.js";
-import { openMarkerStore, type MarkerStore } from "../store/store.js";
+import { StoreError, type MarkerStore } from "../store/store.js";
+import { BrokerCallError, openMarkerPath } from "./broker-client.js";
 
 /** The store and the writer (a run with its fence, or an operator) of one marker command. */
 interface Session {
@@ -46,7 +47,8 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
   try {
     const args = stripJobOption(rest);
     const t = target ?? targetFromEnv();
-    m = { store: await openMarkerStore(t.stateDir, { create: false, busyTimeoutMs: 5000 }), t };
+    // Inside a run with a broker, through it (a job of any user); otherwise the store itself.
+    m = { store: await openMarkerPath(t, target === undefined), t };
     switch (cmd) {
       case "mark":
         return await mark(m, args);
@@ -67,7 +69,7 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
         throw new UsageError(`unknown marker command ${JSON.stringify(cmd)}`);
     }
   } catch (e) {
-    return fail(e);
+    return fail(e, cmd);
   } finally {
     await m?.store.close();
   }
@@ -186,9 +188,14 @@ function noteClaimCommand(m: Session, key: string, pid: number, cmdPid: number):
   }
 }
 
-function fail(e: unknown): number {
+function fail(e: unknown, cmd: string): number {
   const msg = (e as Error).message ?? String(e);
-  if (e instanceof UsageError || e instanceof FenceError || e instanceof ClaimHeldError) {
+  if (
+    e instanceof UsageError ||
+    e instanceof FenceError ||
+    e instanceof ClaimHeldError ||
+    e instanceof BrokerCallError
+  ) {
     process.stderr.write(`cronvisor: ${msg}\n`);
     return e.exitCode;
   }
@@ -197,5 +204,8 @@ function fail(e: unknown): number {
     return EXIT.busy;
   }
   process.stderr.write(`cronvisor: ${msg}\n`);
-  return EXIT.fail;
+  // `check` fails closed: 1 means "not marked", so "cannot tell" (no access, an unreadable
+  // store) is 69. No store at all is "nothing marked yet".
+  const missing = e instanceof StoreError && e.code === "missing";
+  return cmd === "check" && !missing ? EXIT.unavailable : EXIT.fail;
 }

@@ -8,8 +8,9 @@
 // and run in their caller's transaction, never opening one. A nested call throws, so a helper
 // that opens its own transaction by mistake fails its first test instead of committing half a
 // batch.
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import path from "node:path";
 import { StoreError } from "./errors.js";
 import { migrate } from "./migrate.js";
@@ -17,6 +18,17 @@ import { migrate } from "./migrate.js";
 export { StoreError };
 
 export const STORE_FILE = "cronvisor.db";
+
+/**
+ * better-sqlite3, loaded when a connection is first opened, not when this module is imported:
+ * the in-job marker client (markers-cli.ts through the broker) imports the marker code but never
+ * opens the store, and must not pay for (or need to read) the native module.
+ */
+let sqlite: typeof Database | null = null;
+function loadSqlite(): typeof Database {
+  sqlite ??= createRequire(import.meta.url)("better-sqlite3") as typeof Database;
+  return sqlite;
+}
 
 export interface OpenOptions {
   /** Create the state dir and store if missing (the daemon and `run` do; readers don't). */
@@ -90,7 +102,7 @@ export class Conn {
  */
 export function openConn(stateDir: string, opts: OpenOptions): Conn {
   const file = storePath(stateDir);
-  const exists = fs.existsSync(file);
+  const exists = storeExists(file);
   if (!exists && !opts.create) {
     throw new StoreError(
       `no state store at ${file} (has the daemon or a run ever started?)`,
@@ -114,15 +126,30 @@ export function openConn(stateDir: string, opts: OpenOptions): Conn {
   return new Conn(db);
 }
 
+/** Is there a store file? A state dir we may not enter is an error, not "no store". */
+function storeExists(file: string): boolean {
+  try {
+    fs.statSync(file);
+    return true;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return false;
+    throw new StoreError(`cannot read state store ${file}: ${code ?? (e as Error).message}`, "io");
+  }
+}
+
 function connect(file: string, exists: boolean, opts: OpenOptions): Database.Database {
   try {
-    // The store and its WAL are created 0600: runs and markers may say more than they should.
-    const oldMask = process.umask(0o077);
+    // The store is created 0600 (SQLite gives its WAL the store's mode): runs and markers may
+    // say more than they should. Only when creating: a worker thread (the marker broker) opens
+    // an existing store and may not set the umask.
+    const oldMask = exists ? null : process.umask(0o077);
     let db: Database.Database;
     try {
-      db = new Database(file, { readonly: opts.readonly ?? false, fileMustExist: exists });
+      const Sqlite = loadSqlite();
+      db = new Sqlite(file, { readonly: opts.readonly ?? false, fileMustExist: exists });
     } finally {
-      process.umask(oldMask);
+      if (oldMask !== null) process.umask(oldMask);
     }
     db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
     if (!opts.readonly) db.pragma("journal_mode = WAL");
