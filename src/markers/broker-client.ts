@@ -43,6 +43,7 @@ export class BrokerClient implements MarkerStore {
   private lastUsed = 0;
   private buf = "";
   private waiting: { resolve: (r: Reply) => void; reject: (e: Error) => void } | null = null;
+  private queue: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly path: string,
@@ -102,7 +103,20 @@ export class BrokerClient implements MarkerStore {
     return reply;
   }
 
-  private async send(line: string): Promise<Reply> {
+  /**
+   * One request at a time, in call order: `once` notes its command without waiting and then
+   * completes its claim, and each reply must go to its own call.
+   */
+  private send(line: string): Promise<Reply> {
+    const next = this.queue.then(() => this.exchange(line));
+    this.queue = next.then(
+      () => {},
+      () => {},
+    );
+    return next;
+  }
+
+  private async exchange(line: string): Promise<Reply> {
     const sock = await this.connection();
     return new Promise<Reply>((resolve, reject) => {
       this.waiting = { resolve, reject };

@@ -103,8 +103,9 @@ export class BrokerServer {
         buf = "";
         overlong = true;
         const r = refusal(EXIT.usage, `bad broker request: a line over ${LINE_MAX} bytes`);
+        // Half-close and drop what still comes: closing with unread data would reset the
+        // connection, and the client could lose the reply.
         s.end(`${JSON.stringify(r)}\n`);
-        s.pause();
       }
     });
   }
