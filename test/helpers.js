@@ -264,3 +264,63 @@ export function request(
     req.end();
   });
 }
+
+/**
+ * The throwaway unprivileged user of the tests that run jobs as another user (`user:`), created
+ * once and idempotently (every such test shares it). Returns { name, uid, gid }, or { skip }
+ * saying why there is none: creating a user and running as it need root.
+ */
+export function testUser() {
+  if (process.getuid?.() !== 0) return { skip: "running jobs as another user needs root" };
+  const name = "cvx-test";
+  const id = (flag) => spawnSync("id", [flag, name], { encoding: "utf8" });
+  if (id("-u").status !== 0) {
+    const add = spawnSync(
+      "useradd",
+      ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+      { encoding: "utf8" },
+    );
+    // 9: it exists (a test in another process created it a moment ago).
+    if (add.status !== 0 && add.status !== 9)
+      return { skip: `cannot create the test user ${name}: ${add.stderr.trim() || add.error}` };
+  }
+  return { name, uid: Number(id("-u").stdout), gid: Number(id("-g").stdout) };
+}
+
+/** Run argv as `user` (from testUser), synchronously: { code, stdout, stderr }. */
+export function runAs(user, argv, opts = {}) {
+  const r = spawnSync(
+    "setpriv",
+    [`--reuid=${user.uid}`, `--regid=${user.gid}`, "--clear-groups", "--", ...argv],
+    { encoding: "utf8", env: opts.env ?? cleanEnv(), cwd: opts.cwd ?? "/" },
+  );
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+let userCliDir = null;
+/**
+ * A copy of the built CLI that any user can run: bin/, dist/ and package.json in a 0755 temp
+ * dir, with node_modules linked (or copied, when `user` cannot read the clone's). The clone may
+ * sit where a test user cannot read. One per test process, removed when it exits. Returns the
+ * copy's bin/ (for a job's PATH), or { skip } when `user` cannot run node at all.
+ */
+export function userCli(user) {
+  const node = runAs(user, [process.execPath, "-e", "0"]);
+  if (node.code !== 0)
+    return { skip: `${user.name} cannot run ${process.execPath}: ${node.stderr.trim()}` };
+  if (userCliDir === null) {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cvx-cli-"));
+    process.on("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
+    fs.chmodSync(dir, 0o755);
+    for (const part of ["bin", "dist", "package.json"])
+      fs.cpSync(path.join(ROOT, part), path.join(dir, part), { recursive: true });
+    const modules = fs.realpathSync(path.join(ROOT, "node_modules"));
+    const probe = path.join(modules, "better-sqlite3", "package.json");
+    if (runAs(user, ["test", "-r", probe]).code === 0)
+      fs.symlinkSync(modules, path.join(dir, "node_modules"));
+    else fs.cpSync(modules, path.join(dir, "node_modules"), { recursive: true });
+    spawnSync("chmod", ["-R", "a+rX", dir]);
+    userCliDir = dir;
+  }
+  return { bin: path.join(userCliDir, "bin") };
+}

@@ -15,7 +15,10 @@ export async function daemon(o: { config?: string }): Promise<void> {
   checkStateDir(config, StoreError);
   // Alerts, pings and the HTTP endpoint observe the daemon through hooks (src/monitor/).
   const hooks = await monitorHooks(config);
-  const sup = new Supervisor({ config, hooks, loadConfig: await reloader(file) });
+  // Jobs of any user reach their markers through the broker (src/markers/broker.ts).
+  const { startBroker, BrokerError } = await import("../markers/broker.js");
+  const broker = (stateDir: string) => startBroker(stateDir, "daemon.sock");
+  const sup = new Supervisor({ config, hooks, loadConfig: await reloader(file), broker });
   const started = sup.start();
   handleDaemonSignals(sup, started);
   try {
@@ -23,6 +26,7 @@ export async function daemon(o: { config?: string }): Promise<void> {
   } catch (e) {
     if (e instanceof DaemonBusyError || e instanceof StoreError)
       throw new CliError(e.message, EXIT.fail);
+    if (e instanceof BrokerError) throw new CliError(`cronvisor: ${e.message}`, EXIT.usage);
     // A store that opened but refuses the first write (read-only, full): named, one line.
     const named = storeFailure(storePath(config.stateDir), e);
     if (named) throw new CliError(`cronvisor: ${named.message}`, EXIT.fail);

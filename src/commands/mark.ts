@@ -2,7 +2,8 @@
 // operator, or a job marking another job's namespace) or without CRONVISOR_STATE_DIR. The work is
 // src/markers/markers-cli.ts's; this only finds the target store from the config.
 import { markerArgs } from "./args.js";
-import { findJob, load, openStore } from "./shared.js";
+import { EXIT } from "../core/exit.js";
+import { CliError, findJob, load, openStore } from "./shared.js";
 
 export type MarkerCommand = "mark" | "check" | "once" | "progress";
 
@@ -13,6 +14,17 @@ export async function markerCommand(
   const { runMarkerCommand } = await import("../markers/markers-cli.js");
   // From argv itself, not commander's parse: the order of the arguments is kept.
   const rest = markerArgs(process.argv.slice(process.argv.indexOf(name)));
+  if (process.env.CRONVISOR_BROKER && o.job !== undefined) {
+    // Inside a run, markers go through the broker, and only into the run's own job.
+    const own = process.env.CRONVISOR_JOB;
+    if (o.job !== own)
+      throw new CliError(
+        `cronvisor: refused: inside a run of job ${own}, --job may name only ${own}, not ${o.job}; nothing was written`,
+        EXIT.unknown,
+      );
+    process.exitCode = await runMarkerCommand([name, ...rest]);
+    return;
+  }
   const target = o.job === undefined ? undefined : await jobTarget(name, o.job, o.config);
   process.exitCode = await runMarkerCommand([name, ...rest], target);
 }

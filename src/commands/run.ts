@@ -2,7 +2,7 @@
 // exits with the job's code, or (--no-wait) hands the run to a detached `cronvisor run`.
 import type { Config, JobConfig } from "../core/types.js";
 import { EXIT, runExitCode } from "../core/exit.js";
-import { checkSafe, findJob, load, openStore, out } from "./shared.js";
+import { checkSafe, CliError, findJob, load, openStore, out } from "./shared.js";
 
 export async function run(name: string, o: { config?: string; wait: boolean }): Promise<void> {
   const config = await load(o.config);
@@ -16,6 +16,16 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
   const { startTimeOf } = await import("../run/proc.js");
   // Checked like the daemon's: a run must not write its records into a corrupt store.
   const store = await openStore(config, true, true);
+  // This process supervises the run, so it serves the run's markers (whether or not a daemon runs).
+  const { startBroker, BrokerError } = await import("../markers/broker.js");
+  let broker;
+  try {
+    broker = await startBroker(config.stateDir, `run-${process.pid}.sock`);
+  } catch (e) {
+    await store.close();
+    if (e instanceof BrokerError) throw new CliError(`cronvisor: ${e.message}`, EXIT.usage);
+    throw e;
+  }
   try {
     const res = await launch(
       {
@@ -23,6 +33,7 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
         store,
         owner: { pid: process.pid, start: startTimeOf(process.pid) },
         now: Date.now,
+        broker,
       },
       job,
       { slot: null, claimSlot: false, trigger: "manual", attempt: 1, echo: process.stdout },
@@ -45,6 +56,7 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
     );
     return runExitCode({ status: row.status, exitCode: row.exit_code, signal: row.signal });
   } finally {
+    await broker.close();
     await store.close();
   }
 }

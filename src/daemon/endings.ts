@@ -42,8 +42,10 @@ export class Endings {
     }
     for (const { a, result, done } of batch) {
       try {
-        if (recorded) removeExitFile(rt.config.stateDir, a.run.id);
-        else rt.unrecorded.set(a.run.id, { result, job: a.job });
+        if (recorded) {
+          removeExitFile(rt.config.stateDir, a.run.id);
+          rt.broker?.unregister(a.run.id); // a straggler of the run is refused from now on
+        } else rt.unrecorded.set(a.run.id, { result, job: a.job });
         const row = recorded
           ? ((await rt.store.run(a.run.id)) as RunRow)
           : { ...a.run, status: "running" as const };
@@ -63,6 +65,7 @@ export class Endings {
       await rt.store.finishRun(id, result); // throws while the disk is still full: next beat, again
       rt.unrecorded.delete(id);
       removeExitFile(rt.config.stateDir, id);
+      rt.broker?.unregister(id);
       rt.log(
         `cronvisor: recorded the end of run ${id} (${result.status}) after the store recovered`,
       );

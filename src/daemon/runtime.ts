@@ -1,7 +1,7 @@
 // What the daemon's parts share once it has started: the store (open and ours), the config, the
 // jobs and live runs, and the small helpers every part needs (hooks, timers, events). Created by
 // Supervisor.start() only, so the store is never null here.
-import type { RunContext } from "../run/execute.js";
+import type { RunBroker, RunContext } from "../run/execute.js";
 import type { JobConfig, Config, RunResult } from "../core/types.js";
 import type { Owner, RunRow, Store } from "../store/store.js";
 import { KeptWrites } from "./kept.js";
@@ -32,6 +32,8 @@ export class Runtime {
   private readonly timers = new Set<NodeJS.Timeout>();
   /** Set once stop() begins: nothing new starts. */
   stopping = false;
+  /** The marker broker jobs reach the store through; null when none was started. */
+  broker: RunBroker | null = null;
 
   constructor(
     readonly store: Store,
@@ -45,7 +47,13 @@ export class Runtime {
   }
 
   get ctx(): RunContext {
-    return { config: this.config, store: this.store, owner: this.owner, now: this.now };
+    return {
+      config: this.config,
+      store: this.store,
+      owner: this.owner,
+      now: this.now,
+      broker: this.broker,
+    };
   }
 
   /** The job's runs this daemon watches. */

@@ -8,6 +8,7 @@ import { isAlive, startTimeOf } from "../run/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
 import { openStore } from "../store/store.js";
 import type { Config } from "../core/types.js";
+import type { RunBroker } from "../run/execute.js";
 import { adoptOrphans } from "./adopt.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, type LateSlot } from "./due.js";
 import { writeHeartbeatFile } from "./heartbeat.js";
@@ -31,6 +32,11 @@ export interface SupervisorOptions {
   log?: (line: string) => void;
   /** Re-read the config (SIGHUP / `cronvisor reload`). */
   loadConfig?: () => { config: Config | null; errors: string[] };
+  /**
+   * Start the marker broker of the state dir (src/markers/broker.ts), once the state dir is ours
+   * and before any run starts. A rejection stops the start.
+   */
+  broker?: (stateDir: string) => Promise<RunBroker>;
 }
 
 export class DaemonBusyError extends Error {}
@@ -72,6 +78,13 @@ export class Supervisor {
       );
     }
     const rt = new Runtime(store, cfg, owner, this.now, this.log, this.opts.hooks);
+    try {
+      rt.broker = (await this.opts.broker?.(cfg.stateDir)) ?? null;
+    } catch (e) {
+      await store.releaseDaemon(process.pid, now).catch(() => {});
+      await store.close();
+      throw e;
+    }
     const runs = new Runs(rt);
     this.live = { rt, runs };
     writeHeartbeatFile(cfg.stateDir, now);
@@ -274,6 +287,10 @@ export class Supervisor {
       await this.queue;
       await stopRuns(rt);
       await rt.stoppingHook();
+      // Only now: a run's last marks during its kill_grace still go through.
+      await rt.broker?.close().catch((e: unknown) => {
+        this.log(`cronvisor: the marker broker did not stop cleanly: ${(e as Error).message}`);
+      });
       try {
         await rt.kept.flush();
         await rt.store.releaseDaemon(process.pid, this.now());

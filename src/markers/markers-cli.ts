@@ -18,13 +18,8 @@ import fs from "node:fs";
 import { EXIT } from "../core/exit.js";
 import { printable } from "../core/printable.js";
 import { isAlive, startTimeOf } from "../run/proc.js";
-import {
-  StoreError,
-  openMarkerStore,
-  storeFailure,
-  storePath,
-  type MarkerStore,
-} from "../store/store.js";
+import { StoreError, storeFailure, storePath, type MarkerStore } from "../store/store.js";
+import { BrokerCallError, openMarkerPath } from "./broker-client.js";
 
 /** The store and the writer (a run with its fence, or an operator) of one marker command. */
 interface Session {
@@ -68,15 +63,12 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
     }
     const t = target ?? targetFromEnv();
     stateDir = t.stateDir;
-    checkStateDir(t.stateDir);
-    // `check` outside a run only reads; inside one it counts a done key as skipped work.
+    // Inside a run with a broker, through it (a job of any user); otherwise the store itself,
+    // which `check` outside a run only reads (inside one it counts a done key as skipped work).
+    const inRun = target === undefined;
+    if (!(inRun && process.env.CRONVISOR_BROKER)) checkStateDir(t.stateDir);
     const readonly = p.cmd === "check" && t.run === null;
-    const store = await openMarkerStore(t.stateDir, {
-      create: false,
-      readonly,
-      busyTimeoutMs: 5000,
-    });
-    m = { store, t };
+    m = { store: await openMarkerPath(t, inRun, readonly), t };
     switch (p.cmd) {
       case "mark":
         return p.stdin ? await markStdin(m) : (await markDone(m, p.keys), EXIT.ok);
@@ -254,7 +246,12 @@ function fail(e: unknown, cmd: string, stateDir: string | null): number {
   const say = (msg: string): void => {
     process.stderr.write(`cronvisor: ${printable(msg)}\n`);
   };
-  if (e instanceof UsageError || e instanceof FenceError || e instanceof ClaimHeldError) {
+  if (
+    e instanceof UsageError ||
+    e instanceof FenceError ||
+    e instanceof ClaimHeldError ||
+    e instanceof BrokerCallError
+  ) {
     say(e.message);
     return e.exitCode;
   }

@@ -21,6 +21,23 @@ export interface RunContext {
   store: Store;
   owner: Owner;
   now: () => number;
+  /** The marker broker of the supervising process; null: jobs reach the store directly. */
+  broker?: RunBroker | null;
+}
+
+/**
+ * The marker broker as a run sees it (src/markers/broker.ts, started by the supervising process
+ * and passed in: run/ never imports markers/). A run is registered before its spawn, with a
+ * secret only it receives, and forgotten once its end is recorded.
+ */
+export interface RunBroker {
+  readonly socketPath: string;
+  /** Returns the run's secret (CRONVISOR_SECRET). */
+  register(run: { job: string; runId: number; fence: number }): string;
+  /** The run's process group: the processes `once` may name as its own. */
+  setGroup(runId: number, pgid: number): void;
+  unregister(runId: number): void;
+  close(): Promise<void>;
 }
 
 export type LaunchOutcome =
@@ -105,6 +122,28 @@ export function spawnRun(
     CRONVISOR_TRIGGER: run.trigger ?? "manual",
     CRONVISOR_STATE_DIR: config.stateDir,
   };
+  const broker = ctx.broker ?? null;
+  if (broker) {
+    // Registered before the spawn: the job's first `mark` may come at once.
+    cronvisor.CRONVISOR_BROKER = broker.socketPath;
+    // Every run reserved since the first migration has a fence; a null one matches no write.
+    const fence = run.fence ?? 0;
+    cronvisor.CRONVISOR_SECRET = broker.register({ job: job.name, runId: run.id, fence });
+  }
+  const handle = startOrFail(ctx, job, run, cronvisor, echo);
+  if (handle.pgid !== null) broker?.setGroup(run.id, handle.pgid);
+  else broker?.unregister(run.id);
+  return handle;
+}
+
+function startOrFail(
+  ctx: RunContext,
+  job: JobConfig,
+  run: RunRow,
+  cronvisor: Record<string, string>,
+  echo: NodeJS.WritableStream | undefined,
+): RunHandle {
+  const { config } = ctx;
   let env: Record<string, string>;
   try {
     const user = job.user === null ? null : lookupUser(job.user);
@@ -178,5 +217,6 @@ async function recordEnd(ctx: RunContext, runId: number, result: RunResult): Pro
     return { ...((await ctx.store.run(runId)) as RunRow), status: "running" };
   }
   removeExitFile(ctx.config.stateDir, runId);
+  ctx.broker?.unregister(runId);
   return (await ctx.store.run(runId)) as RunRow;
 }

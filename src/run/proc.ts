@@ -96,3 +96,16 @@ export function bootId(): string {
   }
   return cachedBootId;
 }
+
+/** The process group of a live process (field 5 of /proc/PID/stat), or null if it is gone. */
+export function processGroupOf(pid: number): number | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (rest[0] === "Z" || rest[0] === "X") return null;
+    const pgid = Number(rest[2]);
+    return Number.isInteger(pgid) ? pgid : null;
+  } catch {
+    return null;
+  }
+}

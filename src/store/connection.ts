@@ -8,7 +8,7 @@
 // and run in their caller's transaction, never opening one. A nested call throws, so a helper
 // that opens its own transaction by mistake fails its first test instead of committing half a
 // batch.
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import fs from "node:fs";
 import path from "node:path";
 import { StoreError } from "./errors.js";
@@ -21,7 +21,7 @@ import {
   schemaProblem,
   sizeProblem,
   walProblem,
-  withPrivateUmask,
+  loadSqlite,
   type SchemaFacts,
 } from "./store-file.js";
 
@@ -167,9 +167,11 @@ function create(stateDir: string, file: string): void {
 
 function connect(file: string, opts: OpenOptions): Database.Database {
   try {
+    // An existing store keeps its 0600 (SQLite gives its WAL the store's mode); creating one
+    // sets the umask (createStoreFile). A worker thread (the marker broker) may not set it.
     const db = opts.readonly
       ? openReadonly(file)
-      : withPrivateUmask(() => new Database(file, { fileMustExist: true }));
+      : new (loadSqlite())(file, { fileMustExist: true });
     db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
     // better-sqlite3 keeps NORMAL on a database already in WAL mode: set FULL on every connection.
     db.pragma("synchronous = FULL");

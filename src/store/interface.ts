@@ -66,6 +66,8 @@ export interface MarkerStore {
     cmdStart: string | null,
   ): Promise<void>;
   progress(runId: number, message: string | null, now: number): Promise<void>;
+  /** Fenced progress: false (nothing written) unless the writer is its job's live run. */
+  reportProgress(w: MarkerWriter, message: string | null, now: number): Promise<boolean>;
 }
 
 export interface Store extends MarkerStore {

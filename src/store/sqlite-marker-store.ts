@@ -55,4 +55,8 @@ export class SqliteMarkerStore implements MarkerStore {
   async progress(runId: number, message: string | null, now: number) {
     this.c.write(() => markers.progress(this.c, runId, message, now));
   }
+
+  async reportProgress(w: MarkerWriter, message: string | null, now: number) {
+    return this.c.write(() => markers.progressIfLive(this.c, w, message, now));
+  }
 }

@@ -5,12 +5,24 @@
 // Only a missing file is ever created. An existing file that is empty (a bad restore, a full
 // disk during a copy), not SQLite, or another program's database is refused and left untouched:
 // taking it for a new store would forget every marker, and `check` would answer "not marked".
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import path from "node:path";
 import { StoreError } from "./errors.js";
 import { migrate } from "./migrate.js";
+
+/**
+ * better-sqlite3, loaded when a connection is first opened, not when this module is imported:
+ * the in-job marker client (markers-cli.ts through the broker) imports the marker code but never
+ * opens the store, and must not pay for (or need to read) the native module.
+ */
+let sqlite: typeof Database | null = null;
+export function loadSqlite(): typeof Database {
+  sqlite ??= createRequire(import.meta.url)("better-sqlite3") as typeof Database;
+  return sqlite;
+}
 
 /** What every refusal ends with: what the operator does next. */
 export const LEFT_UNTOUCHED = "it was left untouched: restore it from a backup or move it away";
@@ -93,7 +105,7 @@ export function createStoreFile(stateDir: string, file: string): void {
   fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
   const tmp = path.join(stateDir, `.${path.basename(file)}.new-${randomBytes(6).toString("hex")}`);
   try {
-    const db = withPrivateUmask(() => new Database(tmp));
+    const db = withPrivateUmask(() => new (loadSqlite())(tmp));
     try {
       db.pragma("journal_mode = WAL");
       migrate(db);
@@ -174,9 +186,9 @@ export function openReadonly(file: string): Database.Database {
     if (fs.existsSync(`${file}-wal`) || !sameFile(before, after)) continue;
     // Bytes 18 and 19 of the header are the write and read format: 2 is WAL, 1 rollback.
     if (bytes.length >= 100 && bytes[18] === 2 && bytes[19] === 2) bytes[18] = bytes[19] = 1;
-    return new Database(bytes, { readonly: true });
+    return new (loadSqlite())(bytes, { readonly: true });
   }
-  return new Database(file, { readonly: true, fileMustExist: true });
+  return new (loadSqlite())(file, { readonly: true, fileMustExist: true });
 }
 
 function sameFile(a: fs.BigIntStats, b: fs.BigIntStats): boolean {

@@ -272,3 +272,18 @@ export function completeClaim(
   dropClaim(c, w.job, key, pid);
   return true;
 }
+
+/**
+ * Progress from a writer that must be its job's live, unrevoked run (the broker's path: a process
+ * left over after its run ended is refused); false, and nothing written, otherwise.
+ */
+export function progressIfLive(
+  c: Conn,
+  w: MarkerWriter,
+  message: string | null,
+  now: number,
+): boolean {
+  if (w.run === null || stale(c, w)) return false;
+  progress(c, w.run.id, message, now);
+  return true;
+}

@@ -1,0 +1,199 @@
+// The marker broker's client: `mark`, `check`, `once` and `progress` inside a run that was given
+// CRONVISOR_BROKER and CRONVISOR_SECRET. It implements the MarkerStore the commands already use,
+// over the broker's socket, so a job running as any user writes markers without the store's
+// files (and without loading SQLite: this path never opens a connection).
+import net from "node:net";
+import { EXIT } from "../core/exit.js";
+import type { ClaimOutcome, MarkerStore, MarkerWriter, Owner } from "../store/store.js";
+import { openMarkerStore } from "../store/store.js";
+import { MARK_LINE_TARGET, type Reply } from "./broker-protocol.js";
+import type { MarkersTarget } from "./markers.js";
+
+/** The broker refused a request or could not be reached; exitCode is what the command exits. */
+export class BrokerCallError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
+    super(message);
+  }
+}
+
+/** How long a reply may take (the broker waits up to 5 s for a busy store) before exit 69. */
+const REPLY_MS = 60_000;
+/** A connection unused this long is replaced: the broker closes idle ones after 30 s. */
+const REUSE_MS = 20_000;
+
+/**
+ * The marker path of one command: through the broker inside a run that has one; the store
+ * itself otherwise (an operator's `--job`, or a run started before the broker existed).
+ */
+export async function openMarkerPath(
+  t: MarkersTarget,
+  inRun: boolean,
+  readonly = false,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<MarkerStore> {
+  const socket = env.CRONVISOR_BROKER;
+  if (inRun && socket) return new BrokerClient(socket, env.CRONVISOR_SECRET ?? "", t.job);
+  return openMarkerStore(t.stateDir, { create: false, readonly, busyTimeoutMs: 5000 });
+}
+
+export class BrokerClient implements MarkerStore {
+  private sock: net.Socket | null = null;
+  private lastUsed = 0;
+  private buf = "";
+  private waiting: { resolve: (r: Reply) => void; reject: (e: Error) => void } | null = null;
+  private queue: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly path: string,
+    private readonly secret: string,
+    /** The run's job: `progress(runId, ...)` names no writer. */
+    private readonly job: string,
+  ) {}
+
+  async close(): Promise<void> {
+    this.sock?.destroy();
+    this.sock = null;
+  }
+
+  async isDone(w: MarkerWriter, key: string): Promise<boolean> {
+    return (await this.call({ op: "check", job: w.job, key })).done === true;
+  }
+
+  async markDone(w: MarkerWriter, keys: readonly string[]): Promise<number | null> {
+    // One request per chunk that fits a request line; each is committed before its reply.
+    let n = 0;
+    for (const chunk of chunks(keys)) {
+      n += (await this.call({ op: "mark", job: w.job, keys: chunk })).n ?? 0;
+    }
+    return n;
+  }
+
+  async takeClaim(w: MarkerWriter, key: string, me: Owner): Promise<ClaimOutcome> {
+    return (await this.call({ op: "claim", job: w.job, key, pid: me.pid })).claim as ClaimOutcome;
+  }
+
+  async completeClaim(w: MarkerWriter, key: string, pid: number): Promise<boolean> {
+    await this.call({ op: "complete", job: w.job, key, pid });
+    return true;
+  }
+
+  async releaseClaim(job: string, key: string, pid: number): Promise<void> {
+    await this.call({ op: "release", job, key, pid });
+  }
+
+  async setClaimCommand(job: string, key: string, pid: number, cmdPid: number): Promise<void> {
+    await this.call({ op: "command", job, key, pid, cmd_pid: cmdPid });
+  }
+
+  async progress(_runId: number, message: string | null): Promise<void> {
+    await this.call({ op: "progress", job: this.job, message });
+  }
+
+  async reportProgress(w: MarkerWriter, message: string | null): Promise<boolean> {
+    await this.call({ op: "progress", job: w.job, message });
+    return true;
+  }
+
+  /** One request, its reply; a refusal throws BrokerCallError with the broker's exit code. */
+  private async call(req: Record<string, unknown>): Promise<Extract<Reply, { ok: true }>> {
+    const reply = await this.send(`${JSON.stringify({ ...req, secret: this.secret })}\n`);
+    if (!reply.ok) throw new BrokerCallError(reply.error, reply.code);
+    return reply;
+  }
+
+  /**
+   * One request at a time, in call order: `once` notes its command without waiting and then
+   * completes its claim, and each reply must go to its own call.
+   */
+  private send(line: string): Promise<Reply> {
+    const next = this.queue.then(() => this.exchange(line));
+    this.queue = next.then(
+      () => {},
+      () => {},
+    );
+    return next;
+  }
+
+  private async exchange(line: string): Promise<Reply> {
+    const sock = await this.connection();
+    return new Promise<Reply>((resolve, reject) => {
+      this.waiting = { resolve, reject };
+      sock.write(line);
+    }).finally(() => {
+      this.waiting = null;
+      this.lastUsed = Date.now();
+    });
+  }
+
+  private async connection(): Promise<net.Socket> {
+    if (this.sock && !this.sock.destroyed && Date.now() - this.lastUsed < REUSE_MS)
+      return this.sock;
+    this.sock?.destroy();
+    const sock = net.createConnection(this.path);
+    sock.setEncoding("utf8");
+    sock.setTimeout(REPLY_MS, () => sock.destroy(this.unavailable("no answer in 60 s")));
+    sock.on("data", (d: string) => this.onData(d));
+    sock.on("error", (e: NodeJS.ErrnoException) =>
+      this.fail(this.unavailable(e.code ?? e.message)),
+    );
+    sock.on("close", () => this.fail(this.unavailable("it closed the connection")));
+    await new Promise<void>((resolve, reject) => {
+      sock.once("connect", resolve);
+      sock.once("error", (e: NodeJS.ErrnoException) =>
+        reject(this.unavailable(e.code ?? e.message)),
+      );
+    });
+    this.sock = sock;
+    return sock;
+  }
+
+  private onData(d: string): void {
+    this.buf += d;
+    let nl: number;
+    while ((nl = this.buf.indexOf("\n")) >= 0) {
+      const line = this.buf.slice(0, nl);
+      this.buf = this.buf.slice(nl + 1);
+      let reply: Reply;
+      try {
+        reply = JSON.parse(line) as Reply;
+      } catch {
+        reply = { ok: false, code: EXIT.unavailable, error: "the marker broker answered garbage" };
+      }
+      this.waiting?.resolve(reply);
+      this.waiting = null;
+    }
+  }
+
+  private fail(e: Error): void {
+    this.sock = null;
+    this.waiting?.reject(e);
+    this.waiting = null;
+  }
+
+  private unavailable(why: string): BrokerCallError {
+    return new BrokerCallError(
+      `cannot reach the marker broker at ${this.path} (${why}): is the daemon, or the run's \`cronvisor run\`, still running?`,
+      EXIT.unavailable,
+    );
+  }
+}
+
+/** Keys in lists whose request line stays under the broker's limit (JSON may escape a key). */
+function* chunks(keys: readonly string[]): Generator<string[]> {
+  let chunk: string[] = [];
+  let bytes = 0;
+  for (const k of keys) {
+    const size = Buffer.byteLength(JSON.stringify(k)) + 1;
+    if (chunk.length > 0 && bytes + size > MARK_LINE_TARGET) {
+      yield chunk;
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(k);
+    bytes += size;
+  }
+  if (chunk.length > 0) yield chunk;
+}

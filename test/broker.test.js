@@ -1,0 +1,352 @@
+// The marker broker (issue 13, item 1): jobs reach their markers through the supervising process
+// (the daemon, or `cronvisor run`), over a Unix socket, authenticated by a per-run secret. Real
+// daemons, real jobs (as a throwaway unprivileged user where root is needed), the built CLI.
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import fs from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { test } from "node:test";
+import {
+  ROOT,
+  cli,
+  query,
+  runAs,
+  startDaemon,
+  stopDaemon,
+  testUser,
+  tmpdir,
+  userCli,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
+
+const NODE_DIR = path.dirname(process.execPath);
+
+/** Where a root supervisor puts the broker sockets of a state dir (README: the broker). */
+const brokerDir = (stateDir) =>
+  path.join("/run/cronvisor", createHash("sha256").update(stateDir).digest("hex").slice(0, 16));
+
+/** Every marker command a job uses, each exit code on a line of $OUT/TAG ("name=code"). */
+const ALL_COMMANDS = `#!/bin/sh
+o="$OUT/$1"
+id -u > "$o.uid"
+cronvisor mark k1 k2 2>>"$o.err"; echo "mark=$?" >> "$o"
+cronvisor check k1 2>>"$o.err"; echo "check-done=$?" >> "$o"
+cronvisor check nope 2>>"$o.err"; echo "check-not=$?" >> "$o"
+cronvisor once up -- sh -c "echo ran >> '$o.side'" 2>>"$o.err"; echo "once=$?" >> "$o"
+cronvisor once up -- sh -c "echo ran >> '$o.side'" 2>>"$o.err"; echo "once-again=$?" >> "$o"
+cronvisor progress half-way 2>>"$o.err"; echo "progress=$?" >> "$o"
+printf 's1\\ns2\\n' | cronvisor mark --stdin > "$o.acks" 2>>"$o.err"; echo "stdin=$?" >> "$o"
+echo end >> "$o"
+`;
+
+/** A temp dir a job's user can traverse (the state dir in it stays 0700), with $OUT it can write. */
+function workDir(t, user) {
+  const dir = tmpdir(t);
+  fs.chmodSync(dir, 0o711);
+  const out = path.join(dir, "out");
+  fs.mkdirSync(out, { mode: 0o755 });
+  if (user) fs.chownSync(out, user.uid, user.gid);
+  return { dir, out };
+}
+
+function script(dir, name, text) {
+  const file = path.join(dir, name);
+  fs.writeFileSync(file, text, { mode: 0o755 });
+  return file;
+}
+
+const results = (file) =>
+  Object.fromEntries(
+    fs
+      .readFileSync(file, "utf8")
+      .split("\n")
+      .filter((l) => l.includes("="))
+      .map((l) => l.split("=")),
+  );
+
+const done = (file) => fs.existsSync(file) && fs.readFileSync(file, "utf8").includes("end\n");
+
+/** One request line to a broker socket; resolves to the reply lines (until the reply or close). */
+function raw(socketPath, line) {
+  return new Promise((resolve) => {
+    const s = net.createConnection(socketPath);
+    let got = "";
+    s.setEncoding("utf8");
+    s.on("data", (d) => {
+      got += d;
+      if (got.endsWith("\n")) s.end();
+    });
+    s.on("error", () => {}); // 'close' follows; the assertions say what was missing
+    s.on("close", () =>
+      resolve(
+        got
+          .split("\n")
+          .filter(Boolean)
+          .map((l) => JSON.parse(l)),
+      ),
+    );
+    s.write(line);
+  });
+}
+
+test("a user: job and a root job: mark, check, once, progress and mark --stdin through the daemon's broker", async (t) => {
+  const user = testUser();
+  if (user.skip) return t.skip(user.skip);
+  const copy = userCli(user);
+  if (copy.skip) return t.skip(copy.skip);
+  const { dir, out } = workDir(t, user);
+  const job = script(dir, "job.sh", ALL_COMMANDS);
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s
+env: { PATH: "${copy.bin}:${NODE_DIR}:/usr/bin:/bin", OUT: "${out}" }
+jobs:
+  app:
+    schedule: "@reboot"
+    command: [sh, ${job}, app]
+    user: ${user.name}
+    cwd: /
+  rootjob:
+    schedule: "@reboot"
+    command: [sh, ${job}, rootjob]
+    cwd: /
+`,
+  );
+  const d = startDaemon(t, cfg);
+  const state = path.join(dir, ".cronvisor");
+  for (const tag of ["app", "rootjob"]) {
+    await waitFor(() => done(path.join(out, tag)), `the ${tag} job to finish`, 60_000);
+  }
+  assert.equal(fs.readFileSync(path.join(out, "app.uid"), "utf8").trim(), String(user.uid));
+  for (const tag of ["app", "rootjob"]) {
+    const err = fs.existsSync(path.join(out, `${tag}.err`))
+      ? fs.readFileSync(path.join(out, `${tag}.err`), "utf8")
+      : "";
+    assert.deepEqual(
+      results(path.join(out, tag)),
+      {
+        mark: "0",
+        "check-done": "0",
+        "check-not": "1",
+        once: "0",
+        "once-again": "0",
+        progress: "0",
+        stdin: "0",
+      },
+      `${tag}: ${err}`,
+    );
+    assert.equal(fs.readFileSync(path.join(out, `${tag}.side`), "utf8"), "ran\n", "once ran once");
+    assert.equal(fs.readFileSync(path.join(out, `${tag}.acks`), "utf8"), "s1\ns2\n");
+    const keys = query(state, "SELECT key FROM markers WHERE job = ? ORDER BY key", tag);
+    assert.deepEqual(
+      keys.map((r) => r.key),
+      ["k1", "k2", "s1", "s2", "up"],
+    );
+    const run = await waitFor(
+      () => query(state, "SELECT * FROM runs WHERE job = ? AND status = 'ok'", tag)[0],
+      `the ${tag} run recorded`,
+    );
+    assert.equal(run.markers_new, 5);
+    assert.equal(run.markers_skipped, 2, "check k1 and the second once found their key done");
+    assert.equal(run.progress_msg, "half-way");
+  }
+  const sockDir = brokerDir(state);
+  assert.deepEqual(fs.readdirSync(sockDir), ["daemon.sock"]);
+  assert.equal(fs.statSync(sockDir).mode & 0o777, 0o711, "traversable, not listable");
+  await stopDaemon(d);
+  assert.deepEqual(fs.readdirSync(sockDir), [], "the socket is removed at stop");
+});
+
+test("check, mark, once and progress exit 69 and say why when the broker cannot be reached", (t) => {
+  const dir = tmpdir(t);
+  const env = {
+    CRONVISOR_STATE_DIR: dir,
+    CRONVISOR_JOB: "a",
+    CRONVISOR_RUN_ID: "1",
+    CRONVISOR_FENCE: "1",
+    CRONVISOR_BROKER: path.join(dir, "gone.sock"),
+    CRONVISOR_SECRET: "0".repeat(64),
+  };
+  const flag = path.join(dir, "ran");
+  for (const args of [
+    ["check", "k"],
+    ["mark", "k"],
+    ["once", "k", "--", "touch", flag],
+    ["progress", "p"],
+  ]) {
+    const r = cli(args, { env });
+    assert.equal(r.code, 69, `${args[0]}: ${r.stderr}`);
+    assert.match(r.stderr, /^cronvisor: cannot reach the marker broker at .*gone\.sock/);
+    assert.equal(r.stderr.trim().split("\n").length, 1, r.stderr);
+  }
+  assert.equal(fs.existsSync(flag), false, "once never ran its command");
+});
+
+test("check as a user who cannot read the store exits 69, never 1 (not marked)", async (t) => {
+  const user = testUser();
+  if (user.skip) return t.skip(user.skip);
+  const copy = userCli(user);
+  if (copy.skip) return t.skip(copy.skip);
+  const { dir } = workDir(t);
+  const cfg = writeConfig(dir, `jobs:\n  a:\n    schedule: "0 0 1 1 *"\n    command: "true"\n`);
+  assert.equal(cli(["run", "a", "-c", cfg]).code, 0); // the store exists, root's, 0700
+  const env = {
+    PATH: "/usr/bin:/bin",
+    CRONVISOR_STATE_DIR: path.join(dir, ".cronvisor"),
+    CRONVISOR_JOB: "a",
+    CRONVISOR_RUN_ID: "1",
+    CRONVISOR_FENCE: "1",
+  };
+  const r = runAs(user, [process.execPath, path.join(copy.bin, "cronvisor"), "check", "k"], {
+    env,
+  });
+  assert.equal(r.code, 69, r.stderr);
+  assert.match(r.stderr, /^cronvisor: cannot read state store .*EACCES/);
+});
+
+test("inside a run: --job naming another job, a wrong secret, and malformed or oversized lines are refused; the broker goes on serving", async (t) => {
+  const { dir, out } = workDir(t);
+  const job = script(
+    dir,
+    "job.sh",
+    `#!/bin/sh
+echo "$CRONVISOR_BROKER $CRONVISOR_SECRET" > "$OUT/env.tmp" && mv "$OUT/env.tmp" "$OUT/env"
+cronvisor mark --job b stolen 2> "$OUT/jobb.err"; echo $? > "$OUT/jobb"
+i=0; while [ ! -e "$OUT/go" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+cronvisor mark after; echo $? > "$OUT/after"
+`,
+  );
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s
+env: { PATH: "${path.join(ROOT, "bin")}:${NODE_DIR}:/usr/bin:/bin", OUT: "${out}" }
+jobs:
+  a:
+    schedule: "@reboot"
+    command: [sh, ${job}]
+  b:
+    schedule: "0 0 1 1 *"
+    command: "true"
+`,
+  );
+  const d = startDaemon(t, cfg);
+  const state = path.join(dir, ".cronvisor");
+  await waitFor(() => fs.existsSync(path.join(out, "jobb")), "the --job b attempt", 60_000);
+  assert.equal(fs.readFileSync(path.join(out, "jobb"), "utf8").trim(), "3");
+  assert.match(
+    fs.readFileSync(path.join(out, "jobb.err"), "utf8"),
+    /^cronvisor: refused: inside a run of job a, --job may name only a, not b; nothing was written\n$/,
+  );
+  const [sock, secret] = fs.readFileSync(path.join(out, "env"), "utf8").trim().split(" ");
+  const req = (o) => `${JSON.stringify({ op: "mark", secret, job: "a", keys: ["x"], ...o })}\n`;
+  // Straight to the socket, as a job that skips the CLI would.
+  const [other] = await raw(sock, req({ job: "b" }));
+  assert.deepEqual([other.ok, other.code], [false, 3]);
+  const [wrong] = await raw(sock, req({ secret: "f".repeat(64) }));
+  assert.deepEqual([wrong.ok, wrong.code], [false, 3]);
+  const [garbage] = await raw(sock, "{not json\n");
+  assert.deepEqual([garbage.ok, garbage.code], [false, 2]);
+  const [badKey] = await raw(sock, req({ keys: ["a\nb"] }));
+  assert.deepEqual([badKey.ok, badKey.code], [false, 2]);
+  const [badPid] = await raw(sock, req({ op: "claim", key: "k", pid: 1 }));
+  assert.deepEqual([badPid.ok, badPid.code], [false, 2]);
+  const [initPid] = await raw(sock, req({ op: "claim", key: "k", pid: process.pid }));
+  assert.deepEqual([initPid.ok, initPid.code], [false, 3], "a pid outside the run's group");
+  const [huge] = await raw(sock, "x".repeat(2 << 20));
+  assert.deepEqual([huge.ok, huge.code], [false, 2]);
+  assert.equal(query(state, "SELECT * FROM markers WHERE job = 'b'").length, 0);
+  assert.equal(query(state, "SELECT * FROM markers WHERE key = 'x'").length, 0);
+  // The daemon and its broker still serve the run.
+  fs.writeFileSync(path.join(out, "go"), "");
+  await waitFor(() => fs.existsSync(path.join(out, "after")), "the mark after the attacks");
+  assert.equal(fs.readFileSync(path.join(out, "after"), "utf8").trim(), "0");
+  assert.equal(query(state, "SELECT * FROM markers WHERE job = 'a' AND key = 'after'").length, 1);
+  assert.equal(d.exitCode, null, d.err);
+  await stopDaemon(d);
+  assert.equal(fs.existsSync(sock), false, "the socket is removed at stop");
+});
+
+test("progress and mark from a process that outlived its run are refused (3) and change nothing", async (t) => {
+  const { dir, out } = workDir(t);
+  const late = `while [ ! -e "$OUT/go" ]; do sleep 0.05; done; cronvisor progress late 2> "$OUT/late.err"; echo $? > "$OUT/late.tmp"; cronvisor mark late 2>> "$OUT/late.err"; echo $? >> "$OUT/late.tmp"; mv "$OUT/late.tmp" "$OUT/late"`;
+  const job = script(
+    dir,
+    "job.sh",
+    `#!/bin/sh\nsetsid sh -c '${late}' </dev/null >/dev/null 2>&1 &\necho $! > "$OUT/pid"\n`,
+  );
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s
+env: { PATH: "${path.join(ROOT, "bin")}:${NODE_DIR}:/usr/bin:/bin", OUT: "${out}" }
+jobs:
+  a:
+    schedule: "@reboot"
+    command: [sh, ${job}]
+`,
+  );
+  const d = startDaemon(t, cfg);
+  const state = path.join(dir, ".cronvisor");
+  const run = await waitFor(
+    () => query(state, "SELECT * FROM runs WHERE job = 'a' AND status = 'ok'")[0],
+    "the run to end",
+    60_000,
+  );
+  t.after(() => {
+    try {
+      process.kill(Number(fs.readFileSync(path.join(out, "pid"), "utf8")), "SIGKILL");
+    } catch {
+      // ended already
+    }
+  });
+  const before = query(state, "SELECT last_progress_at FROM jobs WHERE name = 'a'")[0];
+  fs.writeFileSync(path.join(out, "go"), "");
+  await waitFor(() => fs.existsSync(path.join(out, "late")), "the straggler's calls", 60_000);
+  const err = fs.readFileSync(path.join(out, "late.err"), "utf8");
+  assert.deepEqual(
+    fs.readFileSync(path.join(out, "late"), "utf8").split("\n"),
+    ["3", "3", ""],
+    err,
+  );
+  assert.match(err, /refused/);
+  assert.deepEqual(query(state, "SELECT last_progress_at FROM jobs WHERE name = 'a'")[0], before);
+  const after = query(state, "SELECT * FROM runs WHERE id = ?", run.id)[0];
+  assert.equal(after.progress_count, run.progress_count);
+  assert.equal(query(state, "SELECT * FROM markers").length, 0);
+  await stopDaemon(d);
+});
+
+test("a manual `cronvisor run` of a user: job with no daemon running serves its markers", async (t) => {
+  const user = testUser();
+  if (user.skip) return t.skip(user.skip);
+  const copy = userCli(user);
+  if (copy.skip) return t.skip(copy.skip);
+  const { dir, out } = workDir(t, user);
+  const job = script(dir, "job.sh", ALL_COMMANDS);
+  const cfg = writeConfig(
+    dir,
+    `env: { PATH: "${copy.bin}:${NODE_DIR}:/usr/bin:/bin", OUT: "${out}" }
+jobs:
+  app:
+    schedule: "0 0 1 1 *"
+    command: [sh, ${job}, app]
+    user: ${user.name}
+    cwd: /
+`,
+  );
+  const r = cli(["run", "app", "-c", cfg]);
+  assert.equal(r.code, 0, r.stderr);
+  const err = fs.existsSync(path.join(out, "app.err"))
+    ? fs.readFileSync(path.join(out, "app.err"), "utf8")
+    : "";
+  assert.equal(results(path.join(out, "app")).mark, "0", err);
+  assert.equal(results(path.join(out, "app")).once, "0", err);
+  const keys = query(path.join(dir, ".cronvisor"), "SELECT key FROM markers ORDER BY key");
+  assert.deepEqual(
+    keys.map((k) => k.key),
+    ["k1", "k2", "s1", "s2", "up"],
+  );
+  // The run's socket went with it.
+  assert.deepEqual(fs.readdirSync(brokerDir(path.join(dir, ".cronvisor"))), []);
+});
