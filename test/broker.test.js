@@ -203,7 +203,7 @@ test("check as a user who cannot read the store exits 69, never 1 (not marked)",
     env,
   });
   assert.equal(r.code, 69, r.stderr);
-  assert.match(r.stderr, /^cronvisor: cannot read state store .*EACCES/);
+  assert.match(r.stderr, /^cronvisor: cannot open state store .*EACCES/);
 });
 
 test("inside a run: --job naming another job, a wrong secret, and malformed or oversized lines are refused; the broker goes on serving", async (t) => {
@@ -349,4 +349,52 @@ jobs:
   );
   // The run's socket went with it.
   assert.deepEqual(fs.readdirSync(brokerDir(path.join(dir, ".cronvisor"))), []);
+});
+
+test("a run adopted by a restarted daemon keeps its markers: the new daemon's broker knows its secret", async (t) => {
+  const { dir, out } = workDir(t, null);
+  const go = path.join(dir, "go");
+  // Output only to files: after a crash nobody reads the run's stdout (README: KillMode=process).
+  const job = script(
+    dir,
+    "job.sh",
+    `#!/bin/sh
+exec >/dev/null 2>>"$OUT/err"
+cronvisor mark before; echo "before=$?" >> "$OUT/r"
+while [ ! -e "${go}" ]; do sleep 0.05; done
+cronvisor mark after; echo "after=$?" >> "$OUT/r"
+cronvisor progress adopted; echo "progress=$?" >> "$OUT/r"
+echo end >> "$OUT/r"
+`,
+  );
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s
+env: { PATH: "${path.join(ROOT, "bin")}:${NODE_DIR}:/usr/bin:/bin", OUT: "${out}" }
+jobs:
+  slow:
+    schedule: "* * * * * *"
+    command: [sh, ${job}]
+`,
+  );
+  const stateDir = path.join(dir, ".cronvisor");
+  const d1 = startDaemon(t, cfg);
+  await waitFor(() => results(path.join(out, "r")).before === "0", "the first mark");
+  d1.kill("SIGKILL");
+  await d1.exited;
+  const d2 = startDaemon(t, cfg);
+  await waitFor(() => /adopted run/.test(d2.err), "the run adopted");
+  fs.writeFileSync(go, "");
+  await waitFor(() => done(path.join(out, "r")), "the job's end");
+  const r = results(path.join(out, "r"));
+  assert.deepEqual(
+    r,
+    { before: "0", after: "0", progress: "0" },
+    fs.readFileSync(path.join(out, "err"), "utf8"),
+  );
+  assert.deepEqual(
+    query(stateDir, "SELECT key FROM markers ORDER BY key").map((k) => k.key),
+    ["after", "before"],
+  );
+  await stopDaemon(d2);
 });

@@ -121,9 +121,11 @@ export async function adoptOrphans(
     });
     if (action === "adopt" && job) {
       await store.adoptRun(r.id, owner);
+      rt.broker?.adopt({ job: r.job, runId: r.id, fence: r.fence ?? 0, pgid: r.pgid });
       watchAdopted(rt, r, job, ended);
     } else if (action === "reap") {
       const row = await recordOrphanEnd(rt, r, "found-dead");
+      rt.broker?.unregister(r.id); // forgets the secret a previous daemon kept for it
       if (job) onReaped(row, job);
     }
   }

@@ -90,6 +90,8 @@ export function dirProblem(
 export interface Broker {
   readonly socketPath: string;
   register(run: { job: string; runId: number; fence: number }): string;
+  /** A run a previous daemon registered (adopted after a restart), known by its kept hash. */
+  adopt(run: { job: string; runId: number; fence: number; pgid: number | null }): boolean;
   setGroup(runId: number, pgid: number): void;
   unregister(runId: number): void;
   close(): Promise<void>;
@@ -136,7 +138,16 @@ export async function startBroker(
       const entry = { hash: secretHash(secret), run: { ...r, pgid: null } };
       runs.set(r.runId, entry);
       send({ type: "register", ...entry });
+      keepHash(stateDir, r.runId, entry.hash);
       return secret;
+    },
+    adopt(r) {
+      const hash = keptHash(stateDir, r.runId);
+      if (hash === null) return false;
+      const entry = { hash, run: { job: r.job, runId: r.runId, fence: r.fence, pgid: r.pgid } };
+      runs.set(r.runId, entry);
+      send({ type: "register", ...entry });
+      return true;
     },
     setGroup(runId, pgid) {
       const e = runs.get(runId);
@@ -146,6 +157,7 @@ export async function startBroker(
     unregister(runId) {
       runs.delete(runId);
       send({ type: "unregister", runId });
+      fs.rmSync(hashFile(stateDir, runId), { force: true });
     },
     async close() {
       if (closing) return;
@@ -172,4 +184,30 @@ function spawnWorker(stateDir: string, sock: string): Promise<Worker> {
     });
     w.once("error", (e) => reject(new BrokerError(`the marker broker failed: ${e.message}`)));
   });
+}
+
+/**
+ * The hash of a run's secret, kept in the state dir (0700, root's) while the run lives, so that a
+ * daemon restarted after a crash can serve the runs it adopts: they still hold their secret.
+ * Best effort: without it an adopted run's marker calls are refused (3), never misdirected.
+ */
+const hashFile = (stateDir: string, runId: number): string =>
+  path.join(stateDir, "runs", `${runId}.secret`);
+
+function keepHash(stateDir: string, runId: number, hash: string): void {
+  try {
+    fs.mkdirSync(path.join(stateDir, "runs"), { recursive: true, mode: 0o700 });
+    fs.writeFileSync(hashFile(stateDir, runId), hash, { mode: 0o600, flag: "wx" });
+  } catch {
+    // a full disk: this run cannot be served after a restart, and nothing else is lost
+  }
+}
+
+function keptHash(stateDir: string, runId: number): string | null {
+  try {
+    const h = fs.readFileSync(hashFile(stateDir, runId), "utf8");
+    return /^[0-9a-f]{64}$/.test(h) ? h : null;
+  } catch {
+    return null;
+  }
 }

@@ -34,6 +34,8 @@ export interface RunBroker {
   readonly socketPath: string;
   /** Returns the run's secret (CRONVISOR_SECRET). */
   register(run: { job: string; runId: number; fence: number }): string;
+  /** A run a previous daemon started (adopted): served again if its secret's hash was kept. */
+  adopt(run: { job: string; runId: number; fence: number; pgid: number | null }): boolean;
   /** The run's process group: the processes `once` may name as its own. */
   setGroup(runId: number, pgid: number): void;
   unregister(runId: number): void;
