@@ -20,7 +20,12 @@ export async function daemon(o: { config?: string }): Promise<void> {
   }
   // Alerts, pings and the HTTP endpoint observe the daemon through hooks (src/monitor/).
   const hooks = await monitorHooks(config);
-  const sup = new Supervisor({ config, hooks, loadConfig: await reloader(file) });
+  const sup = new Supervisor({
+    config,
+    hooks,
+    configHash: loaded.hash,
+    loadConfig: await reloader(file),
+  });
   try {
     await sup.start();
   } catch (e) {
@@ -39,17 +44,17 @@ async function reloader(file: string) {
   const { loadConfigCacheable } = await import("../config/config.js");
   const { formatConfigError } = await import("../core/types.js");
   const { checkOwnership } = await import("../config/safety.js");
-  return (): { config: Config | null; errors: string[] } => {
-    const { result: r, saveCache } = loadConfigCacheable(file);
+  return (): { config: Config | null; errors: string[]; hash: string | null } => {
+    const { result: r, saveCache, hash } = loadConfigCacheable(file);
     if (r.config) {
       try {
         checkOwnership(r.config);
       } catch (e) {
-        return { config: null, errors: [(e as Error).message] };
+        return { config: null, errors: [(e as Error).message], hash };
       }
       saveCache();
     }
-    return { config: r.config, errors: r.errors.map(formatConfigError) };
+    return { config: r.config, errors: r.errors.map(formatConfigError), hash };
   };
 }
 

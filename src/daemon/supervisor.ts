@@ -6,7 +6,7 @@
 import fs from "node:fs";
 import { isAlive, startTimeOf } from "../run/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
-import { openStore } from "../store/store.js";
+import { openStore, type AcceptedConfig } from "../store/store.js";
 import type { Config } from "../core/types.js";
 import { adoptOrphans } from "./adopt.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, type LateSlot } from "./due.js";
@@ -29,8 +29,19 @@ export interface SupervisorOptions {
   hooks?: SupervisorHooks;
   now?: () => number;
   log?: (line: string) => void;
-  /** Re-read the config (SIGHUP / `cronvisor reload`). */
-  loadConfig?: () => { config: Config | null; errors: string[] };
+  /** The sha256 of the config file's bytes that `config` was parsed from (recorded with it). */
+  configHash?: string | null;
+  /** Re-read the config (SIGHUP / `cronvisor reload`), with its file's sha256 when it parsed. */
+  loadConfig?: () => { config: Config | null; errors: string[]; hash?: string | null };
+}
+
+/**
+ * The record of a config the daemon runs, for commands whose config file is broken. Its form is
+ * the one the state dir's config cache keeps (a Config as JSON), read back by
+ * src/config/config-cache.ts's configFromJson.
+ */
+function accepted(config: Config, hash: string | null | undefined, at: number): AcceptedConfig {
+  return { json: JSON.stringify(config), hash: hash ?? null, at };
 }
 
 export class DaemonBusyError extends Error {}
@@ -64,7 +75,8 @@ export class Supervisor {
     const store = await openStore(cfg.stateDir, { create: true, check: true, busyTimeoutMs: 2000 });
     const owner = { pid: process.pid, start: startTimeOf(process.pid) };
     const now = this.now();
-    const holder = await store.claimDaemon(owner, now, cfg.heartbeatMs, cfg.file, isAlive);
+    const record = accepted(cfg, this.opts.configHash, now);
+    const holder = await store.claimDaemon(owner, now, cfg.heartbeatMs, cfg.file, isAlive, record);
     if (holder) {
       await store.close();
       throw new DaemonBusyError(
@@ -235,7 +247,8 @@ export class Supervisor {
     const batch = new TickBatch();
     runs.offerAll(await watchJobs(rt, rt.config, this.now(), new Map(rt.jobs)), batch);
     await runs.flush(batch);
-    await rt.store.setConfigError(process.pid, null);
+    // What the readers fall back on while the file is broken, and no refusal: one write.
+    await rt.store.acceptConfig(process.pid, accepted(rt.config, res.hash, this.now()));
     rt.hook("reloaded", (h) => h.reloaded?.(rt.config));
     this.log(`cronvisor: config reloaded: ${res.config.jobs.length} job(s)`);
     this.arm();
