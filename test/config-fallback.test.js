@@ -167,8 +167,12 @@ test("a broken config file: the readers work from the daemon's record and say so
       what,
     );
 
-    // A run that has ended (the newest may have just started, its log still empty).
-    const [ended] = rows(dir, "SELECT id FROM runs WHERE job = 'a' AND status = 'ok' LIMIT 1");
+    // The newest run that has ended (the newest run may have just started, its log still
+    // empty; the oldest may be pruned at any end: keep_runs).
+    const [ended] = rows(
+      dir,
+      "SELECT id FROM runs WHERE job = 'a' AND status = 'ok' ORDER BY id DESC LIMIT 1",
+    );
     const logs = run(cfg, "logs", "a", "--run", String(ended.id));
     assert.equal(logs.code, 0, `${what}: ${logs.stderr}`);
     assertNotice(logs, broken.error, `${what}: logs`);
