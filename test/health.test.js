@@ -8,7 +8,7 @@ import {
   percentile95,
   UNRESPONSIVE_BEATS,
 } from "../dist/health/health.js";
-import { checkCode, checkSummary } from "../dist/health/status.js";
+import { brokenFileNotice, checkCode, checkSummary } from "../dist/health/status.js";
 
 const NOW = Date.parse("2026-03-29T12:00:00.000Z");
 const S = 1000;
@@ -306,4 +306,35 @@ test("--check: 2 when the daemon is not beating, 1 for a warning word, a failed 
   assert.equal(checkCode(report("unresponsive", ["ok"])), 2);
   assert.equal(checkCode(report("down", ["failing"])), 2);
   assert.equal(checkSummary(report("down", [])), "CRITICAL: daemon down (last heartbeat 1s ago)");
+});
+
+test("--check: 1 while status works from the daemon's record of its config (the file has errors), said first", () => {
+  const report = (state, healths) => ({
+    daemon: {
+      state,
+      pid: 1,
+      heartbeat_age_s: 1,
+      config_error: "jobs.yaml:3:1: bad",
+      config_accepted_at: "2026-11-29T22:23:40.119Z",
+      config_file_errors: ["jobs.yaml:3:1: bad"],
+    },
+    jobs: healths.map((health, i) => ({ name: `j${i}`, health })),
+  });
+  assert.equal(checkCode(report("running", ["ok"])), 1);
+  const at = brokenFileNotice(Date.parse("2026-11-29T22:23:40.119Z"), true);
+  assert.equal(checkSummary(report("running", ["ok"])), `WARNING: ${at}`);
+  assert.equal(checkSummary(report("running", ["failing"])), `WARNING: ${at}, j0 failing`);
+  assert.equal(checkCode(report("down", ["ok"])), 2);
+});
+
+test("the broken-file notice: HH:MM with the zone's name and the date, in the zone given", () => {
+  const at = Date.parse("2026-11-29T22:23:40.119Z");
+  assert.equal(
+    brokenFileNotice(at, true, "UTC"),
+    "the config file has errors; the daemon runs the config accepted at 22:23 UTC on 2026-11-29",
+  );
+  assert.equal(
+    brokenFileNotice(at, false, "Asia/Tokyo"),
+    "the config file has errors; the daemon last ran the config accepted at 07:23 GMT+9 on 2026-11-30",
+  );
 });

@@ -290,7 +290,9 @@ test("the daemon refreshes the cache on a successful reload and keeps it on a fa
   // status uses what the daemon wrote (proved by a change only the cache has).
   const tampered = tamper(cache);
   assert.equal(nightly(statusJson(cfg)).schedule, "TAMPERED");
-  // A reload the daemon refuses leaves the cache alone (and status reports the file's errors).
+  // A reload the daemon refuses leaves the cache alone. status reports the file's errors and
+  // works from the config the daemon runs as recorded in its store, not from the cache (issue 12
+  // changed this from exit 2: test/config-fallback.test.js).
   fs.writeFileSync(cfg, text.replace('"0 2 * * *"', '"0 2 * *"'));
   d.kill("SIGHUP");
   await waitFor(
@@ -298,7 +300,13 @@ test("the daemon refreshes the cache on a successful reload and keeps it on a fa
     "the refused reload",
   );
   assert.deepEqual(JSON.parse(fs.readFileSync(cache, "utf8")), tampered);
-  assert.equal(status(cfg, "--json").code, 2);
+  const broken = status(cfg, "--json");
+  assert.equal(broken.code, 0, broken.stderr);
+  assert.match(broken.stderr, /^the config file has errors; the daemon runs the config accepted/);
+  const report = JSON.parse(broken.stdout);
+  assert.match(report.daemon.config_file_errors[0], /jobs\.nightly\.schedule: /);
+  assert.equal(nightly(report).schedule, "0 4 * * *");
+  assert.deepEqual(JSON.parse(fs.readFileSync(cache, "utf8")), tampered);
   await stopDaemon(d);
 });
 

@@ -18,7 +18,13 @@ export async function daemon(o: { config?: string }): Promise<void> {
   // Jobs of any user reach their markers through the broker (src/markers/broker.ts).
   const { startBroker, BrokerError } = await import("../markers/broker.js");
   const broker = (stateDir: string) => startBroker(stateDir, "daemon.sock");
-  const sup = new Supervisor({ config, hooks, loadConfig: await reloader(file), broker });
+  const sup = new Supervisor({
+    config,
+    hooks,
+    configHash: loaded.hash,
+    loadConfig: await reloader(file),
+    broker,
+  });
   const started = sup.start();
   handleDaemonSignals(sup, started);
   try {
@@ -42,17 +48,17 @@ async function reloader(file: string) {
   const { loadConfigCacheable } = await import("../config/config.js");
   const { formatConfigError } = await import("../core/types.js");
   const { checkOwnership } = await import("../config/safety.js");
-  return (): { config: Config | null; errors: string[] } => {
-    const { result: r, saveCache } = loadConfigCacheable(file);
+  return (): { config: Config | null; errors: string[]; hash: string | null } => {
+    const { result: r, saveCache, hash } = loadConfigCacheable(file);
     if (r.config) {
       try {
         checkOwnership(r.config);
       } catch (e) {
-        return { config: null, errors: [(e as Error).message] };
+        return { config: null, errors: [(e as Error).message], hash };
       }
       saveCache();
     }
-    return { config: r.config, errors: r.errors.map(formatConfigError) };
+    return { config: r.config, errors: r.errors.map(formatConfigError), hash };
   };
 }
 

@@ -1,13 +1,14 @@
 // `cronvisor history`: runs and slot dispositions, newest first, then the store's events.
 import { positiveInt } from "./args.js";
-import { findJob, load, openStoreOrEmpty, out, when } from "./shared.js";
+import { loadForReading } from "./running-config.js";
+import { findJob, openStoreOrEmpty, out, when } from "./shared.js";
 import { renderTable } from "../core/table.js";
 
 export async function history(
   jobName: string | undefined,
   o: { config?: string; limit: string; json?: boolean },
 ): Promise<void> {
-  const config = await load(o.config);
+  const { config } = await loadForReading(o.config);
   if (jobName) findJob(config, jobName);
   const limit = positiveInt(o.limit, "--limit");
   const store = await openStoreOrEmpty(config);

@@ -1,15 +1,16 @@
 // `cronvisor logs JOB`: print a run's log (default: the latest run that has one).
 import fs from "node:fs";
 import { positiveInt } from "./args.js";
+import { loadForReading } from "./running-config.js";
 import { copyLog } from "./follow.js";
 import { EXIT } from "../core/exit.js";
-import { CliError, findJob, load, openStoreOrEmpty } from "./shared.js";
+import { CliError, findJob, openStoreOrEmpty } from "./shared.js";
 
 export async function logs(
   job: string,
   o: { config?: string; run?: string; follow?: boolean },
 ): Promise<void> {
-  const config = await load(o.config);
+  const { config } = await loadForReading(o.config);
   findJob(config, job);
   const runId = o.run === undefined ? null : positiveInt(o.run, "--run");
   const store = await openStoreOrEmpty(config);

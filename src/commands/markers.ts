@@ -1,11 +1,12 @@
 // `cronvisor markers` (list a job's done-markers) and `cronvisor unmark` (an operator removes one).
 import { EXIT } from "../core/exit.js";
-import { CliError, findJob, load, openStore, openStoreOrEmpty, out, when } from "./shared.js";
 import { printable } from "../core/printable.js";
+import { loadForReading } from "./running-config.js";
+import { CliError, findJob, load, openStore, openStoreOrEmpty, out, when } from "./shared.js";
 import { renderTable } from "../core/table.js";
 
 export async function markers(name: string, o: { config?: string; json?: boolean }): Promise<void> {
-  const config = await load(o.config);
+  const { config } = await loadForReading(o.config);
   findJob(config, name);
   const store = await openStoreOrEmpty(config);
   const list = ((await store?.markers(name)) ?? []).map((m) => ({

@@ -1,13 +1,14 @@
 // `cronvisor next`: upcoming fire times in each job's time zone.
 import type { JobConfig } from "../core/types.js";
 import { positiveInt } from "./args.js";
-import { findJob, load, out } from "./shared.js";
+import { loadForReading } from "./running-config.js";
+import { findJob, out } from "./shared.js";
 
 export async function next(
   jobName: string | undefined,
   o: { config?: string; count: string; json?: boolean },
 ): Promise<void> {
-  const config = await load(o.config);
+  const { config } = await loadForReading(o.config);
   const jobs = jobName ? [findJob(config, jobName)] : config.jobs;
   const count = positiveInt(o.count, "--count");
   const { nextSlots } = await import("../schedule/schedule.js");

@@ -3,7 +3,8 @@
 import type { Config } from "../core/types.js";
 import type { StatusOptions } from "./args.js";
 import { EXIT } from "../core/exit.js";
-import { CliError, findJob, load, openStoreOrEmpty, out } from "./shared.js";
+import { loadForReading } from "./running-config.js";
+import { CliError, findJob, openStoreOrEmpty, out } from "./shared.js";
 
 export async function status(jobName: string | null, o: StatusOptions): Promise<void> {
   // `--check` answers for monitoring (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN) whatever goes wrong:
@@ -13,8 +14,9 @@ export async function status(jobName: string | null, o: StatusOptions): Promise<
     process.exitCode = code;
   };
   let config: Config;
+  let fileErrors: string[] | null;
   try {
-    config = await load(o.config, true);
+    ({ config, fileErrors } = await loadForReading(o.config, true));
   } catch (e) {
     if (o.check && e instanceof CliError) {
       process.stderr.write(`${e.message}\n`);
@@ -48,7 +50,7 @@ export async function status(jobName: string | null, o: StatusOptions): Promise<
   let report;
   let detail;
   try {
-    report = await buildStatus(config, store, Date.now(), jobName);
+    report = await buildStatus(config, store, Date.now(), jobName, fileErrors);
     detail = jobName ? await store.history(jobName, 10) : [];
   } catch (e) {
     // Pages that fail only when read (a store corrupted in the middle): the daemon cannot run

@@ -147,21 +147,30 @@ function readCache(dir: string, key: Key): Config | null {
     if (!st.isFile() || (st.uid !== uid && st.uid !== 0) || (st.mode & 0o022) !== 0) return null;
     const c = JSON.parse(fs.readFileSync(fd, "utf8")) as Partial<CacheFile> | null;
     if (!c || !sameKey(key, c.key)) return null;
-    const config = c.config;
-    if (
-      !config ||
-      config.file !== key.file ||
-      config.stateDir !== dir ||
-      !Array.isArray(config.jobs) ||
-      typeof config.timezone !== "string"
-    )
-      return null;
-    return config;
+    return checkedConfig(c.config, String(key.file), dir);
   } catch {
     return null;
   } finally {
     fs.closeSync(fd);
   }
+}
+
+/**
+ * A Config read back from its JSON form (`JSON.stringify(config)`): the form this cache keeps, and
+ * the one the daemon records in the store as the config it runs. null unless it is the Config of
+ * `file` with its state in `stateDir`: a copy found elsewhere, or of another file, is not used.
+ */
+export function checkedConfig(value: unknown, file: string, stateDir: string): Config | null {
+  if (value === null || typeof value !== "object") return null;
+  const config = value as Partial<Config>;
+  if (
+    config.file !== file ||
+    config.stateDir !== stateDir ||
+    !Array.isArray(config.jobs) ||
+    typeof config.timezone !== "string"
+  )
+    return null;
+  return config as Config;
 }
 
 /** Write the cache for `config` (best effort: any failure leaves things as they were). */

@@ -6,7 +6,7 @@
 import fs from "node:fs";
 import { isAlive, startTimeOf } from "../run/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
-import { openStore } from "../store/store.js";
+import { openStore, type AcceptedConfig } from "../store/store.js";
 import type { Config } from "../core/types.js";
 import type { RunBroker } from "../run/execute.js";
 import { adoptOrphans } from "./adopt.js";
@@ -30,13 +30,24 @@ export interface SupervisorOptions {
   hooks?: SupervisorHooks;
   now?: () => number;
   log?: (line: string) => void;
-  /** Re-read the config (SIGHUP / `cronvisor reload`). */
-  loadConfig?: () => { config: Config | null; errors: string[] };
+  /** The sha256 of the config file's bytes that `config` was parsed from (recorded with it). */
+  configHash?: string | null;
+  /** Re-read the config (SIGHUP / `cronvisor reload`), with its file's sha256 when it parsed. */
+  loadConfig?: () => { config: Config | null; errors: string[]; hash?: string | null };
   /**
    * Start the marker broker of the state dir (src/markers/broker.ts), once the state dir is ours
    * and before any run starts. A rejection stops the start.
    */
   broker?: (stateDir: string) => Promise<RunBroker>;
+}
+
+/**
+ * The record of a config the daemon runs, for commands whose config file is broken. Its form is
+ * the one the state dir's config cache keeps (a Config as JSON), read back by
+ * src/config/config-cache.ts's configFromJson.
+ */
+function accepted(config: Config, hash: string | null | undefined, at: number): AcceptedConfig {
+  return { json: JSON.stringify(config), hash: hash ?? null, at };
 }
 
 export class DaemonBusyError extends Error {}
@@ -70,7 +81,8 @@ export class Supervisor {
     const store = await openStore(cfg.stateDir, { create: true, check: true, busyTimeoutMs: 2000 });
     const owner = { pid: process.pid, start: startTimeOf(process.pid) };
     const now = this.now();
-    const holder = await store.claimDaemon(owner, now, cfg.heartbeatMs, cfg.file, isAlive);
+    const record = accepted(cfg, this.opts.configHash, now);
+    const holder = await store.claimDaemon(owner, now, cfg.heartbeatMs, cfg.file, isAlive, record);
     if (holder) {
       await store.close();
       throw new DaemonBusyError(
@@ -247,11 +259,11 @@ export class Supervisor {
     }
     const config = { ...res.config, stateDir: rt.config.stateDir };
     // Applied only once the store knows the new jobs; a busy store keeps it for the next beat.
-    const ok = await rt.kept.write("reload", () => this.applyConfig(config));
+    const ok = await rt.kept.write("reload", () => this.applyConfig(config, res.hash));
     return ok ? { ok, errors: [] } : { ok, errors: ["the store is busy: applied on a later beat"] };
   }
 
-  private async applyConfig(config: Config): Promise<void> {
+  private async applyConfig(config: Config, hash: string | null | undefined): Promise<void> {
     const { rt, runs } = this.on;
     const offers = await watchJobs(rt, config, this.now(), new Map(rt.jobs));
     rt.config = config;
@@ -261,7 +273,8 @@ export class Supervisor {
     rt.hook("reloaded", (h) => h.reloaded?.(rt.config));
     this.log(`cronvisor: config reloaded: ${config.jobs.length} job(s)`);
     this.arm();
-    await rt.store.setConfigError(process.pid, null);
+    // What the readers fall back on while the file is broken, and no refusal: one write.
+    await rt.store.acceptConfig(process.pid, accepted(config, hash, this.now()));
   }
 
   /** Ordered and idempotent: stop firing, TERM every run, wait its grace, KILL, record, close. */

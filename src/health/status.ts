@@ -83,6 +83,11 @@ export interface DaemonReport {
   /** Why the daemon's `http:` endpoint is not serving (it retries every heartbeat), and since when. */
   http_error: string | null;
   http_error_since: string | null;
+  /** When the config the daemon runs (or last ran) was accepted, and its file's sha256. */
+  config_accepted_at: string | null;
+  config_hash: string | null;
+  /** null, or every error of the config file on disk, while status works from the record. */
+  config_file_errors: string[] | null;
 }
 
 export interface RunningReport {
@@ -166,7 +171,11 @@ export function judgeJob(job: JobConfig, r: JobReadings, now: number): JobInspec
 }
 
 /** The daemon's state as `status` sees it from outside: the row plus whether its pid lives. */
-export function daemonReport(d: DaemonRow | null, now: number): DaemonReport {
+export function daemonReport(
+  d: DaemonRow | null,
+  now: number,
+  fileErrors: string[] | null = null,
+): DaemonReport {
   const pidAlive = d?.pid != null && isAlive(d.pid, d.pid_start);
   const state = daemonState(d, pidAlive, now);
   return {
@@ -179,6 +188,9 @@ export function daemonReport(d: DaemonRow | null, now: number): DaemonReport {
     config_error: state === "down" ? null : (d?.config_error ?? null),
     http_error: state === "down" ? null : (d?.http_error ?? null),
     http_error_since: state === "down" ? null : iso(d?.http_error_since),
+    config_accepted_at: iso(d?.config_accepted_at),
+    config_hash: d?.config_hash ?? null,
+    config_file_errors: fileErrors,
   };
 }
 
@@ -187,6 +199,7 @@ export async function buildStatus(
   store: Store,
   now: number,
   only: string | null = null,
+  fileErrors: string[] | null = null,
 ): Promise<StatusReport> {
   // One snapshot: the rows read for every job belong together (and a run cannot be pruned
   // between reading a job's recent runs and its last finished one).
@@ -196,7 +209,7 @@ export async function buildStatus(
     RECENT_RUNS,
   );
   const jobs = wanted.map((job) => jobReport(job, rows.jobs.get(job.name) as StatusJobRows, now));
-  return { daemon: daemonReport(rows.daemon, now), jobs };
+  return { daemon: daemonReport(rows.daemon, now, fileErrors), jobs };
 }
 
 function jobReport(job: JobConfig, r: StatusJobRows, now: number): JobReport {
@@ -243,8 +256,9 @@ export type CheckCode = typeof EXIT.ok | typeof EXIT.warning | typeof EXIT.criti
 
 /**
  * Nagios-style: 2 CRITICAL when the daemon is down or not beating; 1 WARNING when a job is late,
- * stuck, failing or repeating, the daemon runs on an old config because a reload failed, or its
- * http endpoint is down; else 0 OK. (3 UNKNOWN, no store, is decided before there is a report.)
+ * stuck, failing or repeating, the daemon runs on an old config because a reload failed or
+ * the file on disk has errors, or its http endpoint is down; else 0 OK. (3 UNKNOWN, no store, is
+ * decided before there is a report.)
  */
 export function checkCode(s: StatusReport): CheckCode {
   if (s.daemon.state !== "running") return EXIT.critical;
@@ -252,11 +266,15 @@ export function checkCode(s: StatusReport): CheckCode {
   if (
     s.jobs.some((j) => WARNING_WORDS.includes(j.health)) ||
     d.config_error !== null ||
-    d.http_error !== null
+    d.http_error !== null ||
+    brokenFile(d)
   )
     return EXIT.warning;
   return EXIT.ok;
 }
+
+/** Is the report built from the daemon's record because the config file has errors? */
+const brokenFile = (d: DaemonReport): boolean => (d.config_file_errors?.length ?? 0) > 0;
 
 /** The one-line verdict of `--check` (the first line a monitoring agent shows). */
 export function checkSummary(s: StatusReport): string {
@@ -271,9 +289,31 @@ export function checkSummary(s: StatusReport): string {
   }
   const bad = s.jobs.filter((j) => WARNING_WORDS.includes(j.health));
   const parts = bad.map((j) => `${j.name} ${j.health}`);
-  if (d.config_error !== null)
+  // A broken file says more than the refused reload it usually caused: it goes first, alone.
+  if (brokenFile(d) && d.config_accepted_at !== null)
+    parts.unshift(brokenFileNotice(Date.parse(d.config_accepted_at), true));
+  else if (d.config_error !== null)
     parts.push("config reload failed (the daemon runs the previous config)");
   if (d.http_error !== null) parts.push(`http endpoint down (${d.http_error})`);
   if (code === EXIT.warning) return `WARNING: ${parts.join(", ")}`;
   return `OK: daemon running, ${s.jobs.length} job(s) healthy or idle`;
+}
+
+/**
+ * What a reader says first while it works from the daemon's record because the config file is
+ * broken: when that config was accepted, as HH:MM in `timeZone` (the host's) with the zone's name
+ * and the date. `runs`: false once the daemon has stopped (the record is what it last ran).
+ */
+export function brokenFileNotice(acceptedAt: number, runs: boolean, timeZone?: string): string {
+  const at = new Date(acceptedAt);
+  const time = new Intl.DateTimeFormat("en-GB", {
+    timeZone,
+    hour: "2-digit",
+    minute: "2-digit",
+    hourCycle: "h23",
+    timeZoneName: "short",
+  }).format(at);
+  const date = new Intl.DateTimeFormat("sv-SE", { timeZone, dateStyle: "short" }).format(at);
+  const verb = runs ? "runs" : "last ran";
+  return `the config file has errors; the daemon ${verb} the config accepted at ${time} on ${date}`;
 }

@@ -8,6 +8,7 @@
 // is `reserveRuns`, not a loop of calls). The public library (`Markers`) stays synchronous on its
 // own connection.
 import type {
+  AcceptedConfig,
   AddJob,
   Alive,
   AttemptRow,
@@ -28,6 +29,7 @@ import type {
   RunEnd,
   RunFacts,
   RunProcess,
+  RunningConfig,
   RunRow,
   SlotRecord,
   StatusJob,
@@ -76,17 +78,26 @@ export interface Store extends MarkerStore {
 
   // ---- the daemon singleton
   daemon(): Promise<DaemonRow | null>;
-  /** Claim the state dir; returns the live holder that keeps it, or null when claimed. */
+  /** The config the daemon runs or last ran (its validated form), or null if none is recorded. */
+  runningConfig(): Promise<RunningConfig | null>;
+  /**
+   * Claim the state dir, recording the config the daemon starts with; returns the live holder
+   * that keeps it, or null when claimed.
+   */
   claimDaemon(
     me: Owner,
     now: number,
     heartbeatMs: number,
     configFile: string,
     holderAlive: Alive,
+    accepted?: AcceptedConfig | null,
   ): Promise<DaemonRow | null>;
   heartbeat(pid: number, now: number, heartbeatMs: number): Promise<void>;
+  /** A refused reload: why (the running config stays as recorded). */
   setConfigError(pid: number, message: string | null): Promise<void>;
   setHttpState(pid: number, error: string | null, since: number | null): Promise<void>;
+  /** An accepted reload: the new running config, and no refusal, in one transaction. */
+  acceptConfig(pid: number, accepted: AcceptedConfig): Promise<void>;
   releaseDaemon(pid: number, now: number): Promise<void>;
 
   // ---- jobs

@@ -79,13 +79,35 @@ export interface DaemonRow {
   stopped_at: number | null;
   config_file: string | null;
   config_error: string | null;
-  /** The running config: its validated form (JSON), the hash of the file's bytes, when accepted. */
-  config_json: string | null;
+  /**
+   * The running config's hash (sha256 of the file's bytes) and when it was accepted. Its validated
+   * form (`config_json`) is read apart, by `runningConfig()`: it can be megabytes, and this row is
+   * read by every `status` and every monitor beat.
+   */
   config_hash: string | null;
   config_accepted_at: number | null;
   /** Why the http endpoint is not serving (null: serving, or no `http:`), and since when. */
   http_error: string | null;
   http_error_since: number | null;
+}
+
+/** The config a daemon accepted: its validated form (a Config as JSON) and its file's sha256. */
+export interface AcceptedConfig {
+  json: string;
+  hash: string | null;
+  at: number;
+}
+
+/** The daemon row's record of the config it runs (or last ran), for commands whose file is broken. */
+export interface RunningConfig {
+  config_file: string;
+  config_json: string;
+  config_hash: string | null;
+  config_accepted_at: number;
+  /** The daemon that recorded it, and whether it stopped: does it still run that config? */
+  pid: number | null;
+  pid_start: string | null;
+  stopped_at: number | null;
 }
 
 export interface MarkerRow {

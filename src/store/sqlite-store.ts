@@ -6,6 +6,7 @@ import { openConn, type Conn, type OpenOptions } from "./connection.js";
 import type { Store } from "./interface.js";
 import { SqliteMarkerStore } from "./sqlite-marker-store.js";
 import type {
+  AcceptedConfig,
   AddJob,
   Alive,
   EventInput,
@@ -57,8 +58,21 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
     return daemon.daemonRow(this.c);
   }
 
-  async claimDaemon(me: Owner, now: number, hbMs: number, file: string, holderAlive: Alive) {
-    return this.c.write(() => daemon.claimDaemon(this.c, me, now, hbMs, file, holderAlive));
+  async runningConfig() {
+    return daemon.runningConfig(this.c);
+  }
+
+  async claimDaemon(
+    me: Owner,
+    now: number,
+    hbMs: number,
+    file: string,
+    holderAlive: Alive,
+    accepted: AcceptedConfig | null = null,
+  ) {
+    return this.c.write(() =>
+      daemon.claimDaemon(this.c, me, now, hbMs, file, holderAlive, accepted),
+    );
   }
 
   async heartbeat(pid: number, now: number, heartbeatMs: number) {
@@ -71,6 +85,10 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
 
   async setHttpState(pid: number, error: string | null, since: number | null) {
     daemon.setHttpState(this.c, pid, error, since);
+  }
+
+  async acceptConfig(pid: number, accepted: AcceptedConfig) {
+    daemon.acceptConfig(this.c, pid, accepted);
   }
 
   async releaseDaemon(pid: number, now: number) {
