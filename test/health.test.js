@@ -317,6 +317,8 @@ test("--check: 1 while status works from the daemon's record of its config (the 
       config_error: "jobs.yaml:3:1: bad",
       config_accepted_at: "2026-11-29T22:23:40.119Z",
       config_file_errors: ["jobs.yaml:3:1: bad"],
+      http_error: null,
+      http_error_since: null,
     },
     jobs: healths.map((health, i) => ({ name: `j${i}`, health })),
   });
