@@ -168,6 +168,12 @@ export async function startBroker(
       await exited;
       clearTimeout(timer);
       fs.rmSync(sock, { force: true });
+      // The directory goes with its last socket (another supervisor's may still be in it).
+      try {
+        fs.rmdirSync(dir);
+      } catch {
+        // not empty: a `cronvisor run` of the same state dir still serves its run
+      }
     },
   };
 }
