@@ -270,11 +270,13 @@ jobs:
 
 test("progress and mark from a process that outlived its run are refused (3) and change nothing", async (t) => {
   const { dir, out } = workDir(t);
-  const late = `while [ ! -e "$OUT/go" ]; do sleep 0.05; done; cronvisor progress late 2> "$OUT/late.err"; echo $? > "$OUT/late.tmp"; cronvisor mark late 2>> "$OUT/late.err"; echo $? >> "$OUT/late.tmp"; mv "$OUT/late.tmp" "$OUT/late"`;
+  // The straggler writes its pid once it has left the run's session, and the run waits for that:
+  // a run that ended first would have its group killed with the straggler still in it.
+  const late = `echo $$ > "$OUT/pid.tmp"; mv "$OUT/pid.tmp" "$OUT/pid"; while [ ! -e "$OUT/go" ]; do sleep 0.05; done; cronvisor progress late 2> "$OUT/late.err"; echo $? > "$OUT/late.tmp"; cronvisor mark late 2>> "$OUT/late.err"; echo $? >> "$OUT/late.tmp"; mv "$OUT/late.tmp" "$OUT/late"`;
   const job = script(
     dir,
     "job.sh",
-    `#!/bin/sh\nsetsid sh -c '${late}' </dev/null >/dev/null 2>&1 &\necho $! > "$OUT/pid"\n`,
+    `#!/bin/sh\nsetsid sh -c '${late}' </dev/null >/dev/null 2>&1 &\nwhile [ ! -e "$OUT/pid" ]; do sleep 0.01; done\n`,
   );
   const cfg = writeConfig(
     dir,
