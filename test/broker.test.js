@@ -159,6 +159,91 @@ jobs:
   assert.equal(fs.existsSync(sockDir), false, "the socket and its directory are removed at stop");
 });
 
+/** A Node job using the library (`Markers.fromEnv()`); what each call gave, as JSON in $OUT/TAG. */
+const libraryJob = (index) => `import fs from "node:fs";
+import { Markers } from ${JSON.stringify(index)};
+const r = { uid: process.getuid() };
+const m = Markers.fromEnv();
+r.new = m.markDone("a", "b");
+r.again = m.markDone("a");
+r.done = m.isDone("a");
+r.not = m.isDone("zzz");
+let side = 0;
+r.once1 = await m.once("up", () => side++);
+r.once2 = await m.once("up", () => side++);
+r.side = side;
+m.progress("lib");
+for (const [name, f] of [
+  ["list", () => m.list()],
+  ["foreign", () => Markers.fromEnv({ ...process.env, CRONVISOR_JOB: "other" }).markDone("x")],
+]) {
+  try {
+    f();
+    r[name] = "no error";
+  } catch (e) {
+    r[name] = e.constructor.name;
+  }
+}
+m.close();
+fs.writeFileSync(process.env.OUT + "/" + process.argv[2], JSON.stringify(r));
+`;
+
+test("the Node library in a user: job and a root job goes through the broker, synchronously, with the same results", async (t) => {
+  const user = testUser();
+  if (user.skip) return t.skip(user.skip);
+  const copy = userCli(user);
+  if (copy.skip) return t.skip(copy.skip);
+  const { dir, out } = workDir(t, user);
+  const job = script(dir, "job.mjs", libraryJob(path.join(copy.bin, "..", "dist", "index.js")));
+  const cfg = writeConfig(
+    dir,
+    `env: { PATH: "${NODE_DIR}:/usr/bin:/bin", OUT: "${out}" }
+jobs:
+  app:
+    schedule: "@reboot"
+    command: [node, ${job}, app]
+    user: ${user.name}
+    cwd: /
+  rootjob:
+    schedule: "@reboot"
+    command: [node, ${job}, rootjob]
+    cwd: /
+`,
+  );
+  const d = startDaemon(t, cfg);
+  const state = path.join(dir, ".cronvisor");
+  for (const tag of ["app", "rootjob"]) {
+    const file = path.join(out, tag);
+    await waitFor(() => fs.existsSync(file), `the ${tag} job to finish`, 60_000);
+    const r = JSON.parse(fs.readFileSync(file, "utf8"));
+    assert.deepEqual(r, {
+      uid: tag === "app" ? user.uid : 0,
+      new: 2,
+      again: 0,
+      done: true,
+      not: false,
+      once1: true,
+      once2: false,
+      side: 1,
+      list: "UsageError",
+      foreign: "FenceError",
+    });
+    const run = await waitFor(
+      () => query(state, "SELECT * FROM runs WHERE job = ? AND status = 'ok'", tag)[0],
+      `the ${tag} run recorded`,
+    );
+    const keys = query(state, "SELECT key FROM markers WHERE job = ? ORDER BY key", tag);
+    assert.deepEqual(
+      keys.map((k) => k.key),
+      ["a", "b", "up"],
+    );
+    assert.equal(run.markers_new, 3);
+    assert.equal(run.progress_msg, "lib");
+  }
+  assert.equal(query(state, "SELECT * FROM markers WHERE job = 'other'").length, 0);
+  await stopDaemon(d);
+});
+
 test("check, mark, once and progress exit 69 and say why when the broker cannot be reached", (t) => {
   const dir = tmpdir(t);
   const env = {

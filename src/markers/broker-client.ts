@@ -7,7 +7,7 @@ import { EXIT } from "../core/exit.js";
 import type { ClaimOutcome, MarkerStore, MarkerWriter, Owner } from "../store/store.js";
 import { openMarkerStore } from "../store/store.js";
 import { MARK_LINE_TARGET, type Reply } from "./broker-protocol.js";
-import type { MarkersTarget } from "./markers.js";
+import type { MarkersTarget } from "./target.js";
 
 /** The broker refused a request or could not be reached; exitCode is what the command exits. */
 export class BrokerCallError extends Error {
@@ -99,9 +99,14 @@ export class BrokerClient implements MarkerStore {
 
   /** One request, its reply; a refusal throws BrokerCallError with the broker's exit code. */
   private async call(req: Record<string, unknown>): Promise<Extract<Reply, { ok: true }>> {
-    const reply = await this.send(`${JSON.stringify({ ...req, secret: this.secret })}\n`);
+    const reply = await this.request(req);
     if (!reply.ok) throw new BrokerCallError(reply.error, reply.code);
     return reply;
+  }
+
+  /** One request and the broker's reply, a refusal included; rejects only when unreachable. */
+  request(req: Record<string, unknown>): Promise<Reply> {
+    return this.send(`${JSON.stringify({ ...req, secret: this.secret })}\n`);
   }
 
   /**
@@ -182,7 +187,7 @@ export class BrokerClient implements MarkerStore {
 }
 
 /** Keys in lists whose request line stays under the broker's limit (JSON may escape a key). */
-function* chunks(keys: readonly string[]): Generator<string[]> {
+export function* chunks(keys: readonly string[]): Generator<string[]> {
   let chunk: string[] = [];
   let bytes = 0;
   for (const k of keys) {

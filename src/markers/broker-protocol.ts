@@ -3,7 +3,7 @@
 // and validating a request is pure and total: whatever a client sends becomes a Request or an
 // error reply, never a throw.
 import { EXIT } from "../core/exit.js";
-import { checkKey } from "./markers.js";
+import { checkKey } from "./target.js";
 
 /** A request line longer than this is refused and its connection closed (memory is bounded). */
 export const LINE_MAX = 1 << 20;

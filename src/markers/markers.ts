@@ -6,70 +6,103 @@ import { EXIT, signalExitCode } from "../core/exit.js";
 import { isAlive, startTimeOf } from "../run/proc.js";
 import { openConn, type Conn } from "../store/connection.js";
 import { StoreError } from "../store/errors.js";
-import type { ClaimOutcome, MarkerWriter } from "../store/rows.js";
+import type { ClaimOutcome, MarkerWriter, Owner } from "../store/rows.js";
 import * as sql from "../store/sqlite/markers.js";
+import { BrokerPath } from "./broker-sync.js";
+import {
+  ClaimHeldError,
+  UsageError,
+  checkKey,
+  claimResult,
+  staleFence,
+  targetFromEnv,
+  type MarkersTarget,
+  type SyncMarkerPath,
+} from "./target.js";
 
-/** The writer's fence is stale: a newer run holds the job, or this run has ended. Exit 3. */
-export class FenceError extends Error {
-  readonly exitCode = EXIT.unknown;
-}
-/** Another live `once` holds this key right now. Exit 75. */
-export class ClaimHeldError extends Error {
-  readonly exitCode = EXIT.busy;
-}
-/** Bad arguments. Exit 2. */
-export class UsageError extends Error {
-  readonly exitCode = EXIT.usage;
-}
+export {
+  ClaimHeldError,
+  FenceError,
+  UsageError,
+  checkKey,
+  claimResult,
+  staleFence,
+  targetFromEnv,
+  type MarkersTarget,
+} from "./target.js";
 
-export interface MarkersTarget extends MarkerWriter {
-  stateDir: string;
-}
+/** The store itself: an operator's process, or a root job of a run that has no broker. */
+class LocalPath implements SyncMarkerPath {
+  constructor(private readonly c: Conn) {}
 
-const KEY_MAX = 1024;
-
-export function checkKey(key: string): string {
-  if (key.length === 0) throw new UsageError("a marker key must not be empty");
-  if (key.length > KEY_MAX)
-    throw new UsageError(`a marker key must be at most ${KEY_MAX} characters`);
-  if (/[\n\r\0]/.test(key))
-    throw new UsageError(`marker key ${JSON.stringify(key)} contains a newline or NUL`);
-  return key;
-}
-
-/** Read the current run from the environment a job receives. */
-export function targetFromEnv(env: NodeJS.ProcessEnv = process.env): MarkersTarget {
-  const stateDir = env.CRONVISOR_STATE_DIR;
-  const job = env.CRONVISOR_JOB;
-  const id = Number(env.CRONVISOR_RUN_ID);
-  const fence = Number(env.CRONVISOR_FENCE);
-  if (!stateDir || !job || !Number.isInteger(id) || !Number.isInteger(fence)) {
-    throw new UsageError(
-      "not inside a cronvisor run (CRONVISOR_STATE_DIR, CRONVISOR_JOB, CRONVISOR_RUN_ID, CRONVISOR_FENCE unset); outside a job pass --job NAME and the config",
-    );
+  isDone(w: MarkerWriter, key: string): boolean {
+    const done = sql.isMarked(this.c, w.job, key);
+    if (done && w.run) this.c.write(() => sql.countSkipped(this.c, w.run?.id ?? null));
+    return done;
   }
-  return { stateDir, job, run: { id, fence } };
+  markDone(w: MarkerWriter, keys: readonly string[], now: number): number | null {
+    return this.c.write(() => sql.markKeys(this.c, w, keys, now));
+  }
+  takeClaim(w: MarkerWriter, key: string, me: Owner, now: number): ClaimOutcome {
+    return this.c.write(() => sql.takeClaim(this.c, w, key, me, now, isAlive));
+  }
+  completeClaim(w: MarkerWriter, key: string, pid: number, now: number): boolean {
+    return this.c.write(() => sql.completeClaim(this.c, w, key, pid, now));
+  }
+  noteClaimCommand(job: string, key: string, pid: number, cmdPid: number): void {
+    try {
+      const start = startTimeOf(cmdPid);
+      this.c.writeUnsynced(() => sql.setClaimCommand(this.c, job, key, pid, cmdPid, start));
+    } catch {
+      // a busy or full store: the claim is still held by this process while it lives
+    }
+  }
+  releaseClaim(job: string, key: string, pid: number): void {
+    this.c.write(() => sql.dropClaim(this.c, job, key, pid));
+  }
+  progress(w: MarkerWriter, message: string | null, now: number): boolean {
+    const id = w.run?.id as number;
+    this.c.write(() => sql.progress(this.c, id, message, now));
+    return true;
+  }
+  list(job: string) {
+    return sql.markers(this.c, job);
+  }
+  close(): void {
+    this.c.close();
+  }
 }
 
 export class Markers {
   private readonly me = { pid: process.pid, start: startTimeOf(process.pid) };
 
   private constructor(
-    private readonly c: Conn,
+    private readonly path: SyncMarkerPath,
     readonly target: MarkersTarget,
   ) {}
 
-  /** Open the markers of the current run (from CRONVISOR_* in the environment). */
+  /**
+   * Open the markers of the current run (from CRONVISOR_* in the environment): through the run's
+   * marker broker when it has one (a job of any user), else the store itself.
+   */
   static fromEnv(env: NodeJS.ProcessEnv = process.env, busyTimeoutMs = 5000): Markers {
-    return Markers.open(targetFromEnv(env), busyTimeoutMs);
+    const target = targetFromEnv(env);
+    if (env.CRONVISOR_BROKER && target.run)
+      return new Markers(
+        new BrokerPath(env.CRONVISOR_BROKER, env.CRONVISOR_SECRET ?? "", target.job),
+        target,
+      );
+    return Markers.open(target, busyTimeoutMs);
   }
 
+  /** The store of target.stateDir itself (it must be readable and writable by this process). */
   static open(target: MarkersTarget, busyTimeoutMs = 5000): Markers {
-    return new Markers(openConn(target.stateDir, { create: false, busyTimeoutMs }), target);
+    const c = openConn(target.stateDir, { create: false, busyTimeoutMs });
+    return new Markers(new LocalPath(c), target);
   }
 
   close(): void {
-    this.c.close();
+    this.path.close();
   }
 
   get job(): string {
@@ -79,16 +112,13 @@ export class Markers {
   /** Is KEY done? A done key counts as skipped work on the current run. */
   isDone(key: string): boolean {
     checkKey(key);
-    const done = sql.isMarked(this.c, this.target.job, key);
-    if (done && this.target.run) this.c.write(() => sql.countSkipped(this.c, this.runId()));
-    return done;
+    return this.path.isDone(this.target, key);
   }
 
   /** Mark keys done in one transaction; returns how many were new. Throws FenceError if stale. */
   markDone(...keys: string[]): number {
     keys.forEach(checkKey);
-    const now = Date.now();
-    const n = this.c.write(() => sql.markKeys(this.c, this.target, keys, now));
+    const n = this.path.markDone(this.target, keys, Date.now());
     if (n === null) throw staleFence(this.target);
     return n;
   }
@@ -100,32 +130,23 @@ export class Markers {
    */
   claim(key: string): "done" | "claimed" {
     checkKey(key);
-    const now = Date.now();
-    const out = this.c.write(() => sql.takeClaim(this.c, this.target, key, this.me, now, isAlive));
+    const out = this.path.takeClaim(this.target, key, this.me, Date.now());
     return claimResult(this.target, key, out);
   }
 
   /** Mark a claimed key right after its side effect succeeded, and release the claim. */
   completeClaim(key: string): void {
-    const now = Date.now();
-    const ok = this.c.write(() => sql.completeClaim(this.c, this.target, key, this.me.pid, now));
-    if (!ok) throw staleFence(this.target);
+    if (!this.path.completeClaim(this.target, key, this.me.pid, Date.now()))
+      throw staleFence(this.target);
   }
 
   /** Record the process a claim's command runs in (see ClaimRow). Best effort. */
   noteClaimCommand(key: string, cmdPid: number): void {
-    try {
-      const start = startTimeOf(cmdPid);
-      this.c.writeUnsynced(() =>
-        sql.setClaimCommand(this.c, this.target.job, key, this.me.pid, cmdPid, start),
-      );
-    } catch {
-      // a busy or full store: the claim is still held by this process while it lives
-    }
+    this.path.noteClaimCommand(this.target.job, key, this.me.pid, cmdPid);
   }
 
   releaseClaim(key: string): void {
-    this.c.write(() => sql.dropClaim(this.c, this.target.job, key, this.me.pid));
+    this.path.releaseClaim(this.target.job, key, this.me.pid);
   }
 
   /**
@@ -150,46 +171,14 @@ export class Markers {
 
   /** Report progress for the current run (time, optional message; each call counts). */
   progress(message: string | null = null): void {
-    const id = this.runId();
-    if (id === null)
+    if (this.target.run === null)
       throw new UsageError("progress is reported by a run: call it inside a cronvisor job");
-    const now = Date.now();
-    this.c.write(() => sql.progress(this.c, id, message, now));
+    if (!this.path.progress(this.target, message, Date.now())) throw staleFence(this.target);
   }
 
+  /** The job's markers (the store itself only: a run's broker does not list them). */
   list(): { key: string; run_id: number | null; created_at: number }[] {
-    return sql.markers(this.c, this.target.job);
-  }
-
-  private runId(): number | null {
-    return this.target.run?.id ?? null;
-  }
-}
-
-export function staleFence(t: MarkerWriter): FenceError {
-  const run = t.run as { id: number; fence: number };
-  return new FenceError(
-    `refused: run ${run.id} (fence ${run.fence}) is no longer the current run of job ${t.job}; nothing was written`,
-  );
-}
-
-/** A claim's outcome as the marker path reports it: "done", "claimed", or the error to throw. */
-export function claimResult(t: MarkerWriter, key: string, out: ClaimOutcome): "done" | "claimed" {
-  switch (out.kind) {
-    case "done":
-    case "claimed":
-      return out.kind;
-    case "stale":
-      throw staleFence(t);
-    case "held": {
-      const h = out.holder;
-      const run = `run ${h.run_id ?? "-"}`;
-      throw new ClaimHeldError(
-        out.by === "once"
-          ? `key ${JSON.stringify(key)} is being worked on by pid ${h.pid} (${run})`
-          : `key ${JSON.stringify(key)} is being worked on by pid ${h.cmd_pid}, whose \`once\` (pid ${h.pid}, ${run}) has died`,
-      );
-    }
+    return this.path.list(this.target.job);
   }
 }
 
