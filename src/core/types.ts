@@ -143,3 +143,20 @@ export interface RunResult {
   logBytes: number;
   logTruncated: boolean;
 }
+
+/**
+ * The marker broker as a run sees it (src/markers/broker.ts implements it; the supervising
+ * process starts it and passes it in, so run/ never imports markers/). A run is registered before its spawn, with a
+ * secret only it receives, and forgotten once its end is recorded.
+ */
+export interface RunBroker {
+  readonly socketPath: string;
+  /** Returns the run's secret (CRONVISOR_SECRET). */
+  register(run: { job: string; runId: number; fence: number }): string;
+  /** A run a previous daemon started (adopted): served again if its secret's hash was kept. */
+  adopt(run: { job: string; runId: number; fence: number; pgid: number | null }): boolean;
+  /** The run's process group: the processes `once` may name as its own. */
+  setGroup(runId: number, pgid: number): void;
+  unregister(runId: number): void;
+  close(): Promise<void>;
+}

@@ -1,8 +1,8 @@
 // What the daemon's parts share once it has started: the store (open and ours), the config, the
 // jobs and live runs, and the small helpers every part needs (hooks, timers, events). Created by
 // Supervisor.start() only, so the store is never null here.
-import type { RunBroker, RunContext } from "../run/execute.js";
-import type { JobConfig, Config, RunResult } from "../core/types.js";
+import type { RunContext } from "../run/execute.js";
+import type { JobConfig, Config, RunBroker, RunResult } from "../core/types.js";
 import type { Owner, RunRow, Store } from "../store/store.js";
 import { KeptWrites } from "./kept.js";
 import type { Active, JobState } from "./state.js";

@@ -9,6 +9,7 @@ import path from "node:path";
 import { Worker } from "node:worker_threads";
 import { secretHash, type Registered } from "./broker-server.js";
 import type { FromWorker, ToWorker } from "./broker-worker.js";
+import type { RunBroker } from "../core/types.js";
 
 /** A Unix socket's path must fit sun_path (108 bytes with its NUL). */
 const SUN_PATH_MAX = 107;
@@ -86,17 +87,6 @@ export function dirProblem(
   return null;
 }
 
-/** What execute.ts sees (its RunBroker): register a run before its spawn, forget it at its end. */
-export interface Broker {
-  readonly socketPath: string;
-  register(run: { job: string; runId: number; fence: number }): string;
-  /** A run a previous daemon registered (adopted after a restart), known by its kept hash. */
-  adopt(run: { job: string; runId: number; fence: number; pgid: number | null }): boolean;
-  setGroup(runId: number, pgid: number): void;
-  unregister(runId: number): void;
-  close(): Promise<void>;
-}
-
 /**
  * Start the broker of a state dir under `name` (`daemon.sock`, `run-PID.sock`). The caller holds
  * the state dir (the daemon's claim) or the name is its own pid's, so a socket left at that path
@@ -106,7 +96,7 @@ export async function startBroker(
   stateDir: string,
   name: string,
   log: (line: string) => void = (l) => process.stderr.write(`${l}\n`),
-): Promise<Broker> {
+): Promise<RunBroker> {
   const uid = process.getuid?.() ?? 0;
   const dir = socketDir(stateDir, uid);
   const sock = socketPath(dir, name);

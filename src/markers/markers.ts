@@ -20,16 +20,8 @@ import {
   type SyncMarkerPath,
 } from "./target.js";
 
-export {
-  ClaimHeldError,
-  FenceError,
-  UsageError,
-  checkKey,
-  claimResult,
-  staleFence,
-  targetFromEnv,
-  type MarkersTarget,
-} from "./target.js";
+// The errors, the key rule and the run from the environment, for importers of this module.
+export * from "./target.js";
 
 /** The store itself: an operator's process, or a root job of a run that has no broker. */
 class LocalPath implements SyncMarkerPath {

@@ -11,7 +11,7 @@ import { runAlive } from "./proc.js";
 import { runResult, spawnFailed } from "../core/result.js";
 import { startRun, type RunHandle } from "./runner.js";
 import type { Owner, ReserveOutcome, ReserveRequest, RunRow, Store } from "../store/store.js";
-import type { Config, JobConfig, RunResult, Trigger } from "../core/types.js";
+import type { Config, JobConfig, RunBroker, RunResult, Trigger } from "../core/types.js";
 
 // Where they lived before the split; the exit file's own module is exit-file.ts.
 export { exitFileFor, removeExitFile };
@@ -23,23 +23,6 @@ export interface RunContext {
   now: () => number;
   /** The marker broker of the supervising process; null: jobs reach the store directly. */
   broker?: RunBroker | null;
-}
-
-/**
- * The marker broker as a run sees it (src/markers/broker.ts, started by the supervising process
- * and passed in: run/ never imports markers/). A run is registered before its spawn, with a
- * secret only it receives, and forgotten once its end is recorded.
- */
-export interface RunBroker {
-  readonly socketPath: string;
-  /** Returns the run's secret (CRONVISOR_SECRET). */
-  register(run: { job: string; runId: number; fence: number }): string;
-  /** A run a previous daemon started (adopted): served again if its secret's hash was kept. */
-  adopt(run: { job: string; runId: number; fence: number; pgid: number | null }): boolean;
-  /** The run's process group: the processes `once` may name as its own. */
-  setGroup(runId: number, pgid: number): void;
-  unregister(runId: number): void;
-  close(): Promise<void>;
 }
 
 export type LaunchOutcome =
