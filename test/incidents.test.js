@@ -4,100 +4,21 @@
 //   3. a writer that lost its lock keeps writing (fence refusal), plus two writers at once.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
 import {
   BIN,
   ROOT,
-  alive,
   cleanEnv,
   cli,
-  killGroup,
   rows,
   startDaemon,
   tmpdir,
   waitFor,
   writeConfig,
 } from "./helpers.js";
-
-const PATH = `${path.join(ROOT, "bin")}:${path.dirname(process.execPath)}:/usr/bin:/bin`;
-
-const lines = (file) =>
-  fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean) : [];
-
-/**
- * The restarted-runner postmortem: a 200-item job using `once`, SIGKILLed together with its
- * daemon at random points, restarted until done. Every item is done; an item is repeated only
- * when a kill landed between its side effect and its marker, so repeats <= kills.
- */
-async function killTest(t, { kills, items, command }) {
-  const dir = tmpdir(t);
-  const warehouse = path.join(dir, "warehouse.txt");
-  const cfg = writeConfig(
-    dir,
-    `heartbeat: 1s
-env: { PATH: "${PATH}", WAREHOUSE: "${warehouse}", ITEMS: "${items}" }
-jobs:
-  enrich:
-    schedule: "* * * * * *"
-    command: ${command}
-    catchup: once
-`,
-  );
-
-  let killed = 0;
-  while (killed < kills) {
-    const d = startDaemon(t, cfg);
-    const run = await waitFor(
-      () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
-      "a running run",
-    );
-    // A random point in the run: wait for a random number of new rows (items keep landing).
-    const target = lines(warehouse).length + 1 + Math.floor((Math.random() * items) / 5);
-    await waitFor(
-      () => lines(warehouse).length >= target || !alive(run.pid),
-      "the run to make progress",
-      30_000,
-      5,
-    );
-    // The daemon first, so it cannot record the job's death: both die at once, as on a reclaimed host.
-    d.kill("SIGKILL");
-    killGroup(run.pgid);
-    await d.exited;
-    await waitFor(() => !alive(run.pid), "the job's death");
-    killed++;
-  }
-  const d = startDaemon(t, cfg);
-  await waitFor(
-    () => rows(dir, "SELECT COUNT(*) n FROM markers WHERE job = 'enrich'")[0].n === items,
-    `all ${items} items marked`,
-    60_000,
-  );
-  // A further full run does no work: every key found done.
-  const idle = await waitFor(
-    () =>
-      rows(
-        dir,
-        "SELECT * FROM runs WHERE job = 'enrich' AND status = 'ok' AND markers_skipped = ?",
-        items,
-      )[0],
-    "a full run that only skips",
-    60_000,
-  );
-  d.kill("SIGTERM");
-  await d.exited;
-  assert.equal(idle.markers_new, 0);
-  const written = lines(warehouse).map((l) => l.split(" ")[0]);
-  const distinct = new Set(written);
-  assert.equal(distinct.size, items, "every item done");
-  const repeats = written.length - distinct.size;
-  assert.ok(repeats <= killed, `repeats (${repeats}) <= kills (${killed})`);
-  const interrupted = rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'interrupted'")[0].n;
-  assert.ok(interrupted >= 1, "kills are recorded as interrupted runs");
-  return { repeats, killed };
-}
+import { PATH, killTest, lines } from "./kill-harness.js";
 
 // The Node library job (examples/enrich.mjs): 200 items, no process per item, so three rounds
 // of five kills fit in CI.
