@@ -5,6 +5,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { lookupUser } from "../core/passwd.js";
+import { WRITE_NOFOLLOW } from "../core/safe-path.js";
 import { buildJobEnv, daemonOwners, readEnvFile } from "./env.js";
 import { exitFileFor, removeExitFile } from "./exit-file.js";
 import { runAlive } from "./proc.js";
@@ -154,7 +155,13 @@ function startOrFail(
     try {
       fs.mkdirSync(path.dirname(logPath), { recursive: true, mode: 0o700 });
       const note = `[cronvisor: ${reason}]\n`;
-      fs.writeFileSync(logPath, note, { mode: 0o600 });
+      // Never through a link planted in its place (as the runner's log, log.ts).
+      const fd = fs.openSync(logPath, WRITE_NOFOLLOW, 0o600);
+      try {
+        fs.writeSync(fd, note);
+      } finally {
+        fs.closeSync(fd);
+      }
       logBytes = Buffer.byteLength(note);
     } catch {
       // a full disk: the run's record still carries the reason
