@@ -2,7 +2,7 @@
 // { what, cvx, base, baseName, ratio, target, pass, note }. cronvisor and its baseline run in the
 // same invocation, alternating (A B B A ...) so that load from elsewhere on the machine falls on
 // both alike.
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -674,7 +674,153 @@ export async function markers() {
       "ms",
     ),
   );
+  out.push(...(await brokerMarks(n)));
   return out;
+}
+
+// ---- `mark KEY` through the daemon's broker, from a user: job and from a root job -----------
+
+/**
+ * The job of brokerMarks: for i = 0, 1, ... it waits for OUT/go-i, times one `cronvisor mark`
+ * call (spawnSync, as timeRun times min-mark.js from outside), and writes "STATUS MS" to
+ * OUT/done-i. OUT/stop ends it. Waiting is a 2 ms poll; only the call is timed.
+ */
+const MARK_TIMER = `import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+const [cli, out, nodeArgs] = process.argv.slice(2);
+const nap = new Int32Array(new SharedArrayBuffer(4));
+fs.writeFileSync(path.join(out, "ready"), String(process.getuid()));
+for (let i = 0; ; i++) {
+  while (!fs.existsSync(path.join(out, \`go-\${i}\`))) {
+    if (fs.existsSync(path.join(out, "stop"))) process.exit(0);
+    Atomics.wait(nap, 0, 0, 2);
+  }
+  const t0 = performance.now();
+  const r = spawnSync(process.execPath, [...JSON.parse(nodeArgs), cli, "mark", \`k-\${i}\`], {
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  const ms = performance.now() - t0;
+  const tmp = path.join(out, "done.tmp");
+  fs.writeFileSync(tmp, \`\${r.status} \${ms} \${r.stderr.toString().trim()}\\n\`);
+  fs.renameSync(tmp, path.join(out, \`done-\${i}\`));
+}
+`;
+
+/**
+ * The throwaway account the tests run `user:` jobs as (test/helpers.js testUser: created once,
+ * idempotently), and a copy of the CLI under test it can run (bin/, dist/, package.json in a
+ * 0755 dir; node_modules linked, or copied when the user cannot read the checkout's).
+ */
+async function markUser() {
+  const { testUser, runAs } = await import("../test/helpers.js");
+  const user = testUser();
+  if (user.skip) return user;
+  if (runAs(user, [process.execPath, "-e", "0"]).code !== 0)
+    return { skip: `${user.name} cannot run ${process.execPath}` };
+  const copy = tmpdir("cvx-bench-cli-");
+  fs.chmodSync(copy, 0o755);
+  for (const part of ["bin", "dist", "package.json"])
+    fs.cpSync(path.join(ROOT, part), path.join(copy, part), { recursive: true });
+  const modules = fs.realpathSync(path.join(ROOT, "node_modules"));
+  if (runAs(user, ["test", "-r", path.join(modules, "better-sqlite3", "package.json")]).code === 0)
+    fs.symlinkSync(modules, path.join(copy, "node_modules"));
+  else fs.cpSync(modules, path.join(copy, "node_modules"), { recursive: true });
+  spawnSync("chmod", ["-R", "a+rX", copy]);
+  return { user, cli: path.join(copy, "bin", "cronvisor") };
+}
+
+/**
+ * `cronvisor mark KEY` inside real runs of a real daemon (as root), through its marker broker:
+ * one job as the test user, one as root, each timing its own calls, interleaved call by call
+ * with min-mark.js on the daemon's store (and node -e 0) timed from here. Median of n.
+ */
+async function brokerMarks(n) {
+  const names = [
+    "`cronvisor mark KEY` wall (ms), a `user:` job through the daemon's broker",
+    "`cronvisor mark KEY` wall (ms), a root job through the daemon's broker",
+  ];
+  const u = process.getuid?.() === 0 ? await markUser() : { skip: "needs root" };
+  if (u.skip) {
+    const why = `skipped: ${u.skip} (a throwaway user for the user: job, and a daemon as root)`;
+    return names.map((w) => row(w, NaN, NaN, "min-mark.js (open, 1 insert)", "≤ 1.2×", null, why));
+  }
+  const dir = tmpdir();
+  fs.chmodSync(dir, 0o711); // the user reaches its out dir and the timer; state/ stays 0700
+  const timer = path.join(dir, "mark-timer.mjs");
+  fs.writeFileSync(timer, MARK_TIMER, { mode: 0o644 });
+  const outs = { user: path.join(dir, "out-user"), root: path.join(dir, "out-root") };
+  for (const o of Object.values(outs)) fs.mkdirSync(o, { mode: 0o755 });
+  fs.chownSync(outs.user, u.user.uid, u.user.gid);
+  const job = (name, out, extra) => ({
+    name,
+    schedule: "@reboot",
+    command: [process.execPath, timer, u.cli, out, JSON.stringify(O.nodeArgs)],
+    extra: { cwd: "/", ...extra },
+  });
+  const cfg = writeConfig(dir, {
+    jobs: [job("user-marks", outs.user, { user: u.user.name }), job("root-marks", outs.root)],
+  });
+  const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs });
+  const state = path.join(dir, "state");
+  const times = { user: [], root: [], min: [], node: [] };
+  const markIn = async (out, i) => {
+    fs.writeFileSync(path.join(out, `go-${i}`), "");
+    const done = path.join(out, `done-${i}`);
+    await waitFor(() => fs.existsSync(done), `mark ${i} in ${out}`, 60_000, 2);
+    const [status, ms, ...err] = fs.readFileSync(done, "utf8").trim().split(" ");
+    if (status !== "0") throw new Error(`mark exited ${status} in ${out}: ${err.join(" ")}`);
+    return Number(ms);
+  };
+  try {
+    for (const o of Object.values(outs))
+      await waitFor(() => fs.existsSync(path.join(o, "ready")), `the job of ${o}`, 60_000);
+    // Round 0 warms the page cache for all three and is not counted.
+    for (let i = 0; i <= n; i++) {
+      const user = await markIn(outs.user, i);
+      const rootMs = await markIn(outs.root, i);
+      const min = timeRun(process.execPath, [
+        path.join(BENCH, "min-mark.js"),
+        state,
+        "min",
+        `min-${i}`,
+      ]).ms;
+      const node = timeRun(process.execPath, ["-e", "0"]).ms;
+      if (i === 0) continue;
+      times.user.push(user);
+      times.root.push(rootMs);
+      times.min.push(min);
+      times.node.push(node);
+    }
+  } finally {
+    for (const o of Object.values(outs)) fs.writeFileSync(path.join(o, "stop"), "");
+    await stopDaemon(d);
+  }
+  const db = await openDb(state);
+  const marked = Object.fromEntries(
+    ["user-marks", "root-marks"].map((j) => [
+      j,
+      db.prepare("SELECT COUNT(*) n FROM markers WHERE job = ?").get(j).n,
+    ]),
+  );
+  db.close();
+  const uid = fs.readFileSync(path.join(outs.user, "ready"), "utf8");
+  const min = median(times.min);
+  return [
+    [names[0], times.user, `${u.user.name} (uid ${uid})`, marked["user-marks"]],
+    [names[1], times.root, "root", marked["root-marks"]],
+  ].map(([what, ms, who, count]) =>
+    row(
+      what,
+      median(ms),
+      min,
+      "min-mark.js (open, 1 insert)",
+      "≤ 1.2×",
+      median(ms) / min <= 1.2 && count === n + 1,
+      `median of ${n}, timed inside the job (as ${who}), interleaved with min-mark.js on the same store; ${count} markers in the store; node -e 0: ${median(times.node).toFixed(1)} ms`,
+      "ms",
+    ),
+  );
 }
 
 // ---- marks vs the daemon --------------------------------------------------------------------
