@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { test } from "node:test";
+import { describe, test } from "node:test";
 import {
   cli,
   killDaemon,
@@ -117,134 +117,6 @@ async function untouchedAndClean(d, t0) {
   assert.deepEqual(t0.snapshot(), t0.before, "the target file is unchanged after the stop");
 }
 
-test(
-  "a link planted at the next runs' log files: those runs fail to spawn (ELOOP), the target is untouched, the job's later runs and the other job run",
-  { skip: notRoot },
-  async (t) => {
-    const { dir, startDaemon } = setup(t);
-    const t0 = target(dir);
-    const cfg = config(dir, "echo victim");
-    const state = path.join(dir, ".cronvisor");
-    const d = startDaemon(cfg);
-    await waitFor(() => runsOf(state, "victim", "status = 'ok'").length >= 1, "a victim run");
-    // The next ids (both jobs take them, two a second): a link at each of the next 8.
-    const max = query(state, "SELECT MAX(id) id FROM runs")[0].id;
-    const planted = [];
-    for (let id = max + 2; id <= max + 9; id++) {
-      const link = path.join(state, "logs", "victim", `${id}.log`);
-      fs.symlinkSync(t0.file, link);
-      planted.push(id);
-    }
-    const last = planted.at(-1);
-    const failed = await waitFor(
-      () => runsOf(state, "victim", "status = 'spawn_failed'")[0],
-      "a victim run that met a planted log link",
-    );
-    await waitFor(
-      () => runsOf(state, "victim", `status = 'ok' AND id > ${last}`).length >= 1,
-      "a victim run after the planted ids",
-    );
-    for (const r of runsOf(state, "victim", `id > ${max}`)) {
-      if (planted.includes(r.id) && r.status !== "running") {
-        assert.equal(r.status, "spawn_failed", `run ${r.id} met a link: ${JSON.stringify(r)}`);
-        assert.match(r.reason, /^spawn failed: ELOOP /, `run ${r.id}`);
-        assert.match(r.reason, new RegExp(`${r.id}\\.log`), "the reason names the log path");
-        assert.doesNotMatch(r.reason, /precious|do not overwrite/, "never the target");
-        assert.equal(r.pid, null, "no process ran");
-      } else if (!planted.includes(r.id) && r.status !== "running") {
-        assert.equal(r.status, "ok", `run ${r.id} had no link: ${JSON.stringify(r)}`);
-      }
-    }
-    // The link is left as it was planted: the daemon neither followed nor replaced it.
-    assert.equal(
-      fs.lstatSync(path.join(state, "logs", "victim", `${failed.id}.log`)).isSymbolicLink(),
-      true,
-    );
-    await stillServing(d, state, cfg, last);
-    await untouchedAndClean(d, t0);
-  },
-);
-
-test(
-  "a link planted at the log file of a run whose env_file cannot be read: the failure note is not written through it",
-  { skip: notRoot },
-  async (t) => {
-    const { dir, startDaemon } = setup(t);
-    const t0 = target(dir);
-    const envFile = path.join(dir, "victim.env");
-    const cfg = config(dir, "echo victim", `    env_file: ${envFile}\n`);
-    const state = path.join(dir, ".cronvisor");
-    const d = startDaemon(cfg);
-    // Without its env_file every victim run fails to spawn, and says so in its log.
-    const first = await waitFor(
-      () => runsOf(state, "victim", "status = 'spawn_failed'")[0],
-      "a victim run without its env_file",
-    );
-    assert.match(fs.readFileSync(first.log_path, "utf8"), /spawn failed/);
-    const max = query(state, "SELECT MAX(id) id FROM runs")[0].id;
-    const planted = [];
-    for (let id = max + 2; id <= max + 9; id++) {
-      fs.symlinkSync(t0.file, path.join(state, "logs", "victim", `${id}.log`));
-      planted.push(id);
-    }
-    const last = planted.at(-1);
-    await waitFor(
-      () => runsOf(state, "victim", `status = 'spawn_failed' AND id > ${last}`).length >= 1,
-      "victim runs past the planted ids",
-    );
-    const met = runsOf(state, "victim", `id BETWEEN ${max + 2} AND ${last}`);
-    assert.ok(met.length >= 1, "some victim runs met a link");
-    for (const r of met) {
-      assert.equal(r.status, "spawn_failed", JSON.stringify(r));
-      assert.doesNotMatch(r.reason, /precious|do not overwrite/, "never the target");
-    }
-    await stillServing(d, state, cfg, last);
-    await untouchedAndClean(d, t0);
-  },
-);
-
-test(
-  "a link planted at a running run's exit-status file: the wrapper does not write through it (set -C), the run is recorded as it ended",
-  { skip: notRoot },
-  async (t) => {
-    const { dir, startDaemon } = setup(t);
-    const t0 = target(dir);
-    const go = path.join(dir, "go");
-    // Each victim run waits for `go`, then exits 7: the exit status the wrapper would write.
-    const cfg = config(dir, `[sh, -c, 'while [ ! -e "$0" ]; do sleep 0.02; done; exit 7', ${go}]`);
-    const state = path.join(dir, ".cronvisor");
-    const d = startDaemon(cfg);
-    const run = await waitFor(
-      () => runsOf(state, "victim", "status = 'running' AND pid IS NOT NULL")[0],
-      "a running victim run",
-    );
-    // Planted while the run runs: after the daemon cleared the path for it, before the wrapper writes.
-    const exitFile = path.join(state, "runs", `${run.id}.exit`);
-    assert.equal(fs.existsSync(exitFile), false, "no exit status yet");
-    fs.symlinkSync(t0.file, exitFile);
-    fs.writeFileSync(go, "");
-    const ended = await waitFor(
-      () => runsOf(state, "victim", `id = ${run.id} AND status != 'running'`)[0],
-      "the victim run's end",
-    );
-    assert.equal(ended.status, "failed", JSON.stringify(ended));
-    assert.equal(ended.exit_code, 7, "the daemon that started it learns the status by waiting");
-    assert.equal(ended.reason, "exit 7");
-    assert.deepEqual(t0.snapshot(), t0.before, "the wrapper did not write through the link");
-    // Once the end is recorded the exit file is removed: the link, not its target.
-    await waitFor(() => !fs.existsSync(exitFile) && !isLink(exitFile), "the planted link removed");
-    // The victim's later runs (go exists now) end the same way, each on its own exit file.
-    await waitFor(
-      () =>
-        runsOf(state, "victim", `id > ${run.id} AND status = 'failed' AND exit_code = 7`).length >=
-        1,
-      "a later victim run",
-    );
-    await stillServing(d, state, cfg, run.id);
-    await untouchedAndClean(d, t0);
-  },
-);
-
 function isLink(p) {
   try {
     return fs.lstatSync(p).isSymbolicLink();
@@ -253,31 +125,171 @@ function isLink(p) {
   }
 }
 
-test(
-  "a link planted at the heartbeat file: never written through; the daemon keeps beating in its store",
-  { skip: notRoot },
-  async (t) => {
-    const { dir, startDaemon } = setup(t);
-    const t0 = target(dir);
-    const cfg = config(dir, "echo victim");
-    const state = path.join(dir, ".cronvisor");
-    const heartbeat = path.join(state, "heartbeat");
-    const d = startDaemon(cfg);
-    await waitFor(() => fs.existsSync(heartbeat), "the heartbeat file");
-    fs.rmSync(heartbeat);
-    fs.symlinkSync(t0.file, heartbeat);
-    const since = query(state, "SELECT MAX(id) id FROM runs")[0]?.id ?? 0;
-    // Three beats later (1 s apart): each one met the link.
-    const beat = beatAt(state);
-    await waitFor(() => beatAt(state) >= beat + 3000, "three heartbeats after the link", 20_000);
-    assert.deepEqual(t0.snapshot(), t0.before, "no beat went through the link");
-    const check = cli(["status", "-c", cfg, "--check"]);
-    assert.notEqual(check.code, 2, `the daemon is not CRITICAL: ${check.stdout}${check.stderr}`);
-    await waitFor(
-      () => runsOf(state, "victim", `status = 'ok' AND id > ${since}`).length >= 2,
-      "victim runs go on",
-    );
-    await stillServing(d, state, cfg, since);
-    await untouchedAndClean(d, t0);
-  },
-);
+// The four attacks at once, each on its own daemon: they mostly wait for the next second.
+describe("links planted in the state dir of a root daemon", { concurrency: true }, () => {
+  test(
+    "a link planted at the next runs' log files: those runs fail to spawn (ELOOP), the target is untouched, the job's later runs and the other job run",
+    { skip: notRoot },
+    async (t) => {
+      const { dir, startDaemon } = setup(t);
+      const t0 = target(dir);
+      const cfg = config(dir, "echo victim");
+      const state = path.join(dir, ".cronvisor");
+      const d = startDaemon(cfg);
+      await waitFor(() => runsOf(state, "victim", "status = 'ok'").length >= 1, "a victim run");
+      // The next ids (both jobs take them, two a second): a link at each of the next 6.
+      const max = query(state, "SELECT MAX(id) id FROM runs")[0].id;
+      const planted = [];
+      for (let id = max + 2; id <= max + 7; id++) {
+        const link = path.join(state, "logs", "victim", `${id}.log`);
+        fs.symlinkSync(t0.file, link);
+        planted.push(id);
+      }
+      const last = planted.at(-1);
+      const failed = await waitFor(
+        () =>
+          runsOf(state, "victim", `id BETWEEN ${max + 2} AND ${last} AND status != 'running'`)[0],
+        "a victim run at a planted id",
+      );
+      assert.deepEqual(t0.snapshot(), t0.before, "the run's log was not opened through the link");
+      assert.equal(failed.status, "spawn_failed", JSON.stringify(failed));
+      await waitFor(
+        () => runsOf(state, "victim", `status = 'ok' AND id > ${last}`).length >= 1,
+        "a victim run after the planted ids",
+      );
+      for (const r of runsOf(state, "victim", `id > ${max}`)) {
+        if (planted.includes(r.id) && r.status !== "running") {
+          assert.equal(r.status, "spawn_failed", `run ${r.id} met a link: ${JSON.stringify(r)}`);
+          assert.match(r.reason, /^spawn failed: ELOOP /, `run ${r.id}`);
+          assert.match(r.reason, new RegExp(`${r.id}\\.log`), "the reason names the log path");
+          assert.doesNotMatch(r.reason, /precious|do not overwrite/, "never the target");
+          assert.equal(r.pid, null, "no process ran");
+        } else if (!planted.includes(r.id) && r.status !== "running") {
+          assert.equal(r.status, "ok", `run ${r.id} had no link: ${JSON.stringify(r)}`);
+        }
+      }
+      // The link is left as it was planted: the daemon neither followed nor replaced it.
+      assert.equal(
+        fs.lstatSync(path.join(state, "logs", "victim", `${failed.id}.log`)).isSymbolicLink(),
+        true,
+      );
+      await stillServing(d, state, cfg, last);
+      await untouchedAndClean(d, t0);
+    },
+  );
+
+  test(
+    "a link planted at the log file of a run whose env_file cannot be read: the failure note is not written through it",
+    { skip: notRoot },
+    async (t) => {
+      const { dir, startDaemon } = setup(t);
+      const t0 = target(dir);
+      const envFile = path.join(dir, "victim.env");
+      const cfg = config(dir, "echo victim", `    env_file: ${envFile}\n`);
+      const state = path.join(dir, ".cronvisor");
+      const d = startDaemon(cfg);
+      // Without its env_file every victim run fails to spawn, and says so in its log.
+      const first = await waitFor(
+        () => runsOf(state, "victim", "status = 'spawn_failed'")[0],
+        "a victim run without its env_file",
+      );
+      assert.match(fs.readFileSync(first.log_path, "utf8"), /spawn failed/);
+      const max = query(state, "SELECT MAX(id) id FROM runs")[0].id;
+      const planted = [];
+      for (let id = max + 2; id <= max + 7; id++) {
+        fs.symlinkSync(t0.file, path.join(state, "logs", "victim", `${id}.log`));
+        planted.push(id);
+      }
+      const last = planted.at(-1);
+      await waitFor(
+        () => runsOf(state, "victim", `status = 'spawn_failed' AND id > ${last}`).length >= 1,
+        "victim runs past the planted ids",
+      );
+      const met = runsOf(state, "victim", `id BETWEEN ${max + 2} AND ${last}`);
+      assert.ok(met.length >= 1, "some victim runs met a link");
+      for (const r of met) {
+        assert.equal(r.status, "spawn_failed", JSON.stringify(r));
+        assert.doesNotMatch(r.reason, /precious|do not overwrite/, "never the target");
+      }
+      await stillServing(d, state, cfg, last);
+      await untouchedAndClean(d, t0);
+    },
+  );
+
+  test(
+    "a link planted at a running run's exit-status file: the wrapper does not write through it (set -C), the run is recorded as it ended",
+    { skip: notRoot },
+    async (t) => {
+      const { dir, startDaemon } = setup(t);
+      const t0 = target(dir);
+      const go = path.join(dir, "go");
+      // Each victim run waits for `go`, then exits 7: the exit status the wrapper would write.
+      const cfg = config(
+        dir,
+        `[sh, -c, 'while [ ! -e "$0" ]; do sleep 0.02; done; exit 7', ${go}]`,
+      );
+      const state = path.join(dir, ".cronvisor");
+      const d = startDaemon(cfg);
+      const run = await waitFor(
+        () => runsOf(state, "victim", "status = 'running' AND pid IS NOT NULL")[0],
+        "a running victim run",
+      );
+      // Planted while the run runs: after the daemon cleared the path for it, before the wrapper writes.
+      const exitFile = path.join(state, "runs", `${run.id}.exit`);
+      assert.equal(fs.existsSync(exitFile), false, "no exit status yet");
+      fs.symlinkSync(t0.file, exitFile);
+      fs.writeFileSync(go, "");
+      const ended = await waitFor(
+        () => runsOf(state, "victim", `id = ${run.id} AND status != 'running'`)[0],
+        "the victim run's end",
+      );
+      assert.equal(ended.status, "failed", JSON.stringify(ended));
+      assert.equal(ended.exit_code, 7, "the daemon that started it learns the status by waiting");
+      assert.equal(ended.reason, "exit 7");
+      assert.deepEqual(t0.snapshot(), t0.before, "the wrapper did not write through the link");
+      // Once the end is recorded the exit file is removed: the link, not its target.
+      await waitFor(
+        () => !fs.existsSync(exitFile) && !isLink(exitFile),
+        "the planted link removed",
+      );
+      // The victim's later runs (go exists now) end the same way, each on its own exit file.
+      await waitFor(
+        () =>
+          runsOf(state, "victim", `id > ${run.id} AND status = 'failed' AND exit_code = 7`)
+            .length >= 1,
+        "a later victim run",
+      );
+      await stillServing(d, state, cfg, run.id);
+      await untouchedAndClean(d, t0);
+    },
+  );
+
+  test(
+    "a link planted at the heartbeat file: never written through; the daemon keeps beating in its store",
+    { skip: notRoot },
+    async (t) => {
+      const { dir, startDaemon } = setup(t);
+      const t0 = target(dir);
+      const cfg = config(dir, "echo victim");
+      const state = path.join(dir, ".cronvisor");
+      const heartbeat = path.join(state, "heartbeat");
+      const d = startDaemon(cfg);
+      await waitFor(() => fs.existsSync(heartbeat), "the heartbeat file");
+      fs.rmSync(heartbeat);
+      fs.symlinkSync(t0.file, heartbeat);
+      const since = query(state, "SELECT MAX(id) id FROM runs")[0]?.id ?? 0;
+      // Three beats later (1 s apart): each one met the link.
+      const beat = beatAt(state);
+      await waitFor(() => beatAt(state) >= beat + 3000, "three heartbeats after the link", 20_000);
+      assert.deepEqual(t0.snapshot(), t0.before, "no beat went through the link");
+      const check = cli(["status", "-c", cfg, "--check"]);
+      assert.notEqual(check.code, 2, `the daemon is not CRITICAL: ${check.stdout}${check.stderr}`);
+      await waitFor(
+        () => runsOf(state, "victim", `status = 'ok' AND id > ${since}`).length >= 2,
+        "victim runs go on",
+      );
+      await stillServing(d, state, cfg, since);
+      await untouchedAndClean(d, t0);
+    },
+  );
+});
