@@ -67,6 +67,25 @@ function assertThroughBroker({ user, dir, warehouse }, items) {
   assert.equal(byRuns, items, "each marker names the run that wrote it");
 }
 
+// The Node library job (examples/enrich.mjs), as in incidents.test.js: 200 items, 5 kills.
+test("kill test as a user: job, the Node library through the broker: 200 items, 5 SIGKILLs of daemon and job, every item done, repeats <= kills", async (t) => {
+  const s = userSetup(t);
+  if (s.skip) return t.skip(s.skip);
+  // enrich.mjs imports ../dist/index.js: beside the user's copy of the CLI.
+  const examples = path.join(s.copy.bin, "..", "examples");
+  fs.mkdirSync(examples, { recursive: true, mode: 0o755 });
+  fs.copyFileSync(path.join(ROOT, "examples", "enrich.mjs"), path.join(examples, "enrich.mjs"));
+  fs.chmodSync(path.join(examples, "enrich.mjs"), 0o644);
+  const items = 200;
+  await killTest(t, {
+    ...s,
+    kills: 5,
+    items,
+    command: `[node, ${path.join(examples, "enrich.mjs")}]`,
+  });
+  assertThroughBroker(s, items);
+});
+
 // The shell job (examples/enrich.sh): every item a `cronvisor once` process, as in incidents.test.js.
 test("kill test as a user: job, shell job with `cronvisor once` per item through the broker: 3 SIGKILLs, every item done, repeats <= kills", async (t) => {
   const s = userSetup(t);
