@@ -5,7 +5,9 @@
 // the bound address or localhost, so a web page that rebinds its DNS name to 127.0.0.1 cannot
 // read it through the operator's browser. Bound to a wildcard (0.0.0.0, ::) it also accepts the
 // machine's own addresses and host name, which is what a remote Prometheus sends.
+import fs from "node:fs";
 import http from "node:http";
+import type net from "node:net";
 import os from "node:os";
 
 export interface HttpResponse {
@@ -29,6 +31,68 @@ const HEADERS_TIMEOUT_MS = 2_000;
 const IDLE_TIMEOUT_MS = 2_000;
 
 const WILDCARDS = new Set(["0.0.0.0", "::", "[::]", ""]);
+
+/** At most this many open connections, and never more than a quarter of the descriptor limit. */
+const MAX_CONNECTIONS = 1024;
+
+/** The connection cap for this process: the daemon's other files and jobs keep most descriptors. */
+export function connectionCap(limits: string | null = readLimits()): number {
+  const soft = /^Max open files\s+(\d+|unlimited)/m.exec(limits ?? "")?.[1];
+  if (soft === undefined || soft === "unlimited") return MAX_CONNECTIONS;
+  return Math.max(8, Math.min(MAX_CONNECTIONS, Math.floor(Number(soft) / 4)));
+}
+
+function readLimits(): string | null {
+  try {
+    return fs.readFileSync("/proc/self/limits", "utf8");
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The open connections, oldest first. When `cap` are open, a new one pushes out the oldest that
+ * has not sent a whole request yet (an idle or slow client), so clients that keep re-opening
+ * connections cannot keep a real request out; a connection whose request is being answered is
+ * kept until its response is done. Only when every open one is busy is the new one refused.
+ */
+export class Connections {
+  private readonly open = new Set<net.Socket>();
+  /** Requests in progress per connection (pipelined requests overlap). */
+  private readonly busy = new WeakMap<net.Socket, number>();
+
+  constructor(private readonly cap: number) {}
+
+  get size(): number {
+    return this.open.size;
+  }
+
+  /** A new connection: make room for it if needed. */
+  add(socket: net.Socket): void {
+    if (this.open.size >= this.cap && !this.evictOne()) {
+      socket.destroy();
+      return;
+    }
+    this.open.add(socket);
+    socket.once("close", () => this.open.delete(socket));
+  }
+
+  /** A request on `socket` is in progress until `res` is done (finished, or the socket closed). */
+  request(socket: net.Socket, res: http.ServerResponse): void {
+    this.busy.set(socket, (this.busy.get(socket) ?? 0) + 1);
+    res.once("close", () => this.busy.set(socket, (this.busy.get(socket) ?? 1) - 1));
+  }
+
+  private evictOne(): boolean {
+    for (const s of this.open) {
+      if ((this.busy.get(s) ?? 0) > 0) continue;
+      this.open.delete(s);
+      s.destroy();
+      return true;
+    }
+    return false;
+  }
+}
 
 /** The host names a request may name in its Host header, lower case, without brackets. */
 export function allowedHosts(bindHost: string, extra: readonly string[] = []): Set<string> {
@@ -73,11 +137,13 @@ export function startHttp(
   log: (line: string) => void,
 ): Promise<HttpEndpoint> {
   const hosts = allowedHosts(bind.host, WILDCARDS.has(bind.host) ? ownAddresses() : []);
+  const conns = new Connections(connectionCap());
   const server = http.createServer(
     // Node checks the header and request timeouts every 30 s by default: 70 idle connections
     // then kept /healthz unanswerable for half a minute. Check often, allow little.
     { connectionsCheckingInterval: 500, headersTimeout: HEADERS_TIMEOUT_MS, requestTimeout: 5_000 },
     (req, res) => {
+      conns.request(req.socket, res);
       void handle(req, res).catch((e: unknown) => {
         log(`cronvisor: http: ${req.method} ${req.url}: ${(e as Error).message}`);
         if (!res.headersSent)
@@ -115,11 +181,13 @@ export function startHttp(
   }
 
   // Small, read-only answers: no slow clients holding sockets, no request bodies. A connection
-  // silent for IDLE_TIMEOUT_MS (one that never sends a byte) is dropped by its own timer.
+  // silent for IDLE_TIMEOUT_MS (one that never sends a byte) is dropped by its own timer. No
+  // maxConnections: Node would refuse the newest connection when full, which is the one a real
+  // client just opened; Connections pushes out the oldest unfinished one instead.
   server.setTimeout(IDLE_TIMEOUT_MS);
   server.keepAliveTimeout = 5_000;
-  server.maxConnections = 64;
   server.maxHeadersCount = 50;
+  server.on("connection", (socket: net.Socket) => conns.add(socket));
 
   return new Promise((resolve, reject) => {
     server.once("error", (e: NodeJS.ErrnoException) => {
