@@ -3,6 +3,7 @@
 // clear `spawn failed` reason before anything is spawned.
 import fs from "node:fs";
 import path from "node:path";
+import { ENV_NAME } from "../core/env-name.js";
 import { lookupUser } from "../core/passwd.js";
 import { withExitFile } from "./exit-file.js";
 import type { RunSpec } from "../core/types.js";
@@ -21,11 +22,38 @@ export class SpawnError extends Error {
 }
 
 /**
+ * The environment of the processes that run as root before a `user:` job's privilege drop (the
+ * exit-status wrapper, setpriv): none of the job's. Its `env:` and its `env_file` (which the job's
+ * user may own) are the user's to choose, and a dynamic loader honours LD_PRELOAD, GCONV_PATH and
+ * the like in any root process that is not setuid.
+ */
+export const ROOT_ENV: Readonly<Record<string, string>> = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" };
+
+/** The descriptor a `user:` run's environment arrives on, after the drop (see ENV_LOADER). */
+export const ENV_FD = 4;
+
+/**
+ * Runs as the job's user, right after setpriv: reads the job's environment from ENV_FD (the
+ * `export NAME='value'` lines of envScript, which the daemon writes into a pipe, never into an
+ * argv that any user could read in /proc), closes it, and execs the job with exactly that
+ * environment (PWD aside, which the shell sets, as the exit-status wrapper always has).
+ */
+const ENV_LOADER = `s=; while IFS= read -r l <&${ENV_FD}; do s="$s$l
+"; done; exec ${ENV_FD}<&-; unset PATH; eval "$s"; exec "$@"`;
+
+/** What to spawn: the argv, its environment, and what to write to ENV_FD (null: nothing). */
+export interface CommandLine {
+  argv: string[];
+  env: NodeJS.ProcessEnv;
+  envScript: string | null;
+}
+
+/**
  * The argv to spawn, after checks that turn the usual mistakes into a clear reason: a missing
  * cwd (Node would report ENOENT for the program), a missing or non-executable program (with a
  * wrapper around it, it would be exit 127 in the log instead), an unknown user.
  */
-export function commandLine(spec: RunSpec): string[] {
+export function commandLine(spec: RunSpec): CommandLine {
   const cwd = statOrNull(spec.cwd);
   if (!cwd) throw new SpawnError("ENOENT", `cwd ${spec.cwd} does not exist`);
   if (!cwd.isDirectory()) throw new SpawnError("ENOTDIR", `cwd ${spec.cwd} is not a directory`);
@@ -40,9 +68,25 @@ export function commandLine(spec: RunSpec): string[] {
       throw new SpawnError("EPERM", `running as ${spec.user} needs root`);
     }
     if (!SETPRIV) throw new SpawnError("ENOENT", "setpriv (util-linux) not found: needed for user");
-    argv = [SETPRIV, `--reuid=${user.uid}`, `--regid=${user.gid}`, "--init-groups", "--", ...argv];
+    const drop = [SETPRIV, `--reuid=${user.uid}`, `--regid=${user.gid}`, "--init-groups", "--"];
+    argv = [...drop, "/bin/sh", "-c", ENV_LOADER, "cronvisor-env", ...argv];
   }
-  return spec.exitFile ? withExitFile(argv, spec.exitFile) : argv;
+  const wrapped = spec.exitFile ? withExitFile(argv, spec.exitFile) : argv;
+  return spec.user === null
+    ? { argv: wrapped, env: spec.env, envScript: null }
+    : { argv: wrapped, env: { ...ROOT_ENV }, envScript: envScript(spec.env) };
+}
+
+/** `export NAME='value'` lines that give a shell exactly `env` (pure). */
+export function envScript(env: NodeJS.ProcessEnv): string {
+  let out = "";
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined) continue;
+    // Names are checked when the config and the env_file are read; this keeps eval safe anyway.
+    if (!ENV_NAME.test(name)) throw new SpawnError("EINVAL", `bad environment variable name`);
+    out += `export ${name}='${value.replace(/'/g, "'\\''")}'\n`;
+  }
+  return out;
 }
 
 /** execvp(3)'s view of `program`: found via PATH (from the job's env) unless it has a slash. */

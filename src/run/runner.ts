@@ -3,9 +3,9 @@
 // one RunResult (src/core/result.ts). A run ends when its main process exits; whatever is left of its
 // group is killed then, so a grandchild holding stdout open never keeps a run (or its lock) alive.
 import { spawn, type ChildProcess } from "node:child_process";
-import type { Readable } from "node:stream";
+import type { Readable, Writable } from "node:stream";
 import { formatDuration } from "../core/duration.js";
-import { commandLine } from "./command.js";
+import { ENV_FD, commandLine } from "./command.js";
 import { CappedLog } from "./log.js";
 import { signalGroup, startTimeOf } from "./proc.js";
 import {
@@ -58,13 +58,18 @@ export function startRun(spec: RunSpec): RunHandle {
   let child: ChildProcess;
   try {
     log = new CappedLog(spec.logPath, spec.logMaxBytes);
-    const argv = commandLine(spec);
+    const { argv, env, envScript } = commandLine(spec);
     child = spawn(argv[0] as string, argv.slice(1), {
       cwd: spec.cwd,
-      env: spec.env,
-      stdio: ["ignore", "pipe", "pipe"], // "ignore" is /dev/null
+      env,
+      // "ignore" is /dev/null; a `user:` run reads its environment from ENV_FD (command.ts)
+      stdio:
+        envScript === null
+          ? ["ignore", "pipe", "pipe"]
+          : ["ignore", "pipe", "pipe", "ignore", "pipe"],
       detached: true, // setsid(): the child leads a new process group we can signal as one
     });
+    if (envScript !== null) writeEnv(child, envScript);
   } catch (e) {
     failed(e);
     return noProcess;
@@ -103,6 +108,14 @@ export function startRun(spec: RunSpec): RunHandle {
   });
 
   return { pid, pgid: pid, pidStart, done, terminate: stop.terminate };
+}
+
+/** A `user:` run's environment, into the pipe its loader reads after the privilege drop. */
+function writeEnv(child: ChildProcess, script: string): void {
+  const pipe = child.stdio?.[ENV_FD] as Writable | null | undefined;
+  if (!pipe) return; // the spawn failed: its 'error' event tells the story
+  pipe.on("error", () => {}); // a run that ended before reading it: its 'exit' tells the story
+  pipe.end(script);
 }
 
 /** `done` and the one call that resolves it: later calls are ignored. */
