@@ -6,7 +6,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { lookupUser } from "../core/passwd.js";
-import { daemonTrust, pathProblems, type Trust } from "../core/safe-path.js";
+import { daemonTrust, makeDirs, pathProblems, type Trust } from "../core/safe-path.js";
 import type { Config, JobConfig } from "../core/types.js";
 
 export class UnsafeError extends Error {}
@@ -17,18 +17,38 @@ export function checkOwnership(config: Config, uid: number = process.getuid?.() 
   const problems = new Set<string>();
   const add = (list: string[]): void => list.forEach((p) => problems.add(p));
   // Every directory and link on the way, then what it names (stricter: no group write at all).
-  for (const [what, p] of [
-    ["config file", config.file],
-    ["state dir", config.stateDir],
-  ] as const) {
+  const check = (what: string, p: string): void => {
     add(pathProblems(p, trust));
     const st = statOrNull(p);
     if (st) add(ownProblems(what, p, st, trust.uids));
-  }
+  };
+  check("config file", config.file);
+  check("state dir", config.stateDir);
   for (const job of config.jobs) if (job.envFile) add(envFileProblems(job, trust));
+  // The state dir is made here, where it is checked, and checked again whole: see makeStateDir.
+  if (problems.size === 0 && makeStateDir(config.stateDir, trust, add))
+    check("state dir", config.stateDir);
   if (problems.size > 0) {
     throw new UnsafeError(`refusing to run as root:\n  ${[...problems].join("\n  ")}`);
   }
+}
+
+/**
+ * Make a missing state dir (0700, and its missing parents 0700) one component at a time, each
+ * component on the way checked as it is reached (makeDirs): the path check above stops at the
+ * first missing component, so another user who can write the directory above it (a sticky /tmp)
+ * could otherwise plant a link there between that check and the store's mkdir. False when the
+ * system refused a mkdir (read-only, permission, full): the store's creation reports that, as
+ * before. True otherwise: check the whole path again.
+ */
+function makeStateDir(dir: string, trust: Trust, add: (list: string[]) => void): boolean {
+  try {
+    add(makeDirs(dir, trust, 0o700));
+  } catch (e) {
+    if (typeof (e as NodeJS.ErrnoException).code !== "string") throw e;
+    return false;
+  }
+  return true;
 }
 
 /** The env_file of a job: a job's own user may own it (it is their environment), nobody else. */

@@ -22,7 +22,8 @@ export function daemonTrust(): Trust {
 /**
  * Why `p` (absolute, or relative to the working dir) could be changed by an untrusted user:
  * every directory from / down to its parent, and `p` itself if it exists. Components that do
- * not exist yet end the walk (the daemon creates its state dir 0700). Empty when safe.
+ * not exist yet end the walk: makeDirs creates them, checking each, and the caller checks again.
+ * Empty when safe.
  */
 export function pathProblems(p: string, trust: Trust): string[] {
   const problems: string[] = [];
@@ -45,6 +46,58 @@ export function pathProblems(p: string, trust: Trust): string[] {
     cur = path.join(cur, next);
   }
 }
+
+/**
+ * Make directory `p` and each missing directory above it (all `mode`), one component at a time
+ * with a plain mkdir, never a recursive one, and check every component on the way as it is
+ * reached: a path check stops at the first component that does not exist yet, so another user
+ * who can write the directory above it (a sticky /tmp) could plant a link there between the check
+ * and the mkdir and take the rest of the path, and everything written below it, into their own
+ * directory. So: a component that exists (or that someone else made first: EEXIST) must not be
+ * owned by an untrusted user (a link of theirs, a directory of theirs); a component made here, or
+ * found made a moment before, must be a real directory, owned by a trusted user, that others
+ * cannot write. The first that is not stops the walk: its problem is returned and nothing is made
+ * below it. Call pathProblems after this for the whole path (links followed, modes of what
+ * existed). Throws mkdir's own errors (EACCES, EROFS, ENOSPC, ...).
+ */
+export function makeDirs(p: string, trust: Trust, mode = 0o700): string[] {
+  let cur = "/";
+  for (const part of path.resolve(p).split("/").filter(Boolean)) {
+    cur = path.join(cur, part);
+    const found = lstatOrNull(cur);
+    if (found) {
+      if (!trust.uids.has(found.uid)) return [ownerProblem(cur, found)];
+      continue;
+    }
+    let made = true;
+    try {
+      fs.mkdirSync(cur, { mode });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+      made = false;
+    }
+    const why = madeProblem(cur, lstatOrNull(cur), trust, made);
+    if (why) return [why];
+  }
+  return [];
+}
+
+/** Why a directory just made (or found made by someone else a moment before) is not ours. */
+function madeProblem(p: string, st: fs.Stats | null, trust: Trust, made: boolean): string | null {
+  const by = made ? "made by cronvisor a moment ago" : "made by someone else as cronvisor made it";
+  const ahead = "make it ahead, as root, where no other user can write";
+  if (!st) return `${p} (${by}) is gone again; ${ahead}`;
+  if (st.isSymbolicLink())
+    return `${p} is a symbolic link owned by uid ${st.uid}, ${by}; nothing was made through it; ${ahead}`;
+  if (!st.isDirectory()) return `${p} is not a directory (${by}); ${ahead}`;
+  return entryProblem(p, st, trust);
+}
+
+/** An existing component on the way that is not a trusted user's (a link or directory of theirs). */
+const ownerProblem = (p: string, st: fs.Stats): string =>
+  st.isSymbolicLink()
+    ? `${p} is a symbolic link owned by uid ${st.uid}, who could change what it names; remove it`
+    : `${p} is owned by uid ${st.uid}, who could change what it names; chown root it`;
 
 function entryProblem(p: string, st: fs.Stats, trust: Trust): string | null {
   if (!trust.uids.has(st.uid))

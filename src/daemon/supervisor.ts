@@ -3,10 +3,10 @@
 // outlived a previous daemon, a disposition for every slot, and an ordered, idempotent stop().
 // The decisions (what is due, overlap, catch-up, retries, orphans) are pure functions in their
 // own modules; this class calls them and does the I/O.
-import fs from "node:fs";
 import { isAlive, startTimeOf } from "../run/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
-import { openStore, type AcceptedConfig } from "../store/store.js";
+import { daemonTrust, makeDirs } from "../core/safe-path.js";
+import { openStore, StoreError, type AcceptedConfig } from "../store/store.js";
 import type { Config, RunBroker } from "../core/types.js";
 import { adoptOrphans } from "./adopt.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, type LateSlot } from "./due.js";
@@ -76,7 +76,11 @@ export class Supervisor {
   /** Open the store, claim the state dir, adopt or record what the last daemon left, start ticking. */
   async start(): Promise<void> {
     const cfg = this.opts.config;
-    fs.mkdirSync(cfg.stateDir, { recursive: true, mode: 0o700 });
+    // One component at a time, each checked as it is made: a recursive mkdir would follow a link
+    // planted at a missing parent (as root, `daemon` made and checked it already: config/safety.ts).
+    const unsafe = makeDirs(cfg.stateDir, daemonTrust());
+    if (unsafe.length > 0)
+      throw new StoreError(`refusing the state dir ${cfg.stateDir}: ${unsafe.join("; ")}`, "io");
     const store = await openStore(cfg.stateDir, { create: true, check: true, busyTimeoutMs: 2000 });
     const owner = { pid: process.pid, start: startTimeOf(process.pid) };
     const now = this.now();

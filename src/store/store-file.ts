@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
+import { daemonTrust, makeDirs } from "../core/safe-path.js";
 import { StoreError } from "./errors.js";
 import { migrate } from "./migrate.js";
 
@@ -102,7 +103,10 @@ export function schemaProblem(
  * that second property (a reader may then glimpse a partial file and refuse it, once).
  */
 export function createStoreFile(stateDir: string, file: string): void {
-  fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+  // Never a recursive mkdir: each missing component is made and checked alone (see makeDirs).
+  const unsafe = makeDirs(stateDir, daemonTrust());
+  if (unsafe.length > 0)
+    throw new StoreError(`refusing the state dir ${stateDir}: ${unsafe.join("; ")}`, "io");
   const tmp = path.join(stateDir, `.${path.basename(file)}.new-${randomBytes(6).toString("hex")}`);
   try {
     const db = withPrivateUmask(() => new (loadSqlite())(tmp));
