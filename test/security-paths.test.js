@@ -24,6 +24,8 @@ const notRoot = process.getuid?.() === 0 ? false : "the daemon opens these paths
 
 const SECRET = "root-only: do not overwrite\n";
 const STACK = /\n\s+at /;
+/** For each wait: generous, for a loaded machine (CI runs test files two at a time). */
+const DEADLINE = 60_000;
 
 /**
  * A temp dir and a startDaemon whose daemons are killed before the dir is removed when the test
@@ -89,10 +91,11 @@ const beatAt = (state) => query(state, "SELECT heartbeat_at FROM daemon")[0]?.he
 /** The daemon keeps beating and keeps running `other` after `sinceId`; status and history work. */
 async function stillServing(d, state, cfg, sinceId) {
   const beat = beatAt(state);
-  await waitFor(() => beatAt(state) > beat, "a heartbeat after the attack");
+  await waitFor(() => beatAt(state) > beat, "a heartbeat after the attack", DEADLINE);
   await waitFor(
     () => runsOf(state, "other", `status = 'ok' AND id > ${sinceId}`).length >= 2,
     "`other` to keep running",
+    DEADLINE,
   );
   assert.equal(d.exitCode, null, `the daemon is still running\n${d.err}`);
   for (const args of [
@@ -142,7 +145,11 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       const cfg = config(dir, "echo victim");
       const state = path.join(dir, ".cronvisor");
       const d = startDaemon(cfg);
-      await waitFor(() => runsOf(state, "victim", "status = 'ok'").length >= 1, "a victim run");
+      await waitFor(
+        () => runsOf(state, "victim", "status = 'ok'").length >= 1,
+        "a victim run",
+        DEADLINE,
+      );
       // The next ids (both jobs take them, two a second): a link at each of the next 6.
       const max = query(state, "SELECT MAX(id) id FROM runs")[0].id;
       const planted = [];
@@ -155,12 +162,14 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       const failed = await waitFor(
         () => runsOf(state, "victim", `id BETWEEN ${max + 2} AND ${last} AND ${RAN}`)[0],
         "a victim run at a planted id",
+        DEADLINE,
       );
       assert.deepEqual(t0.snapshot(), t0.before, "the run's log was not opened through the link");
       assert.equal(failed.status, "spawn_failed", JSON.stringify(failed));
       await waitFor(
         () => runsOf(state, "victim", `status = 'ok' AND id > ${last}`).length >= 1,
         "a victim run after the planted ids",
+        DEADLINE,
       );
       for (const r of runsOf(state, "victim", `id > ${max} AND ${RAN}`)) {
         if (planted.includes(r.id)) {
@@ -197,6 +206,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       const first = await waitFor(
         () => runsOf(state, "victim", "status = 'spawn_failed'")[0],
         "a victim run without its env_file",
+        DEADLINE,
       );
       assert.match(fs.readFileSync(first.log_path, "utf8"), /spawn failed/);
       const max = query(state, "SELECT MAX(id) id FROM runs")[0].id;
@@ -209,6 +219,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       await waitFor(
         () => runsOf(state, "victim", `status = 'spawn_failed' AND id > ${last}`).length >= 1,
         "victim runs past the planted ids",
+        DEADLINE,
       );
       const met = runsOf(state, "victim", `id BETWEEN ${max + 2} AND ${last} AND ${RAN}`);
       assert.ok(met.length >= 1, "some victim runs met a link");
@@ -238,6 +249,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       const run = await waitFor(
         () => runsOf(state, "victim", "status = 'running' AND pid IS NOT NULL")[0],
         "a running victim run",
+        DEADLINE,
       );
       // Planted while the run runs: after the daemon cleared the path for it, before the wrapper writes.
       const exitFile = path.join(state, "runs", `${run.id}.exit`);
@@ -247,6 +259,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       const ended = await waitFor(
         () => runsOf(state, "victim", `id = ${run.id} AND status != 'running'`)[0],
         "the victim run's end",
+        DEADLINE,
       );
       assert.equal(ended.status, "failed", JSON.stringify(ended));
       assert.equal(ended.exit_code, 7, "the daemon that started it learns the status by waiting");
@@ -256,6 +269,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       await waitFor(
         () => !fs.existsSync(exitFile) && !isLink(exitFile),
         "the planted link removed",
+        DEADLINE,
       );
       // The victim's later runs (go exists now) end the same way, each on its own exit file.
       await waitFor(
@@ -263,6 +277,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
           runsOf(state, "victim", `id > ${run.id} AND status = 'failed' AND exit_code = 7`)
             .length >= 1,
         "a later victim run",
+        DEADLINE,
       );
       await stillServing(d, state, cfg, run.id);
       await untouchedAndClean(d, t0);
@@ -279,19 +294,24 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       const state = path.join(dir, ".cronvisor");
       const heartbeat = path.join(state, "heartbeat");
       const d = startDaemon(cfg);
-      await waitFor(() => fs.existsSync(heartbeat), "the heartbeat file");
+      await waitFor(() => fs.existsSync(heartbeat), "the heartbeat file", DEADLINE);
       fs.rmSync(heartbeat);
       fs.symlinkSync(t0.file, heartbeat);
       const since = query(state, "SELECT MAX(id) id FROM runs")[0]?.id ?? 0;
       // Three beats later (1 s apart): each one met the link.
       const beat = beatAt(state);
-      await waitFor(() => beatAt(state) >= beat + 3000, "three heartbeats after the link", 20_000);
+      await waitFor(
+        () => beatAt(state) >= beat + 3000,
+        "three heartbeats after the link",
+        DEADLINE,
+      );
       assert.deepEqual(t0.snapshot(), t0.before, "no beat went through the link");
       const check = cli(["status", "-c", cfg, "--check"]);
       assert.notEqual(check.code, 2, `the daemon is not CRITICAL: ${check.stdout}${check.stderr}`);
       await waitFor(
         () => runsOf(state, "victim", `status = 'ok' AND id > ${since}`).length >= 2,
         "victim runs go on",
+        DEADLINE,
       );
       await stillServing(d, state, cfg, since);
       await untouchedAndClean(d, t0);
