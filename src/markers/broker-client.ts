@@ -42,8 +42,12 @@ export async function openMarkerPath(
 export class BrokerClient implements MarkerStore {
   private sock: net.Socket | null = null;
   private lastUsed = 0;
-  private buf = "";
-  private waiting: { resolve: (r: Reply) => void; reject: (e: Error) => void } | null = null;
+  /** The request out, and the connection its reply must come on. */
+  private waiting: {
+    sock: net.Socket;
+    resolve: (r: Reply) => void;
+    reject: (e: Error) => void;
+  } | null = null;
   private queue: Promise<void> = Promise.resolve();
 
   constructor(
@@ -51,6 +55,8 @@ export class BrokerClient implements MarkerStore {
     private readonly secret: string,
     /** The run's job: `progress(runId, ...)` names no writer. */
     private readonly job: string,
+    /** How long a reply may take before the call fails with exit 69. */
+    private readonly replyMs = REPLY_MS,
   ) {}
 
   async close(): Promise<void> {
@@ -104,9 +110,13 @@ export class BrokerClient implements MarkerStore {
     return reply;
   }
 
-  /** One request and the broker's reply, a refusal included; rejects only when unreachable. */
+  /**
+   * One request and the broker's reply, a refusal included; rejects only when unreachable. The
+   * secret comes first on the line: the broker takes a first line over 8 KiB (a `mark` of many
+   * keys) only when it starts with a known secret.
+   */
   request(req: Record<string, unknown>): Promise<Reply> {
-    return this.send(`${JSON.stringify({ ...req, secret: this.secret })}\n`);
+    return this.send(`${JSON.stringify({ secret: this.secret, ...req })}\n`);
   }
 
   /**
@@ -125,7 +135,7 @@ export class BrokerClient implements MarkerStore {
   private async exchange(line: string): Promise<Reply> {
     const sock = await this.connection();
     return new Promise<Reply>((resolve, reject) => {
-      this.waiting = { resolve, reject };
+      this.waiting = { sock, resolve, reject };
       sock.write(line);
     }).finally(() => {
       this.waiting = null;
@@ -134,17 +144,31 @@ export class BrokerClient implements MarkerStore {
   }
 
   private async connection(): Promise<net.Socket> {
-    if (this.sock && !this.sock.destroyed && Date.now() - this.lastUsed < REUSE_MS)
-      return this.sock;
+    if (this.sock && this.sock.writable && Date.now() - this.lastUsed < REUSE_MS) return this.sock;
     this.sock?.destroy();
     const sock = net.createConnection(this.path);
     sock.setEncoding("utf8");
-    sock.setTimeout(REPLY_MS, () => sock.destroy(this.unavailable("no answer in 60 s")));
-    sock.on("data", (d: string) => this.onData(d));
-    sock.on("error", (e: NodeJS.ErrnoException) =>
-      this.fail(this.unavailable(e.code ?? e.message)),
+    sock.setTimeout(this.replyMs, () =>
+      sock.destroy(this.unavailable(`no answer in ${this.replyMs / 1000} s`)),
     );
-    sock.on("close", () => this.fail(this.unavailable("it closed the connection")));
+    let buf = "";
+    sock.on("data", (d: string) => {
+      buf += d;
+      let nl: number;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        this.onReply(sock, buf.slice(0, nl));
+        buf = buf.slice(nl + 1);
+      }
+    });
+    // Each event is this connection's: one replaced or ended may still report its close.
+    sock.on("error", (e: NodeJS.ErrnoException) =>
+      this.fail(sock, e instanceof BrokerCallError ? e : this.unavailable(e.code ?? e.message)),
+    );
+    // The broker ends a connection after refusing a request: the next call connects again.
+    sock.on("end", () => {
+      if (this.sock === sock) this.sock = null;
+    });
+    sock.on("close", () => this.fail(sock, this.unavailable("it closed the connection")));
     await new Promise<void>((resolve, reject) => {
       sock.once("connect", resolve);
       sock.once("error", (e: NodeJS.ErrnoException) =>
@@ -155,26 +179,22 @@ export class BrokerClient implements MarkerStore {
     return sock;
   }
 
-  private onData(d: string): void {
-    this.buf += d;
-    let nl: number;
-    while ((nl = this.buf.indexOf("\n")) >= 0) {
-      const line = this.buf.slice(0, nl);
-      this.buf = this.buf.slice(nl + 1);
-      let reply: Reply;
-      try {
-        reply = JSON.parse(line) as Reply;
-      } catch {
-        reply = { ok: false, code: EXIT.unavailable, error: "the marker broker answered garbage" };
-      }
-      this.waiting?.resolve(reply);
-      this.waiting = null;
+  private onReply(sock: net.Socket, line: string): void {
+    if (this.waiting?.sock !== sock) return;
+    let reply: Reply;
+    try {
+      reply = JSON.parse(line) as Reply;
+    } catch {
+      reply = { ok: false, code: EXIT.unavailable, error: "the marker broker answered garbage" };
     }
+    this.waiting.resolve(reply);
+    this.waiting = null;
   }
 
-  private fail(e: Error): void {
-    this.sock = null;
-    this.waiting?.reject(e);
+  private fail(sock: net.Socket, e: Error): void {
+    if (this.sock === sock) this.sock = null;
+    if (this.waiting?.sock !== sock) return;
+    this.waiting.reject(e);
     this.waiting = null;
   }
 

@@ -20,11 +20,57 @@ export interface Registered {
   pgid: number | null;
 }
 
-/** A connection idle this long is closed (the client reconnects for its next request). */
+/** A connection idle this long after authenticating is closed (the client reconnects). */
 const IDLE_MS = 30_000;
-/** Requests a connection may have waiting before it is paused (pipelining is bounded). */
+/**
+ * A connection must authenticate with its first line (a request with a known secret) this soon
+ * after connecting, whatever it sends meanwhile, and within AUTH_LINE_MAX bytes: a socket any
+ * user can reach holds nothing for a client without a secret for longer.
+ */
+const AUTH_MS = 2000;
+const AUTH_LINE_MAX = 8192;
+/**
+ * A first line longer than AUTH_LINE_MAX is taken only when it starts with a known secret, as
+ * the client writes every request (a `mark` of many keys may be up to LINE_MAX).
+ */
+const SECRET_FIRST = /^\{"secret":"([0-9a-f]{64})"/;
+/** Requests a connection may have waiting: past this its lines are not parsed, nor read. */
 const MAX_PENDING = 16;
+/**
+ * A refused connection is half-closed after its reply; what still comes is read and dropped
+ * (closing with unread data could reset the connection before the client reads the reply), for
+ * this long and this many bytes at most.
+ */
+const LINGER_MS = 1000;
+const LINGER_BYTES = 2 * LINE_MAX;
+/** Past this many connections, a new one evicts the oldest that has not authenticated. */
 const MAX_CONNECTIONS = 512;
+/** The hard cap (file descriptors): connections past it are refused. */
+const HARD_MAX_CONNECTIONS = 1024;
+
+/** One client connection, as serve() keeps it. */
+interface Conn {
+  s: net.Socket;
+  /** Its first line named a known secret: it is a run's, and is never evicted. */
+  authed: boolean;
+  /** Received and not yet parsed (a line at most, and one read). */
+  buf: string;
+  /** Requests parsed and not yet answered (at most MAX_PENDING). */
+  pending: number;
+  /** The last write() returned false: nothing is read or parsed until 'drain'. */
+  blocked: boolean;
+  /** Refused and half-closed: what still comes is dropped (`dropped` bytes so far). */
+  ended: boolean;
+  dropped: number;
+  /** A pump() is scheduled (setImmediate: other connections' I/O comes between batches). */
+  scheduled: boolean;
+  /** Replies in request order. */
+  chain: Promise<void>;
+  deadline: NodeJS.Timeout | null;
+}
+
+/** A request line's run, or its refusal; `end`: the connection is then closed. */
+type Checked = { req: Request; reg: Registered } | { refused: Reply; end: boolean };
 
 export const secretHash = (secret: string): string =>
   createHash("sha256").update(secret).digest("hex");
@@ -33,11 +79,12 @@ export class BrokerServer {
   private readonly runs = new Map<string, Registered>();
   private readonly byRun = new Map<number, string>();
   private readonly server: net.Server;
-  private readonly conns = new Set<net.Socket>();
+  /** Every open connection, oldest first. */
+  private readonly conns = new Set<Conn>();
 
   constructor(private readonly store: MarkerStore) {
     this.server = net.createServer((s) => this.serve(s));
-    this.server.maxConnections = MAX_CONNECTIONS;
+    this.server.maxConnections = HARD_MAX_CONNECTIONS;
   }
 
   register(hash: string, r: Registered): void {
@@ -69,62 +116,178 @@ export class BrokerServer {
   }
 
   async close(): Promise<void> {
-    for (const s of this.conns) s.destroy();
+    for (const c of this.conns) c.s.destroy();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
     await this.store.close();
   }
 
-  /** One connection: lines in, one reply line per request, in order; errors stay here. */
+  /**
+   * One connection: lines in, one reply line per request, in order; errors stay here. Its work is
+   * bounded: one line at a time is parsed while fewer than MAX_PENDING wait, nothing is read while
+   * that many wait or while its replies are not being read, and it must authenticate first.
+   */
   private serve(s: net.Socket): void {
-    this.conns.add(s);
-    s.setTimeout(IDLE_MS, () => s.destroy());
+    if (this.conns.size >= MAX_CONNECTIONS) this.evict();
+    const c: Conn = {
+      s,
+      authed: false,
+      buf: "",
+      pending: 0,
+      blocked: false,
+      ended: false,
+      dropped: 0,
+      scheduled: false,
+      chain: Promise.resolve(),
+      deadline: null,
+    };
+    this.conns.add(c);
+    // Fired after the loop's poll phase (setImmediate): a first line that has arrived by then
+    // is taken, even when the worker was busy (a store's busy wait) past the deadline.
+    c.deadline = setTimeout(
+      () =>
+        setImmediate(() => {
+          if (!c.authed) s.destroy();
+        }),
+      AUTH_MS,
+    );
     s.on("error", () => {}); // a client that vanished: 'close' follows
-    s.on("close", () => this.conns.delete(s));
-    let buf = "";
-    let pending = 0;
-    let chain = Promise.resolve();
-    let overlong = false;
+    s.on("close", () => {
+      this.conns.delete(c);
+      if (c.deadline) clearTimeout(c.deadline);
+    });
+    s.on("drain", () => {
+      c.blocked = false;
+      this.pump(c);
+    });
     s.setEncoding("utf8");
     s.on("data", (chunk: string) => {
-      if (overlong) return;
-      buf += chunk;
-      let nl: number;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (++pending >= MAX_PENDING) s.pause();
-        chain = chain.then(async () => {
-          const reply = await this.answer(line);
-          if (!s.destroyed) s.write(`${JSON.stringify(reply)}\n`);
-          if (--pending < MAX_PENDING) s.resume();
-        });
+      if (c.ended) {
+        c.dropped += chunk.length;
+        if (c.dropped > LINGER_BYTES) s.destroy();
+        return;
       }
-      if (buf.length > LINE_MAX) {
-        buf = "";
-        overlong = true;
-        const r = refusal(EXIT.usage, `bad broker request: a line over ${LINE_MAX} bytes`);
-        // Half-close and drop what still comes: closing with unread data would reset the
-        // connection, and the client could lose the reply.
-        s.end(`${JSON.stringify(r)}\n`);
+      c.buf += chunk;
+      this.pump(c);
+    });
+  }
+
+  /** Parse what can be parsed now; read more only while there is room for it. */
+  private pump(c: Conn): void {
+    while (!c.ended && !c.blocked && c.pending < MAX_PENDING) {
+      const nl = c.buf.indexOf("\n");
+      if (nl < 0) break;
+      const line = c.buf.slice(0, nl);
+      c.buf = c.buf.slice(nl + 1);
+      this.take(c, line);
+    }
+    if (!c.ended) this.checkLength(c);
+    if (c.ended || (!c.blocked && c.pending < MAX_PENDING)) c.s.resume();
+    else c.s.pause();
+  }
+
+  /** The line being received is refused past its limit (8 KiB before authenticating). */
+  private checkLength(c: Conn): void {
+    const nl = c.buf.indexOf("\n");
+    const length = nl < 0 ? c.buf.length : nl;
+    if (length <= AUTH_LINE_MAX) return;
+    if (!c.authed) {
+      const secret = SECRET_FIRST.exec(c.buf)?.[1];
+      if (secret === undefined || !this.runs.has(secretHash(secret)))
+        return this.refuse(
+          c,
+          refusal(
+            EXIT.usage,
+            `bad broker request: a first line over ${AUTH_LINE_MAX} bytes must start with a known secret`,
+          ),
+        );
+      this.authenticated(c);
+    }
+    if (length > LINE_MAX)
+      this.refuse(c, refusal(EXIT.usage, `bad broker request: a line over ${LINE_MAX} bytes`));
+  }
+
+  /** One request line: checked now (it may authenticate the connection), answered in order. */
+  private take(c: Conn, line: string): void {
+    const checked = this.check(line);
+    // A known secret authenticates, even for a request it may not make (another job's markers).
+    if ("refused" in checked && checked.end) return this.refuse(c, checked.refused);
+    if (!c.authed) this.authenticated(c);
+    c.pending++;
+    c.chain = c.chain.then(async () => {
+      const reply = "refused" in checked ? checked.refused : await this.answer(checked);
+      c.pending--;
+      if (!c.s.destroyed && !c.s.writableEnded && !c.s.write(`${JSON.stringify(reply)}\n`))
+        c.blocked = true;
+      if (!c.scheduled) {
+        c.scheduled = true;
+        setImmediate(() => {
+          c.scheduled = false;
+          this.pump(c);
+        });
       }
     });
   }
 
-  /** The reply to one request line; never throws. */
-  async answer(line: string): Promise<Reply> {
+  private authenticated(c: Conn): void {
+    c.authed = true;
+    if (c.deadline) clearTimeout(c.deadline);
+    c.deadline = null;
+    c.s.setTimeout(IDLE_MS, () => c.s.destroy());
+  }
+
+  /**
+   * Reply (after the replies still owed) and half-close; nothing more is parsed. Half-close and
+   * drop what still comes: closing with unread data would reset the connection, and the client
+   * could lose the reply. It goes after LINGER_MS, or LINGER_BYTES dropped.
+   */
+  private refuse(c: Conn, r: Reply): void {
+    c.ended = true;
+    c.authed = false; // evictable
+    c.buf = "";
+    if (c.deadline) clearTimeout(c.deadline);
+    c.deadline = null;
+    c.chain = c.chain.then(() => {
+      if (!c.s.destroyed) c.s.end(`${JSON.stringify(r)}\n`);
+      setTimeout(() => c.s.destroy(), LINGER_MS).unref();
+    });
+  }
+
+  /** Make room: the oldest connection that has not authenticated goes (runs' own stay). */
+  private evict(): void {
+    for (const c of this.conns) {
+      if (c.authed) continue;
+      this.conns.delete(c);
+      c.s.destroy();
+      return;
+    }
+  }
+
+  /** A request line's parse and its run (by the secret's hash); pure but for the lookup. */
+  private check(line: string): Checked {
     const req = parseRequest(line);
-    if ("refused" in req) return req.refused;
+    if ("refused" in req) return { refused: req.refused, end: true };
     const reg = this.runs.get(secretHash(req.secret));
     if (!reg)
-      return refusal(
-        req.op === "check" ? EXIT.unavailable : EXIT.unknown,
-        "refused: this run is not known to the marker broker (it has ended, or its CRONVISOR_SECRET is wrong); nothing was written",
-      );
+      return {
+        refused: refusal(
+          req.op === "check" ? EXIT.unavailable : EXIT.unknown,
+          "refused: this run is not known to the marker broker (it has ended, or its CRONVISOR_SECRET is wrong); nothing was written",
+        ),
+        end: true,
+      };
     if (req.job !== reg.job)
-      return refusal(
-        EXIT.unknown,
-        `refused: run ${reg.runId} of job ${reg.job} may write only ${reg.job}'s markers, not ${req.job}'s; nothing was written`,
-      );
+      return {
+        refused: refusal(
+          EXIT.unknown,
+          `refused: run ${reg.runId} of job ${reg.job} may write only ${reg.job}'s markers, not ${req.job}'s; nothing was written`,
+        ),
+        end: false,
+      };
+    return { req, reg };
+  }
+
+  /** The reply to one authenticated request; never throws. */
+  private async answer({ req, reg }: { req: Request; reg: Registered }): Promise<Reply> {
     try {
       return await this.act(req, reg);
     } catch (e) {

@@ -55,6 +55,7 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
   const [cmd = "", ...rest] = argv;
   let m: Session | null = null;
   let stateDir: string | null = null;
+  let inRun = false;
   try {
     const p = parseMarkerArgs(cmd, stripJobOption(rest));
     if (p.cmd === "help") {
@@ -63,12 +64,13 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
     }
     const t = target ?? targetFromEnv();
     stateDir = t.stateDir;
+    inRun = t.run !== null;
     // Inside a run with a broker, through it (a job of any user); otherwise the store itself,
     // which `check` outside a run only reads (inside one it counts a done key as skipped work).
-    const inRun = target === undefined;
-    if (!(inRun && process.env.CRONVISOR_BROKER)) checkStateDir(t.stateDir);
+    const fromEnv = target === undefined;
+    if (!(fromEnv && process.env.CRONVISOR_BROKER)) checkStateDir(t.stateDir);
     const readonly = p.cmd === "check" && t.run === null;
-    m = { store: await openMarkerPath(t, inRun, readonly), t };
+    m = { store: await openMarkerPath(t, fromEnv, readonly), t };
     switch (p.cmd) {
       case "mark":
         return p.stdin ? await markStdin(m) : (await markDone(m, p.keys), EXIT.ok);
@@ -83,7 +85,8 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
         return EXIT.ok;
     }
   } catch (e) {
-    return fail(e, cmd, stateDir);
+    const code = fail(e, stateDir);
+    return cmd === "check" ? checkCode(e, code, inRun) : code;
   } finally {
     await m?.store.close();
   }
@@ -240,9 +243,9 @@ function noteClaimCommand(m: Session, key: string, pid: number, cmdPid: number):
 
 /**
  * One line on stderr (control characters escaped) and the exit code. A store that cannot be used
- * is named; `check` then exits 69 (it cannot tell), the others 1; busy past the timeout is 75.
+ * is named, and exits 1; busy past the timeout is 75 (`check`: see checkCode).
  */
-function fail(e: unknown, cmd: string, stateDir: string | null): number {
+function fail(e: unknown, stateDir: string | null): number {
   const say = (msg: string): void => {
     process.stderr.write(`cronvisor: ${printable(msg)}\n`);
   };
@@ -263,14 +266,18 @@ function fail(e: unknown, cmd: string, stateDir: string | null): number {
     return EXIT.busy;
   }
   say(msg);
-  return cmd === "check" ? checkFailure(err) : EXIT.fail;
+  return EXIT.fail;
 }
 
 /**
- * `check` exits 1 for "not marked", so a store it cannot read (empty, foreign, corrupt,
- * unreadable) must not: 69, "it cannot tell", or a job would redo work it already did. No store
- * at all is "not marked": nothing was ever marked.
+ * `check` exits 0 marked, 1 not marked, 2 usage, and 69 whenever it cannot tell: a store it
+ * cannot read (empty, foreign, corrupt, unreadable, busy), a broker that refuses or cannot be
+ * reached. Never 1 for those, or `check K || work` would redo work already done. Outside a run,
+ * no store at all is "not marked" (nothing was ever marked); inside one it is "cannot tell": the
+ * run's store should be there.
  */
-function checkFailure(e: unknown): number {
-  return e instanceof StoreError && e.code === "missing" ? EXIT.fail : EXIT.unavailable;
+function checkCode(e: unknown, code: number, inRun: boolean): number {
+  if (e instanceof UsageError) return code;
+  if (e instanceof StoreError && e.code === "missing" && !inRun) return EXIT.fail;
+  return EXIT.unavailable;
 }
