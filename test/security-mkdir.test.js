@@ -9,7 +9,16 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { cli, runAs, spawnCli, testUser, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import {
+  cli,
+  killDaemon,
+  runAs,
+  spawnCli,
+  testUser,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 const user = testUser();
 const skip = user.skip ?? false;
@@ -54,7 +63,7 @@ process.stdout.write("ready\\n");
 burst();
 `;
 
-function startRacer(t, link, target) {
+function startRacer(link, target) {
   const child = spawn(
     "setpriv",
     [
@@ -74,9 +83,6 @@ function startRacer(t, link, target) {
   child.stdout.on("data", (d) => (child.out += d));
   child.stderr.on("data", (d) => (child.out += d));
   child.exited = new Promise((resolve) => child.on("exit", resolve));
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-  });
   return child;
 }
 
@@ -94,6 +100,14 @@ test(
   "root: a link raced in at the missing parent of a sticky-dir state dir never gets the store (run, daemon)",
   { skip },
   async (t) => {
+    // Daemons are killed before the dirs are removed (after hooks run in the order they were
+    // added), also when the test fails half-way.
+    const daemons = [];
+    let racer = null;
+    t.after(async () => {
+      racer?.kill("SIGKILL");
+      await Promise.all(daemons.map(killDaemon));
+    });
     const { base, fake } = stickyDirs(t);
     const race = path.join(base, "race");
     const stateDir = path.join(race, "s");
@@ -102,7 +116,7 @@ test(
       cfgDir,
       `state_dir: ${stateDir}\nheartbeat: 1s\njobs:\n  j:\n    schedule: "@daily"\n    command: "true"\n`,
     );
-    const racer = startRacer(t, race, fake);
+    racer = startRacer(race, fake);
     await waitFor(() => racer.out.includes("ready"), "the attacker starts");
     const outcomes = { ok: 0, refused: 0, why: {} };
     const lost = [];
@@ -137,7 +151,7 @@ test(
     /** A daemon that starts (then stopped with SIGTERM) or refuses: its exit and what it said. */
     const daemon = async (what) => {
       const d = spawnCli(["daemon", "-c", cfg]);
-      t.after(() => d.exitCode === null && d.signalCode === null && d.kill("SIGKILL"));
+      daemons.push(d);
       await waitFor(() => d.exitCode !== null || d.err.includes("started with"), what);
       if (d.exitCode === null) d.kill("SIGTERM");
       const { code } = await d.exited;
