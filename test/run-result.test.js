@@ -143,3 +143,18 @@ test("exit file: the wrapper's argv clears a stale status; read and removed by r
   assert.equal(fs.existsSync(file), false);
   removeExitFile(dir, 7); // already gone: best effort, no throw
 });
+
+test("exit file: a link or a FIFO in its place is never followed or waited on", (t) => {
+  const dir = tmpdir(t);
+  const target = path.join(dir, "target");
+  fs.writeFileSync(target, "5\n");
+  const link = exitFileFor(dir, 8);
+  fs.mkdirSync(path.dirname(link), { recursive: true });
+  fs.symlinkSync(target, link);
+  assert.equal(readExitFile(link), null, "a link is not followed");
+  const fifo = exitFileFor(dir, 9);
+  const made = spawnSync("mkfifo", [fifo]);
+  assert.equal(made.status, 0, String(made.stderr));
+  // A blocking open of a FIFO with no writer would never return: this one returns at once.
+  assert.equal(readExitFile(fifo), null);
+});

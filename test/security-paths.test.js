@@ -318,3 +318,23 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
     },
   );
 });
+
+test(
+  "root: `cronvisor logs` does not print what a link planted at a run's log points to",
+  { skip: notRoot },
+  (t) => {
+    const dir = tmpdir(t);
+    const cfg = writeConfig(dir, 'jobs:\n  a:\n    schedule: "@daily"\n    command: "echo hi"\n');
+    assert.equal(cli(["run", "a", "-c", cfg]).code, 0);
+    const target = path.join(dir, "target");
+    fs.writeFileSync(target, "SECRET-CONTENT\n", { mode: 0o600 });
+    const log = path.join(dir, ".cronvisor", "logs", "a", "1.log");
+    fs.rmSync(log);
+    fs.symlinkSync(target, log);
+    const r = cli(["logs", "a", "-c", cfg]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.doesNotMatch(r.stdout + r.stderr, /SECRET-CONTENT/);
+    assert.match(r.stderr, /1\.log of run 1 of a is not a regular file/);
+    assert.doesNotMatch(r.stderr, /\n\s+at /);
+  },
+);

@@ -1,5 +1,6 @@
 // Copying a run's log to stdout, once or while the run goes on (`logs --follow`).
 import fs from "node:fs";
+import { READ_NOFOLLOW } from "../core/safe-path.js";
 
 /** Polls the log every 250 ms while `running()` says so; a log rewritten shorter starts over. */
 export async function copyLog(
@@ -23,12 +24,15 @@ export async function copyLog(
 function copyFrom(logPath: string, offset: number): number {
   let fd: number;
   try {
-    fd = fs.openSync(logPath, "r");
+    // Never through a link planted at the log's path, never blocking on a FIFO there.
+    fd = fs.openSync(logPath, READ_NOFOLLOW);
   } catch {
     return offset;
   }
   try {
-    const size = fs.fstatSync(fd).size;
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) return offset;
+    const size = st.size;
     if (size < offset) offset = 0; // the log was rewritten (head + tail at the end of a capped run)
     const buf = Buffer.alloc(64 * 1024);
     while (offset < size) {

@@ -28,10 +28,17 @@ export async function logs(
   }
   // A finished run's log that is no longer there is said, not printed as an empty log. (A running
   // run's log may not be made yet: copyLog waits for it.)
-  if (run.status !== "running" && !fs.existsSync(run.log_path)) {
+  // Nor is anything but a regular file printed: a link planted there is never followed.
+  const st = fs.lstatSync(run.log_path, { throwIfNoEntry: false });
+  const why = st
+    ? st.isFile()
+      ? null
+      : "is not a regular file (a link?); it is not read"
+    : "is gone (removed or moved since the run)";
+  if (why !== null && (st || run.status !== "running")) {
     await store.close();
     throw new CliError(
-      `cronvisor: the log file ${run.log_path} of run ${run.id} of ${job} is gone (removed or moved since the run)`,
+      `cronvisor: the log file ${run.log_path} of run ${run.id} of ${job} ${why}`,
       EXIT.fail,
     );
   }

@@ -2,7 +2,7 @@
 // adopted (its lock stays held, its end is recorded when its main process exits); a dead one is
 // recorded from its exit file, or `interrupted` without one. The exit file is read in one place.
 import fs from "node:fs";
-import { exitFileFor } from "../run/execute.js";
+import { exitFileFor, readExitFile } from "../run/execute.js";
 import { groupAlive, isAlive, signalGroup } from "../run/proc.js";
 import type { RunRow } from "../store/store.js";
 import { exited, interrupted, runResult, stopped } from "../core/result.js";
@@ -66,15 +66,6 @@ export function orphanResult(
   const late =
     how === "found-dead" ? `exit ${code} (recorded late, from its exit file)` : undefined;
   return runResult(exited(code, null, late), r.started_at, now, log);
-}
-
-function readExitFile(file: string): number | null {
-  try {
-    const n = Number.parseInt(fs.readFileSync(file, "utf8").trim(), 10);
-    return Number.isFinite(n) ? n : null;
-  } catch {
-    return null;
-  }
 }
 
 /**

@@ -4,6 +4,7 @@
 // back and removing it once the end is recorded.
 import fs from "node:fs";
 import path from "node:path";
+import { READ_NOFOLLOW } from "../core/safe-path.js";
 import { ensureDir } from "./log.js";
 
 /**
@@ -40,13 +41,23 @@ export function withExitFile(argv: string[], exitFile: string): string[] {
   return ["/bin/sh", "-c", EXIT_WRAPPER, "cronvisor-run", exitFile, ...argv];
 }
 
-/** The exit status the wrapper recorded, or null when it has not (yet) written one. */
+/**
+ * The exit status the wrapper recorded, or null when it has not (yet) written one, or when what
+ * lies there is not a small regular file (a link or a FIFO planted in its place is never
+ * followed or waited on: a daemon adopting runs must not freeze).
+ */
 export function readExitFile(file: string): number | null {
+  let fd: number | null = null;
   try {
-    const n = Number.parseInt(fs.readFileSync(file, "utf8").trim(), 10);
+    fd = fs.openSync(file, READ_NOFOLLOW);
+    if (!fs.fstatSync(fd).isFile()) return null;
+    const buf = Buffer.alloc(16);
+    const n = Number.parseInt(buf.toString("utf8", 0, fs.readSync(fd, buf)).trim(), 10);
     return Number.isFinite(n) ? n : null;
   } catch {
     return null;
+  } finally {
+    if (fd !== null) fs.closeSync(fd);
   }
 }
 
