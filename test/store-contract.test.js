@@ -7,11 +7,20 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
+import { migrationFiles } from "../dist/store/migrate.js";
+import { PG_LATEST, pgMigrationFiles } from "../dist/store/pg-connection.js";
 import { openPgStore, openStore, StoreError } from "../dist/store/store.js";
 import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
 import { tmpdir } from "./helpers.js";
 
 const LATEST = 4;
+
+test("migrations: one numbering, a file per engine for each step", () => {
+  const names = migrationFiles();
+  assert.equal(names.length, LATEST);
+  assert.deepEqual(pgMigrationFiles(), names, "the same NNN_name.sql in sqlite/ and postgresql/");
+  assert.equal(PG_LATEST, LATEST);
+});
 
 /** Each engine: a fresh, empty store place, and how to open a connection to it. */
 const ENGINES = [
