@@ -1,5 +1,6 @@
 // What keeps the CLI's start-up fast: a plain `status` never loads commander, and the commander
-// wiring loads a subcommand's module only when that command runs. Plus the daemon's signals.
+// wiring loads a subcommand's module only when that command runs; no SQLite path loads pg. Plus the
+// daemon's signals.
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
@@ -9,14 +10,15 @@ import { ROOT, cleanEnv, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 const DIST = path.join(ROOT, "dist", "commands");
 
-/** Run main(argv) in a fresh node; report its exit code, stdout and whether commander loaded. */
+/** Run main(argv) in a fresh node; report its exit code, stdout and which packages it loaded. */
 function probe(args) {
   const script = `
     import { createRequire } from "node:module";
     const require = createRequire(import.meta.url);
     process.on("exit", () => {
-      const commander = Object.keys(require.cache).some((k) => k.includes("/node_modules/commander/"));
-      process.stderr.write("\\nPROBE " + JSON.stringify({ commander }) + "\\n");
+      const loaded = (name) => Object.keys(require.cache).some((k) => k.includes(\`/node_modules/\${name}/\`));
+      const probe = { commander: loaded("commander"), sqlite: loaded("better-sqlite3"), pg: loaded("pg") };
+      process.stderr.write("\\nPROBE " + JSON.stringify(probe) + "\\n");
     });
     const { main } = await import(${JSON.stringify(path.join(DIST, "cli.js"))});
     await main([process.execPath, "cronvisor", ...${JSON.stringify(args)}]);
@@ -47,6 +49,13 @@ test("a plain status call does not load commander; other commands do", (t) => {
   const odd = probe(["status", "--bogus", "-c", file]);
   assert.equal(odd.code, 2);
   assert.equal(odd.commander, true);
+  // The SQLite store's paths never load pg (the PostgreSQL engine is imported only by its opener).
+  const pause = probe(["pause", "a", "-c", file]);
+  assert.equal(pause.code, 0);
+  assert.equal(pause.sqlite, true);
+  const status = probe(["status", "-c", file]);
+  assert.equal(status.code, 0);
+  for (const r of [plain, other, odd, pause, status]) assert.equal(r.pg, false);
 });
 
 test("the commander wiring imports no subcommand module at load time", () => {

@@ -1,12 +1,14 @@
-// The state store's entry: the Store interface (interface.ts), its row types, and openStore, which
-// loads the engine. Importers outside src/store/ import from here.
+// The state store's entry: the Store interface (interface.ts), its row types, and the openers,
+// which load their engine (better-sqlite3 or pg) only when called. Importers outside src/store/ import from here.
 import type { OpenOptions } from "./connection.js";
 import type { MarkerStore, Store } from "./interface.js";
+import type { PgOpenOptions } from "./pg-connection.js";
 
 export { StoreError, storeFailure } from "./errors.js";
 export { STORE_FILE, storePath, type OpenOptions } from "./connection.js";
 export type * from "./rows.js";
 export type { MarkerStore, Store } from "./interface.js";
+export type { PgOpenOptions } from "./pg-connection.js";
 
 /** Open the store of a state dir (SQLite; the engine is loaded only here). */
 export async function openStore(stateDir: string, opts: OpenOptions): Promise<Store> {
@@ -18,4 +20,13 @@ export async function openStore(stateDir: string, opts: OpenOptions): Promise<St
 export async function openMarkerStore(stateDir: string, opts: OpenOptions): Promise<MarkerStore> {
   const { SqliteMarkerStore } = await import("./sqlite-marker-store.js");
   return SqliteMarkerStore.openMarkers(stateDir, opts);
+}
+
+/**
+ * Open the PostgreSQL store at `url` (postgresql://USER@HOST:PORT/DB; the password from
+ * PGPASSWORD or ~/.pgpass, as libpq does). pg is loaded only here: no SQLite path loads it.
+ */
+export async function openPgStore(url: string, opts: PgOpenOptions): Promise<Store> {
+  const { PgStore } = await import("./pg-store.js");
+  return PgStore.open(url, opts);
 }

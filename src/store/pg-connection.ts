@@ -1,0 +1,226 @@
+// The PostgreSQL store's connection: a pg.Pool, one client per transaction, and its numbered
+// migrations (migrations/postgresql/NNN_*.sql, the same numbers and meaning as SQLite's).
+//
+// The transaction rule, as for SQLite: `PgConn.write` and `PgConn.read` are called only by a whole
+// store operation (a PgStore method); the table-group functions in ./postgres/ take a `Q` and run
+// in their caller's transaction, never opening one. A write runs at READ COMMITTED and makes its
+// checks safe under concurrency with row locks taken first (the job row FOR UPDATE, see
+// postgres/lock.ts) and unique keys with ON CONFLICT; a read that must see one snapshot runs at
+// REPEATABLE READ. Every write transaction bumps the `data_version` counter as its last
+// statement, so `dataVersion()` changes when any connection commits.
+import fs from "node:fs";
+import pg from "pg";
+import { StoreError } from "./errors.js";
+
+const DIR = new URL("./migrations/postgresql/", import.meta.url);
+const NAME = /^(\d{3})_[a-z0-9_]+\.sql$/;
+/** The number of the newest migration: the same as SQLite's LATEST (one numbering). */
+export const PG_LATEST = 4;
+/** The advisory lock key that serialises two processes migrating one database. */
+const MIGRATE_LOCK = 0x63767372; // "cvsr"
+
+/** A query runner: a transaction's client or (one statement) the pool. */
+export interface Q {
+  all<T>(sql: string, params?: readonly unknown[]): Promise<T[]>;
+  get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined>;
+  /** Rows changed. */
+  run(sql: string, params?: readonly unknown[]): Promise<number>;
+}
+
+export interface PgOpenOptions {
+  /** Bring an empty database's schema into being (writers); else an empty one is "missing". */
+  create: boolean;
+  /** Read only: no migration; a schema older than this cronvisor's is refused. */
+  readonly?: boolean;
+  /** Connections in the pool (default 4). */
+  poolSize?: number;
+}
+
+// BIGINT (int8) columns are epoch-ms times, ids and counts: read them as numbers (exact below
+// 2^53), as SQLite gives them. Per pool, not pg.types, so nothing global changes.
+const INT8 = 20;
+const types = {
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === INT8
+      ? (v: string) => Number(v)
+      : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser,
+};
+
+/** Named prepared statements: the same SQL is parsed once per connection. */
+const names = new Map<string, string>();
+function named(sql: string, params?: readonly unknown[]): pg.QueryConfig {
+  let name = names.get(sql);
+  if (name === undefined) names.set(sql, (name = `cv${names.size + 1}`));
+  return { name, text: sql, values: params as unknown[] | undefined };
+}
+
+function runner(c: pg.Pool | pg.PoolClient): Q {
+  return {
+    all: async <T>(sql: string, params?: readonly unknown[]) =>
+      (await c.query(named(sql, params))).rows as T[],
+    get: async <T>(sql: string, params?: readonly unknown[]) =>
+      (await c.query(named(sql, params))).rows[0] as T | undefined,
+    run: async (sql: string, params?: readonly unknown[]) =>
+      (await c.query(named(sql, params))).rowCount ?? 0,
+  };
+}
+
+export class PgConn {
+  private closed = false;
+  /** One statement outside any explicit transaction (it is its own). */
+  readonly one: Q;
+
+  constructor(readonly pool: pg.Pool) {
+    this.one = runner(pool);
+  }
+
+  get open(): boolean {
+    return !this.closed;
+  }
+
+  /** fn as one write transaction on one client; COMMIT, or ROLLBACK on any error. */
+  write<T>(fn: (q: Q) => Promise<T>, opts: { unsynced?: boolean } = {}): Promise<T> {
+    return this.tx("BEGIN", fn, opts.unsynced ?? false, true);
+  }
+
+  /** fn with every read in it seeing one snapshot. */
+  read<T>(fn: (q: Q) => Promise<T>): Promise<T> {
+    return this.tx("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", fn, false, false);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.pool.end();
+  }
+
+  private async tx<T>(
+    begin: string,
+    fn: (q: Q) => Promise<T>,
+    unsynced: boolean,
+    bump: boolean,
+  ): Promise<T> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      await client.query(begin);
+      // Not fsync'd, like SQLite's writeUnsynced: for this transaction only.
+      if (unsynced) await client.query("SET LOCAL synchronous_commit = off");
+      const q = runner(client);
+      const out = await fn(q);
+      // Last, so the counter row is locked only for the commit itself.
+      if (bump) await q.run("UPDATE data_version SET n = n + 1 WHERE id = 1");
+      await client.query("COMMIT");
+      return out;
+    } catch (e) {
+      try {
+        await client.query("ROLLBACK");
+      } catch {
+        broken = true; // the connection is gone: the pool must not hand it out again
+      }
+      throw e;
+    } finally {
+      client.release(broken);
+    }
+  }
+}
+
+/** The migration files in order; their numbers must run 1, 2, 3... with no gap. */
+export function pgMigrationFiles(): string[] {
+  const files = fs
+    .readdirSync(DIR)
+    .filter((f) => NAME.test(f))
+    .sort();
+  files.forEach((f, i) => {
+    if (Number(NAME.exec(f)?.[1]) !== i + 1)
+      throw new Error(`store migrations: ${f} is out of sequence (expected number ${i + 1})`);
+  });
+  return files;
+}
+
+/** Where the store is, for messages: never the password. */
+export function describeUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    u.password = "";
+    return `${u.protocol}//${u.username ? `${u.username}@` : ""}${u.host}${u.pathname}`;
+  } catch {
+    return "the PostgreSQL store";
+  }
+}
+
+/** Open a pool on `url`, check the schema and bring it forward (not for a reader). */
+export async function openPgConn(url: string, opts: PgOpenOptions): Promise<PgConn> {
+  const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 4, types });
+  // An idle client's error (the server restarted) must not crash the process; the next query
+  // on a fresh client reports it.
+  pool.on("error", () => {});
+  const conn = new PgConn(pool);
+  try {
+    await migrate(conn, opts, describeUrl(url));
+  } catch (e) {
+    await conn.close();
+    if (e instanceof StoreError) throw e;
+    const msg = (e as Error).message;
+    throw new StoreError(`cannot open state store ${describeUrl(url)}: ${msg}`, "io");
+  }
+  return conn;
+}
+
+async function schemaVersion(q: Q): Promise<number | null> {
+  const has = await q.get<{ t: string | null }>("SELECT to_regclass('schema_version')::text AS t");
+  if (!has?.t) return null;
+  const r = await q.get<{ version: number }>("SELECT version FROM schema_version WHERE id = 1");
+  return r?.version ?? 0;
+}
+
+function newer(where: string, version: number, known: number): StoreError {
+  return new StoreError(
+    `state store ${where}: schema version ${version} is newer than this cronvisor knows (${known}); upgrade cronvisor`,
+    "corrupt",
+  );
+}
+
+async function migrate(conn: PgConn, opts: PgOpenOptions, where: string): Promise<void> {
+  const version = await schemaVersion(conn.one);
+  if (version === PG_LATEST) return;
+  if (version === null && (!opts.create || opts.readonly))
+    throw new StoreError(
+      `no state store in ${where} (has the daemon or a run ever started?)`,
+      "missing",
+    );
+  const files = pgMigrationFiles();
+  if (version !== null && version > files.length) throw newer(where, version, files.length);
+  if (opts.readonly) {
+    throw new StoreError(
+      `state store ${where} is at schema version ${version}, older than this cronvisor's (${files.length}): start the daemon (or any writer) once to bring it forward`,
+      "old",
+    );
+  }
+  const client = await conn.pool.connect();
+  try {
+    await client.query("BEGIN");
+    // Re-read under the lock: another process may have migrated meanwhile.
+    await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATE_LOCK]);
+    const q = runner(client);
+    await q.run(`CREATE TABLE IF NOT EXISTS schema_version (
+      id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)`);
+    await q.run(`CREATE TABLE IF NOT EXISTS data_version (
+      id INTEGER PRIMARY KEY CHECK (id = 1), n BIGINT NOT NULL)`);
+    await q.run("INSERT INTO data_version (id, n) VALUES (1, 0) ON CONFLICT DO NOTHING");
+    const v = (await schemaVersion(q)) ?? 0;
+    if (v > files.length) throw newer(where, v, files.length);
+    for (const f of files.slice(v)) await client.query(fs.readFileSync(new URL(f, DIR), "utf8"));
+    await q.run(
+      `INSERT INTO schema_version (id, version) VALUES (1, $1)
+       ON CONFLICT (id) DO UPDATE SET version = excluded.version`,
+      [files.length],
+    );
+    await client.query("COMMIT");
+  } catch (e) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw e;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,366 @@
+// The PostgreSQL Store: the same operations, outcomes and row shapes as SqliteStore, over a
+// pg.Pool. Each method is one whole transaction on one client (PgConn.write / PgConn.read:
+// BEGIN ... COMMIT, ROLLBACK on any error) or one statement. Where SQLite serialises writers with
+// BEGIN IMMEDIATE, a write here first locks the rows of the jobs it touches, in name order
+// (postgres/jobs.ts, lockJobs), and claims slots by their unique key (ON CONFLICT), so two
+// daemons, runs or `mark` calls on other connections are serialised per job.
+import type { Store } from "./interface.js";
+import type { PgConn, PgOpenOptions } from "./pg-connection.js";
+import { openPgConn } from "./pg-connection.js";
+import { PgMarkerStore } from "./pg-marker-store.js";
+import type {
+  AcceptedConfig,
+  AddJob,
+  Alive,
+  EventInput,
+  Owner,
+  ReserveRequest,
+  RunEnd,
+  RunProcess,
+  SlotRecord,
+  StatusJob,
+  TickOutcome,
+  TickWrite,
+} from "./rows.js";
+import type { RunResult } from "../core/types.js";
+import * as daemon from "./postgres/daemon.js";
+import * as events from "./postgres/events.js";
+import * as history from "./postgres/history.js";
+import * as jobs from "./postgres/jobs.js";
+import * as markers from "./postgres/markers.js";
+import * as runs from "./postgres/runs.js";
+import * as status from "./postgres/status.js";
+
+export class PgStore extends PgMarkerStore implements Store {
+  private constructor(c: PgConn) {
+    super(c);
+  }
+
+  /** Open the store at `url` (postgresql://USER@HOST:PORT/DB), migrating it unless read-only. */
+  static async open(url: string, opts: PgOpenOptions): Promise<PgStore> {
+    return new PgStore(await openPgConn(url, opts));
+  }
+
+  isOpen(): boolean {
+    return this.c.open;
+  }
+
+  // ---- the daemon singleton
+
+  async daemon() {
+    return daemon.daemonRow(this.c.one);
+  }
+
+  async runningConfig() {
+    return daemon.runningConfig(this.c.one);
+  }
+
+  async claimDaemon(
+    me: Owner,
+    now: number,
+    hbMs: number,
+    file: string,
+    holderAlive: Alive,
+    accepted: AcceptedConfig | null = null,
+  ) {
+    return this.c.write((q) => daemon.claimDaemon(q, me, now, hbMs, file, holderAlive, accepted));
+  }
+
+  async heartbeat(pid: number, now: number, heartbeatMs: number) {
+    await this.c.write((q) => daemon.heartbeat(q, pid, now, heartbeatMs));
+  }
+
+  async setConfigError(pid: number, message: string | null) {
+    await this.c.write((q) => daemon.setConfigError(q, pid, message));
+  }
+
+  async setHttpState(pid: number, error: string | null, since: number | null) {
+    await this.c.write((q) => daemon.setHttpState(q, pid, error, since));
+  }
+
+  async acceptConfig(pid: number, accepted: AcceptedConfig) {
+    await this.c.write((q) => daemon.acceptConfig(q, pid, accepted));
+  }
+
+  async releaseDaemon(pid: number, now: number) {
+    await this.c.write((q) => daemon.releaseDaemon(q, pid, now));
+  }
+
+  // ---- jobs
+
+  async job(name: string) {
+    return jobs.jobRow(this.c.one, name);
+  }
+
+  async allJobs() {
+    return jobs.allJobs(this.c.one);
+  }
+
+  async ensureJob(name: string, now: number) {
+    return this.c.write((q) => jobs.ensureJob(q, name, now));
+  }
+
+  async addJobs(list: readonly AddJob[], now: number) {
+    return this.c.write(async (q) => {
+      await jobs.ensureLocked(
+        q,
+        list.map((j) => j.name),
+      );
+      const out = [];
+      for (const j of list) out.push(await jobs.addJob(q, j, now));
+      return out;
+    });
+  }
+
+  async setPaused(name: string, paused: boolean, now: number) {
+    await this.c.write((q) => jobs.setPaused(q, name, paused, now));
+  }
+
+  async pausedJobs() {
+    return jobs.pausedJobs(this.c.one);
+  }
+
+  async setScannedTo(name: string, at: number) {
+    await this.c.write((q) => jobs.setScannedTo(q, name, at));
+  }
+
+  async claimReboot(name: string, bootId: string, now: number) {
+    return this.c.write((q) => jobs.claimReboot(q, name, bootId, now));
+  }
+
+  // ---- runs, slots and the per-job lock
+
+  async reserveRun(req: ReserveRequest) {
+    return this.c.write(async (q) => {
+      await jobs.ensureLocked(q, [req.job]);
+      return runs.reserveRun(q, req);
+    });
+  }
+
+  async reserveRuns(items: readonly TickWrite[]) {
+    if (items.length === 0) return [];
+    return this.c.write(async (q) => {
+      // Every job of the batch locked up front, in name order: two batches never deadlock.
+      const ensure = items.flatMap((w) => ("reserve" in w ? [w.reserve.job] : []));
+      const disposed = items.flatMap((w) => ("dispose" in w ? [w.dispose.job] : []));
+      await jobs.ensureLocked(q, ensure, disposed);
+      const out: TickOutcome[] = [];
+      for (const w of items) {
+        if ("reserve" in w) out.push(await runs.reserveRun(q, w.reserve));
+        else
+          out.push({
+            kind: "recorded",
+            recorded: await runs.insertDisposition(q, w.dispose, w.now),
+          });
+      }
+      return out;
+    });
+  }
+
+  async setRunProcess(runId: number, pid: number, pidStart: string | null, pgid: number) {
+    await this.c.write((q) => runs.setRunProcess(q, runId, pid, pidStart, pgid));
+  }
+
+  async setRunProcesses(list: readonly RunProcess[]) {
+    if (list.length === 0) return;
+    await this.c.write(async (q) => {
+      await runs.lockRunJobs(
+        q,
+        list.map((p) => p.runId),
+      );
+      for (const p of list) await runs.setRunProcess(q, p.runId, p.pid, p.pidStart, p.pgid);
+    });
+  }
+
+  async adoptRun(runId: number, owner: Owner) {
+    await this.c.write((q) => runs.adoptRun(q, runId, owner));
+  }
+
+  async revokeRun(runId: number) {
+    await this.c.write((q) => runs.revokeRun(q, runId));
+  }
+
+  async finishRun(runId: number, result: RunResult) {
+    await this.finishRuns([{ runId, result }]);
+  }
+
+  async finishRuns(list: readonly RunEnd[]) {
+    if (list.length === 0) return;
+    await this.c.write(async (q) => {
+      await runs.lockRunJobs(
+        q,
+        list.map((e) => e.runId),
+      );
+      for (const e of list) await runs.finishRun(q, e.runId, e.result);
+    });
+  }
+
+  async recordDisposition(
+    job: string,
+    slot: number,
+    st: SlotRecord["status"],
+    reason: string,
+    now: number,
+  ) {
+    return this.c.write(async (q) => {
+      await jobs.ensureLocked(q, [job]);
+      await jobs.ensureJob(q, job, now);
+      return runs.insertDisposition(q, { job, slot, status: st, reason }, now);
+    });
+  }
+
+  async recordDispositions(
+    slots: readonly SlotRecord[],
+    now: number,
+    evs: readonly EventInput[] = [],
+  ) {
+    if (slots.length === 0 && evs.length === 0) return [];
+    return this.c.write(async (q) => {
+      await jobs.lockJobs(
+        q,
+        slots.map((s) => s.job),
+      );
+      for (const e of evs) await events.insertEvent(q, now, e.job, e.kind, e.detail);
+      const out: boolean[] = [];
+      for (const s of slots) out.push(await runs.insertDisposition(q, s, now));
+      return out;
+    });
+  }
+
+  async pruneRuns(job: string, keep: number) {
+    return this.c.write(async (q) => {
+      await jobs.lockJobs(q, [job]);
+      return runs.pruneRuns(q, job, keep);
+    });
+  }
+
+  // ---- reading runs
+
+  async run(id: number) {
+    return history.runRow(this.c.one, id);
+  }
+
+  async runningRuns(job?: string) {
+    return history.runningRuns(this.c.one, job);
+  }
+
+  async history(job: string | null, limit: number) {
+    return history.history(this.c.one, job, limit);
+  }
+
+  async lastRun(job: string) {
+    return history.lastRun(this.c.one, job);
+  }
+
+  async historyRow(id: number) {
+    return history.historyRow(this.c.one, id);
+  }
+
+  async recentFinished(job: string, limit: number) {
+    return history.recentFinished(this.c.one, job, limit);
+  }
+
+  // ---- the marker path
+
+  async isMarked(job: string, key: string) {
+    return markers.isMarked(this.c.one, job, key);
+  }
+
+  async claimHolder(job: string, key: string) {
+    return markers.claimHolder(this.c.one, job, key);
+  }
+
+  async markers(job: string) {
+    return markers.markers(this.c.one, job);
+  }
+
+  async removeMarker(job: string, key: string, now: number, by: string) {
+    return this.c.write(async (q) => {
+      await jobs.lockJobs(q, [job]);
+      const removed = await markers.deleteMarker(q, job, key);
+      if (removed) await events.insertEvent(q, now, job, "unmark", `${key} (by ${by})`);
+      return removed;
+    });
+  }
+
+  async markerCount(job: string) {
+    return markers.markerCount(this.c.one, job);
+  }
+
+  async markerCounts() {
+    return markers.markerCounts(this.c.one);
+  }
+
+  async repeatingKeys(job: string, limit: number) {
+    return markers.repeatingKeys(this.c.one, job, limit);
+  }
+
+  // ---- events and alert state
+
+  async event(at: number, job: string | null, kind: string, detail: string | null) {
+    await this.c.write((q) => events.insertEvent(q, at, job, kind, detail));
+  }
+
+  async events(job: string | null, limit: number) {
+    return events.events(this.c.one, job, limit);
+  }
+
+  async alertState(job: string) {
+    return events.alertState(this.c.one, job);
+  }
+
+  async setAlertState(job: string, active: string, now: number) {
+    await this.c.write((q) => events.setAlertState(q, job, active, now));
+  }
+
+  // ---- health, status and the monitor
+
+  async jobReadings(job: string, recentLimit: number, repeatLimit: number) {
+    return this.c.read((q) => status.jobReadings(q, job, recentLimit, repeatLimit));
+  }
+
+  async statusRows(list: readonly StatusJob[], recentLimit: number) {
+    return this.c.read((q) => status.statusRows(q, list, recentLimit));
+  }
+
+  async repeatingKeysSince(job: string, limit: number, since: number) {
+    return markers.repeatingKeysSince(this.c.one, job, limit, since);
+  }
+
+  async repeatingKeysAll(limit: number) {
+    return markers.repeatingKeysAll(this.c.one, limit);
+  }
+
+  async runsAfter(job: string, afterId: number, limit: number) {
+    return history.runsAfter(this.c.one, job, afterId, limit);
+  }
+
+  async runsRunningOrFinishedSince(job: string, since: number) {
+    return history.runsRunningOrFinishedSince(this.c.one, job, since);
+  }
+
+  async maxRunId(job: string) {
+    return history.maxRunId(this.c.one, job);
+  }
+
+  async jobsChangedSince(runId: number, eventId: number) {
+    return this.c.read((q) => history.jobsChangedSince(q, runId, eventId));
+  }
+
+  async maxIds() {
+    return history.maxIds(this.c.one);
+  }
+
+  async jobsAttemptedSince(since: number) {
+    return markers.jobsAttemptedSince(this.c.one, since);
+  }
+
+  async dataVersion() {
+    const r = await this.c.one.get<{ n: number }>("SELECT n FROM data_version WHERE id = 1");
+    return r?.n ?? 0;
+  }
+
+  async jobGauges() {
+    return jobs.jobGauges(this.c.one);
+  }
+}

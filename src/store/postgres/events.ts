@@ -1,0 +1,50 @@
+// Events and the alert state on PostgreSQL: the same operations as ../sqlite/events.ts.
+// Table-group functions: they run in their caller's transaction and never open one.
+import type { Q } from "../pg-connection.js";
+import type { EventRow } from "../rows.js";
+
+export async function insertEvent(
+  q: Q,
+  at: number,
+  job: string | null,
+  kind: string,
+  detail: string | null,
+): Promise<void> {
+  await q.run("INSERT INTO events (at, job, kind, detail) VALUES ($1, $2, $3, $4)", [
+    at,
+    job,
+    kind,
+    detail,
+  ]);
+}
+
+/** Newest first. */
+export async function events(q: Q, job: string | null, limit: number): Promise<EventRow[]> {
+  return job === null
+    ? q.all<EventRow>("SELECT * FROM events ORDER BY id DESC LIMIT $1", [limit])
+    : q.all<EventRow>("SELECT * FROM events WHERE job = $1 ORDER BY id DESC LIMIT $2", [
+        job,
+        limit,
+      ]);
+}
+
+/** The conditions last announced for a job, comma-separated, and since when; null if never. */
+export async function alertState(
+  q: Q,
+  job: string,
+): Promise<{ active: string; since: number } | null> {
+  return (
+    (await q.get<{ active: string; since: number }>(
+      "SELECT active, since FROM alert_state WHERE job = $1",
+      [job],
+    )) ?? null
+  );
+}
+
+export async function setAlertState(q: Q, job: string, active: string, now: number) {
+  await q.run(
+    `INSERT INTO alert_state (job, active, since) VALUES ($1, $2, $3)
+     ON CONFLICT (job) DO UPDATE SET active = excluded.active, since = excluded.since`,
+    [job, active, now],
+  );
+}

@@ -1,0 +1,121 @@
+// Per-job state on PostgreSQL: the same operations as ../sqlite/jobs.ts, plus `lockJobs`, the
+// job-row lock that makes a write's check-then-act safe against another connection.
+// Table-group functions: they run in their caller's transaction and never open one.
+import type { Q } from "../pg-connection.js";
+import type { AddJob, JobGauge, JobRow } from "../rows.js";
+import { insertEvent } from "./events.js";
+
+/**
+ * Lock the rows of these jobs (those that exist) until the transaction ends, in name order.
+ * This is the PostgreSQL store's per-job write lock, what BEGIN IMMEDIATE is for SQLite: every
+ * write that reads a job's lock, fence or runs and then acts on them takes it first, before any
+ * other row of the job (so two transactions never wait on each other in opposite orders).
+ */
+export async function lockJobs(q: Q, names: readonly string[]): Promise<void> {
+  if (names.length === 0) return;
+  const unique = [...new Set(names)];
+  await q.all("SELECT 1 FROM jobs WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE", [unique]);
+}
+
+export async function jobRow(q: Q, name: string): Promise<JobRow | null> {
+  return (await q.get<JobRow>("SELECT * FROM jobs WHERE name = $1", [name])) ?? null;
+}
+
+export async function allJobs(q: Q): Promise<JobRow[]> {
+  return q.all<JobRow>("SELECT * FROM jobs ORDER BY name");
+}
+
+/**
+ * Lock the rows of the jobs in `ensure` and the existing rows of `alsoLock`, all in one name
+ * order (see lockJobs), making the missing ones of `ensure` first. A row made here has no
+ * first_seen_at yet: the caller's ensureJob sets it with the clock read once the lock is held
+ * (a reservation's `now`), before anyone else can see the row.
+ */
+export async function ensureLocked(
+  q: Q,
+  ensure: readonly string[],
+  alsoLock: readonly string[] = [],
+): Promise<void> {
+  const names = [...new Set(ensure)].sort();
+  if (names.length > 0) {
+    await q.run(
+      `INSERT INTO jobs (name) SELECT n FROM unnest($1::text[]) AS n ORDER BY n
+       ON CONFLICT (name) DO NOTHING`,
+      [names],
+    );
+  }
+  await lockJobs(q, [...names, ...alsoLock]);
+}
+
+/** The job's row, made if missing (first seen `now`; also a row ensureLocked just made). */
+export async function ensureJob(q: Q, name: string, now: number): Promise<JobRow> {
+  await q.run(
+    `INSERT INTO jobs (name, first_seen_at) VALUES ($1, $2)
+     ON CONFLICT (name) DO UPDATE SET first_seen_at = excluded.first_seen_at
+       WHERE jobs.first_seen_at IS NULL`,
+    [name, now],
+  );
+  return (await jobRow(q, name)) as JobRow;
+}
+
+/**
+ * A job the daemon starts watching: its row exists, a job seen for the first time has missed
+ * nothing (its slots count from now), and an @reboot job claims this boot's run.
+ */
+export async function addJob(
+  q: Q,
+  job: AddJob,
+  now: number,
+): Promise<{ row: JobRow; rebootClaimed: boolean }> {
+  let row = await ensureJob(q, job.name, now);
+  if (row.scanned_to === null) {
+    await setScannedTo(q, job.name, now);
+    row = { ...row, scanned_to: now };
+  }
+  const rebootClaimed = job.bootId !== null && (await claimReboot(q, job.name, job.bootId, now));
+  return { row, rebootClaimed };
+}
+
+export async function setPaused(q: Q, name: string, paused: boolean, now: number) {
+  await ensureJob(q, name, now);
+  await q.run("UPDATE jobs SET paused = $1 WHERE name = $2", [paused ? 1 : 0, name]);
+  await insertEvent(q, now, name, paused ? "paused" : "resumed", null);
+}
+
+/** Jobs paused with `cronvisor pause` (the config's `paused: true` is not in the store). */
+export async function pausedJobs(q: Q): Promise<Set<string>> {
+  const rows = await q.all<{ name: string }>("SELECT name FROM jobs WHERE paused = 1");
+  return new Set(rows.map((r) => r.name));
+}
+
+/** Slots up to `at` have a disposition. Never moves backwards (a clock stepped back). */
+export async function setScannedTo(q: Q, name: string, at: number) {
+  await q.run(
+    "UPDATE jobs SET scanned_to = GREATEST(COALESCE(scanned_to, 0), $1) WHERE name = $2",
+    [at, name],
+  );
+}
+
+/** Record that @reboot ran for this boot; false if it already did. */
+export async function claimReboot(
+  q: Q,
+  name: string,
+  bootId: string,
+  now: number,
+): Promise<boolean> {
+  await ensureLocked(q, [name]);
+  const row = await ensureJob(q, name, now);
+  if (row.reboot_boot_id === bootId) return false;
+  await q.run("UPDATE jobs SET reboot_boot_id = $1 WHERE name = $2", [bootId, name]);
+  return true;
+}
+
+/** Per-job gauges for a metrics scrape, in one pass: running runs and markers, by job. */
+export async function jobGauges(q: Q): Promise<JobGauge[]> {
+  return q.all<JobGauge>(
+    `SELECT j.name, j.paused, j.last_success_at, j.last_progress_at,
+       (SELECT COUNT(*) FROM runs r WHERE r.job = j.name AND r.status = 'running') AS running,
+       (SELECT COUNT(*) FROM markers m WHERE m.job = j.name) AS markers
+     FROM jobs j ORDER BY j.name`,
+  );
+}

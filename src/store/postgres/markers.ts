@@ -1,0 +1,262 @@
+// Markers, `once` claims, attempts and progress on PostgreSQL: the same operations as
+// ../sqlite/markers.ts. Table-group functions: they run in their caller's transaction and never
+// open one. The fence check holds: the caller took the job's row lock (jobs.lockJobs), and
+// fenceValid locks the writer's run row, so a takeover (which ends the old run) or a revoke
+// either commits before the check (the write is refused) or waits until the write commits.
+import type { Q } from "../pg-connection.js";
+import type {
+  Alive,
+  AttemptRow,
+  ClaimOutcome,
+  ClaimRow,
+  MarkerRow,
+  MarkerWriter,
+  Owner,
+} from "../rows.js";
+
+/** May this run write markers? Only while it is the job's current, live, unrevoked run. */
+export async function fenceValid(q: Q, job: string, runId: number, fence: number) {
+  const r = await q.get(
+    `SELECT 1 FROM runs WHERE id = $1 AND job = $2 AND fence = $3 AND status = 'running'
+       AND revoked = 0 FOR UPDATE`,
+    [runId, job, fence],
+  );
+  return r !== undefined;
+}
+
+export async function isMarked(q: Q, job: string, key: string): Promise<boolean> {
+  return (
+    (await q.get("SELECT 1 FROM markers WHERE job = $1 AND key = $2", [job, key])) !== undefined
+  );
+}
+
+/** Insert a marker; returns true if it is new. Counts it on the run and as job progress. */
+export async function insertMarker(
+  q: Q,
+  job: string,
+  key: string,
+  runId: number | null,
+  fence: number | null,
+  now: number,
+): Promise<boolean> {
+  const n = await q.run(
+    `INSERT INTO markers (job, key, run_id, fence, created_at) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT DO NOTHING`,
+    [job, key, runId, fence, now],
+  );
+  if (n === 0) return false;
+  await q.run("DELETE FROM attempts WHERE job = $1 AND key = $2", [job, key]);
+  if (runId !== null) {
+    await q.run("UPDATE runs SET markers_new = markers_new + 1, progress_at = $1 WHERE id = $2", [
+      now,
+      runId,
+    ]);
+  }
+  await q.run(
+    "UPDATE jobs SET last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $1) WHERE name = $2",
+    [now, job],
+  );
+  return true;
+}
+
+export async function countSkipped(q: Q, runId: number | null, n = 1) {
+  if (runId !== null)
+    await q.run("UPDATE runs SET markers_skipped = markers_skipped + $1 WHERE id = $2", [n, runId]);
+}
+
+/** Delete a marker; returns true if there was one. */
+export async function deleteMarker(q: Q, job: string, key: string): Promise<boolean> {
+  return (await q.run("DELETE FROM markers WHERE job = $1 AND key = $2", [job, key])) > 0;
+}
+
+export async function markers(q: Q, job: string): Promise<MarkerRow[]> {
+  return q.all<MarkerRow>(
+    "SELECT key, run_id, fence, created_at FROM markers WHERE job = $1 ORDER BY created_at, key",
+    [job],
+  );
+}
+
+export async function markerCount(q: Q, job: string): Promise<number> {
+  const r = await q.get<{ n: number }>("SELECT COUNT(*) AS n FROM markers WHERE job = $1", [job]);
+  return r?.n ?? 0;
+}
+
+/** Every job's marker count in one pass (jobs without markers are absent). */
+export async function markerCounts(q: Q): Promise<Map<string, number>> {
+  const rows = await q.all<{ job: string; n: number }>(
+    "SELECT job, COUNT(*) AS n FROM markers GROUP BY job ORDER BY job",
+  );
+  return new Map(rows.map((r) => [r.job, r.n]));
+}
+
+/** Who holds the `once` claim on a key, if anyone (a read: takeClaim takes one). */
+export async function claimHolder(q: Q, job: string, key: string): Promise<ClaimRow | undefined> {
+  return q.get<ClaimRow>(
+    "SELECT pid, pid_start, run_id, cmd_pid, cmd_start FROM claims WHERE job = $1 AND key = $2",
+    [job, key],
+  );
+}
+
+export async function setClaimCommand(
+  q: Q,
+  job: string,
+  key: string,
+  pid: number,
+  cmdPid: number,
+  cmdStart: string | null,
+) {
+  await q.run(
+    "UPDATE claims SET cmd_pid = $1, cmd_start = $2 WHERE job = $3 AND key = $4 AND pid = $5",
+    [cmdPid, cmdStart, job, key, pid],
+  );
+}
+
+async function putClaim(
+  q: Q,
+  job: string,
+  key: string,
+  me: Owner,
+  runId: number | null,
+  now: number,
+) {
+  await q.run(
+    `INSERT INTO claims (job, key, pid, pid_start, run_id, since) VALUES ($1, $2, $3, $4, $5, $6)
+     ON CONFLICT (job, key) DO UPDATE SET pid = excluded.pid, pid_start = excluded.pid_start,
+       run_id = excluded.run_id, since = excluded.since, cmd_pid = NULL, cmd_start = NULL`,
+    [job, key, me.pid, me.start, runId, now],
+  );
+}
+
+export async function dropClaim(q: Q, job: string, key: string, pid: number) {
+  await q.run("DELETE FROM claims WHERE job = $1 AND key = $2 AND pid = $3", [job, key, pid]);
+}
+
+export async function countAttempt(q: Q, job: string, key: string, now: number) {
+  const r = await q.get<{ count: number }>(
+    `INSERT INTO attempts (job, key, count, last_at) VALUES ($1, $2, 1, $3)
+     ON CONFLICT (job, key) DO UPDATE SET count = attempts.count + 1, last_at = excluded.last_at
+     RETURNING count`,
+    [job, key, now],
+  );
+  return r?.count ?? 0;
+}
+
+/** Keys attempted more than `limit` times without being marked, worst first. */
+export async function repeatingKeys(q: Q, job: string, limit: number) {
+  return q.all<Pick<AttemptRow, "key" | "count">>(
+    `SELECT key, count FROM attempts WHERE job = $1 AND count > $2
+     ORDER BY count DESC, key LIMIT 10`,
+    [job, limit],
+  );
+}
+
+/** Keys attempted more than `limit` times, last attempted at or after `since`, worst first. */
+export async function repeatingKeysSince(q: Q, job: string, limit: number, since: number) {
+  return q.all<AttemptRow>(
+    `SELECT key, count, last_at FROM attempts WHERE job = $1 AND count > $2 AND last_at >= $3
+     ORDER BY count DESC, key LIMIT 10`,
+    [job, limit, since],
+  );
+}
+
+/** repeatingKeysSince for every job at once, by job, worst first. */
+export async function repeatingKeysAll(q: Q, limit: number): Promise<Map<string, AttemptRow[]>> {
+  const rows = await q.all<AttemptRow & { job: string }>(
+    "SELECT job, key, count, last_at FROM attempts WHERE count > $1 ORDER BY job, count DESC, key",
+    [limit],
+  );
+  const by = new Map<string, AttemptRow[]>();
+  for (const { job, key, count, last_at } of rows) {
+    let list = by.get(job);
+    if (!list) by.set(job, (list = []));
+    list.push({ key, count, last_at });
+  }
+  return by;
+}
+
+/** Jobs whose marker keys were attempted at or after `since` (`once` may run outside a run). */
+export async function jobsAttemptedSince(q: Q, since: number): Promise<string[]> {
+  const rows = await q.all<{ job: string }>(
+    "SELECT DISTINCT job FROM attempts WHERE last_at >= $1 ORDER BY job",
+    [since],
+  );
+  return rows.map((r) => r.job);
+}
+
+export async function progress(q: Q, runId: number, message: string | null, now: number) {
+  await q.run(
+    `UPDATE runs SET progress_at = $1, progress_msg = COALESCE($2, progress_msg),
+       progress_count = progress_count + 1
+     WHERE id = $3`,
+    [now, message, runId],
+  );
+  await q.run(
+    `UPDATE jobs SET last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $1)
+     WHERE name = (SELECT job FROM runs WHERE id = $2)`,
+    [now, runId],
+  );
+}
+
+// ---- the marker path's operations -----------------------------------------------------------
+
+const stale = async (q: Q, w: MarkerWriter): Promise<boolean> =>
+  w.run !== null && !(await fenceValid(q, w.job, w.run.id, w.run.fence));
+
+/** Is KEY done? A done key counts as skipped work on the writer's run. */
+export async function checkDone(q: Q, w: MarkerWriter, key: string): Promise<boolean> {
+  const done = await isMarked(q, w.job, key);
+  if (done) await countSkipped(q, w.run?.id ?? null);
+  return done;
+}
+
+/** Mark keys done; returns how many were new, or null (nothing written) if the fence is stale. */
+export async function markKeys(q: Q, w: MarkerWriter, keys: readonly string[], now: number) {
+  if (await stale(q, w)) return null;
+  let n = 0;
+  for (const k of keys)
+    if (await insertMarker(q, w.job, k, w.run?.id ?? null, w.run?.fence ?? null, now)) n++;
+  return n;
+}
+
+/**
+ * Claim KEY for `me` (see ../sqlite/markers.ts). Two claimers of one key are serialised by a
+ * transaction-scoped advisory lock on (job, key): the claim row may not exist yet, so there is
+ * no row to lock.
+ */
+export async function takeClaim(
+  q: Q,
+  w: MarkerWriter,
+  key: string,
+  me: Owner,
+  now: number,
+  alive: Alive,
+): Promise<ClaimOutcome> {
+  await q.get("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))::text AS l", [w.job, key]);
+  if (await checkDone(q, w, key)) return { kind: "done" };
+  if (await stale(q, w)) return { kind: "stale" };
+  const h = await claimHolder(q, w.job, key);
+  if (h && h.pid !== me.pid) {
+    if (alive(h.pid, h.pid_start)) return { kind: "held", holder: h, by: "once" };
+    // The `once` process died but its command may still be at work: the claim holds.
+    if (h.cmd_pid !== null && alive(h.cmd_pid, h.cmd_start))
+      return { kind: "held", holder: h, by: "command" };
+  }
+  await putClaim(q, w.job, key, me, w.run?.id ?? null, now);
+  await countAttempt(q, w.job, key, now);
+  return { kind: "claimed" };
+}
+
+/** Mark a claimed key and release the claim; false (nothing written) if the fence is stale. */
+export async function completeClaim(q: Q, w: MarkerWriter, key: string, pid: number, now: number) {
+  if (await stale(q, w)) return false;
+  await insertMarker(q, w.job, key, w.run?.id ?? null, w.run?.fence ?? null, now);
+  await dropClaim(q, w.job, key, pid);
+  return true;
+}
+
+/** Progress from a writer that must be its job's live, unrevoked run; false otherwise. */
+export async function progressIfLive(q: Q, w: MarkerWriter, message: string | null, now: number) {
+  if (w.run === null || (await stale(q, w))) return false;
+  await progress(q, w.run.id, message, now);
+  return true;
+}

@@ -1,0 +1,715 @@
+// The Store's contract, run against both engines: each case below runs once on SQLite (a real
+// file in a temp dir) and once on PostgreSQL (a fresh database on this process's throwaway
+// cluster, test/pg.js), and where its results are deterministic a third test checks that the
+// two engines gave the same ones. The PostgreSQL-only cases at the end race two PgStore
+// instances (two pools) on the writes SQLite serialises with BEGIN IMMEDIATE.
+import assert from "node:assert/strict";
+import path from "node:path";
+import { test } from "node:test";
+import Database from "better-sqlite3";
+import { migrationFiles } from "../dist/store/migrate.js";
+import { PG_LATEST, pgMigrationFiles } from "../dist/store/pg-connection.js";
+import { openPgStore, openStore, StoreError } from "../dist/store/store.js";
+import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
+import { tmpdir } from "./helpers.js";
+
+const LATEST = 4;
+
+test("migrations: one numbering, a file per engine for each step", () => {
+  const names = migrationFiles();
+  assert.equal(names.length, LATEST);
+  assert.deepEqual(pgMigrationFiles(), names, "the same NNN_name.sql in sqlite/ and postgresql/");
+  assert.equal(PG_LATEST, LATEST);
+});
+
+/** Each engine: a fresh, empty store place, and how to open a connection to it. */
+const ENGINES = [
+  {
+    name: "sqlite",
+    skip: false,
+    async place(t) {
+      const dir = path.join(tmpdir(t), "s");
+      const file = path.join(dir, "cronvisor.db");
+      return {
+        open: (o = {}) => openStore(dir, { create: true, ...o }),
+        async setVersion(v) {
+          const db = new Database(file);
+          db.pragma(`user_version = ${v}`);
+          db.close();
+        },
+        async version() {
+          const db = new Database(file, { readonly: true });
+          const v = db.pragma("user_version", { simple: true });
+          db.close();
+          return v;
+        },
+      };
+    },
+  },
+  {
+    name: "postgresql",
+    skip: pgSkip(),
+    async place() {
+      const url = await freshDatabase();
+      return {
+        url,
+        open: (o = {}) => openPgStore(url, { create: true, ...o }),
+        async setVersion(v) {
+          const c = await rawClient(url);
+          await c.query("UPDATE schema_version SET version = $1", [v]);
+          await c.end();
+        },
+        async version() {
+          const c = await rawClient(url);
+          const r = await c.query("SELECT version FROM schema_version");
+          await c.end();
+          return r.rows[0].version;
+        },
+      };
+    },
+  },
+];
+
+/**
+ * A case on both engines. `fn(t, env)` gets `env.store` (open, closed at the end),
+ * `env.open()` (another connection, closed at the end) and the engine's place; what it returns
+ * is compared across the engines (unless `compare` is false: its results are not deterministic).
+ */
+function contract(name, fn, { compare = true } = {}) {
+  const results = new Map();
+  for (const e of ENGINES) {
+    test(`${e.name}: ${name}`, { skip: e.skip }, async (t) => {
+      const place = await e.place(t);
+      const opened = [];
+      t.after(async () => {
+        for (const s of opened) await s.close();
+      });
+      const open = async (o) => {
+        const s = await place.open(o);
+        opened.push(s);
+        return s;
+      };
+      const store = await open();
+      results.set(e.name, await fn(t, { store, open, place, engine: e.name }));
+    });
+  }
+  if (!compare) return;
+  test(`both engines: ${name}: the same results`, { skip: ENGINES[1].skip }, () => {
+    assert.equal(results.size, 2, "both engines ran the case");
+    assert.deepEqual(results.get("postgresql"), results.get("sqlite"));
+  });
+}
+
+const NOT_COMPARED = { compare: false };
+const ME = { pid: process.pid, start: "me" };
+const OTHER = { pid: 999_999, start: "other" };
+
+const req = (job, slot, over = {}) => ({
+  job,
+  slot,
+  claimSlot: slot !== null,
+  trigger: "schedule",
+  attempt: 1,
+  now: 1000,
+  owner: ME,
+  lock: true,
+  holderAlive: () => true,
+  logPath: (id) => `/logs/${job}/${id}.log`,
+  ...over,
+});
+const result = (status, startedAt, finishedAt, over = {}) => ({
+  status,
+  reason: status === "ok" ? null : `exit 1`,
+  exitCode: status === "ok" ? 0 : 1,
+  signal: null,
+  startedAt,
+  finishedAt,
+  durationMs: finishedAt - startedAt,
+  logBytes: 10,
+  logTruncated: false,
+  ...over,
+});
+const writer = (run) => ({ job: run.job, run: { id: run.id, fence: run.fence } });
+
+contract("daemon: claim, heartbeat, config record, release", async (_t, { store, open }) => {
+  const other = await open();
+  const out = {};
+  out.empty = [await store.daemon(), await store.runningConfig()];
+  const accepted = { json: '{"jobs":{}}', hash: "h1", at: 5 };
+  out.claim = await store.claimDaemon(ME, 10, 1000, "/etc/jobs.yaml", () => true, accepted);
+  // Another connection's daemon is refused while the holder lives, and told who holds it.
+  out.refused = await other.claimDaemon(OTHER, 11, 1000, "/x.yaml", () => true);
+  await store.heartbeat(ME.pid, 20, 2000);
+  await other.heartbeat(OTHER.pid, 21, 1); // not the holder: nothing changes
+  await store.setConfigError(ME.pid, "jobs.yaml:1:1: bad");
+  await store.setHttpState(ME.pid, "EADDRINUSE", 15);
+  out.row = await other.daemon();
+  await store.acceptConfig(ME.pid, { json: '{"jobs":{"a":1}}', hash: "h2", at: 30 });
+  out.running = await other.runningConfig();
+  await store.releaseDaemon(ME.pid, 40);
+  out.released = await other.daemon();
+  // A stopped holder's claim is taken; so is a dead one's.
+  out.taken = await other.claimDaemon(OTHER, 50, 1000, "/x.yaml", () => true);
+  out.dead = await store.claimDaemon(ME, 60, 1000, "/y.yaml", () => false);
+  out.final = [await other.daemon(), await other.runningConfig()];
+  assert.equal(out.claim, null);
+  assert.equal(out.refused.pid, ME.pid);
+  assert.equal(out.row.heartbeat_at, 20);
+  assert.equal(out.row.config_error, "jobs.yaml:1:1: bad");
+  assert.equal(out.running.config_json, '{"jobs":{"a":1}}');
+  assert.equal(out.released.stopped_at, 40);
+  assert.equal(out.taken, null);
+  assert.equal(out.dead, null);
+  assert.equal(out.final[0].pid, ME.pid);
+  assert.equal(out.final[1], null, "a claim without a config clears the earlier record");
+  return out;
+});
+
+contract("jobs: add, @reboot, pause, scanned_to, gauges", async (_t, { store }) => {
+  const out = {};
+  out.added = await store.addJobs(
+    [
+      { name: "b", bootId: null },
+      { name: "a", bootId: "boot-1" },
+    ],
+    100,
+  );
+  out.again = await store.addJobs([{ name: "a", bootId: "boot-1" }], 200);
+  out.reboot = [
+    await store.claimReboot("a", "boot-1", 300),
+    await store.claimReboot("a", "boot-2", 300),
+  ];
+  await store.setPaused("b", true, 400);
+  await store.setPaused("c", true, 410); // a job the store has not seen
+  await store.setPaused("c", false, 420);
+  out.paused = [...(await store.pausedJobs())].sort();
+  await store.setScannedTo("a", 5000);
+  await store.setScannedTo("a", 4000); // never backwards
+  out.ensured = await store.ensureJob("d", 500);
+  out.jobs = await store.allJobs();
+  out.one = [await store.job("a"), await store.job("nope")];
+  out.events = await store.events(null, 10);
+  out.gauges = await store.jobGauges();
+  assert.equal(out.added[1].rebootClaimed, true);
+  assert.equal(out.again[0].rebootClaimed, false);
+  assert.deepEqual(out.reboot, [false, true]);
+  assert.deepEqual(out.paused, ["b"]);
+  assert.equal(out.one[0].scanned_to, 5000);
+  assert.deepEqual(
+    out.jobs.map((j) => j.name),
+    ["a", "b", "c", "d"],
+  );
+  assert.deepEqual(
+    out.events.map((e) => e.kind),
+    ["resumed", "paused", "paused"],
+  );
+  return out;
+});
+
+contract(
+  "reserveRun: slot once, lock held, fence grows, dead holder reaped",
+  async (_t, { store }) => {
+    const out = {};
+    const a = await store.reserveRun(req("a", 60_000));
+    out.first = a;
+    out.dup = await store.reserveRun(req("a", 60_000));
+    out.locked = await store.reserveRun(req("a", 120_000));
+    out.lockedAgain = await store.reserveRun(req("a", 120_000)); // its skip is its disposition
+    out.manualLocked = await store.reserveRun(req("a", null, { trigger: "manual" }));
+    // overlap: allow takes no lock: a second run alongside, with the next fence.
+    const allowed = await store.reserveRun(req("a", 180_000, { lock: false }));
+    out.allowed = allowed;
+    // A holder found dead is recorded interrupted and taken over at once.
+    let clockRead = 0;
+    const taken = await store.reserveRun(
+      req("a", 240_000, { holderAlive: () => false, now: () => ++clockRead + 2000 }),
+    );
+    out.taken = taken;
+    out.reaped = [await store.run(a.run.id), await store.run(allowed.run.id)];
+    out.history = await store.history("a", 20);
+    assert.equal(a.kind, "started");
+    assert.deepEqual(out.dup, { kind: "duplicate", slotRunId: a.run.id });
+    assert.equal(out.locked.kind, "locked");
+    assert.equal(out.locked.holder.id, a.run.id);
+    assert.deepEqual(out.lockedAgain, { kind: "duplicate", slotRunId: null });
+    assert.equal(out.manualLocked.kind, "locked");
+    assert.equal(allowed.run.fence, 2);
+    assert.equal(taken.kind, "started");
+    assert.equal(taken.run.fence, 3);
+    assert.equal(taken.run.started_at, 2001, "the clock is read once the lock is held");
+    assert.equal(out.reaped[0].status, "interrupted");
+    assert.equal(out.reaped[0].revoked, 1);
+    assert.equal((await store.job("a")).scanned_to, 240_000);
+    return out;
+  },
+);
+
+contract(
+  "reserveRuns: a tick's batch, outcomes in order, all or nothing",
+  async (_t, { store }) => {
+    const out = {};
+    const boom = () => {
+      throw new Error("boom");
+    };
+    await assert.rejects(
+      store.reserveRuns([
+        { reserve: req("a", 60_000) },
+        { dispose: { job: "b", slot: 60_000, status: "missed", reason: "daemon down" }, now: 1000 },
+        { reserve: req("c", 60_000, { logPath: boom }) },
+      ]),
+      /boom/,
+    );
+    out.afterFailure = [await store.history(null, 10), await store.job("a"), await store.job("c")];
+    assert.deepEqual(out.afterFailure, [[], null, null], "no run, no disposition, no job row");
+    const batch = await store.reserveRuns([
+      { reserve: req("a", 60_000) },
+      { dispose: { job: "b", slot: 60_000, status: "missed", reason: "daemon down" }, now: 1000 },
+      { reserve: req("a", 60_000) },
+      { reserve: req("a", 120_000) },
+      { dispose: { job: "b", slot: 60_000, status: "missed", reason: "daemon down" }, now: 1000 },
+    ]);
+    assert.deepEqual(
+      batch.map((o) => o.kind),
+      ["started", "recorded", "duplicate", "locked", "recorded"],
+    );
+    assert.equal(batch[4].recorded, false, "a slot's disposition is recorded once");
+    assert.deepEqual(await store.reserveRuns([]), []);
+    // Ids after a rolled-back batch differ (a PostgreSQL sequence is not rolled back): compare
+    // the rows without them.
+    const strip = ({ id: _id, log_path: _l, reason, ...r }) => ({
+      ...r,
+      reason: reason?.replace(/run \d+/, "run N") ?? null,
+    });
+    out.batch = batch.map((o) =>
+      o.kind === "started" ? { kind: o.kind, run: strip(o.run) } : o.kind === "locked" ? o.kind : o,
+    );
+    out.batch[2] = batch[2].slotRunId === batch[0].run.id;
+    out.history = (await store.history(null, 10)).map(strip);
+    return out;
+  },
+);
+
+contract("run rows: processes, adopt, revoke, finish, prune", async (_t, { store }) => {
+  const out = {};
+  const [r1, r2] = await store.reserveRuns([
+    { reserve: req("a", 60_000) },
+    { reserve: req("b", 60_000) },
+  ]);
+  await store.setRunProcess(r1.run.id, 4001, "s1", 4001);
+  await store.setRunProcesses([{ runId: r2.run.id, pid: 4002, pidStart: "s2", pgid: 4002 }]);
+  await store.setRunProcesses([]);
+  await store.adoptRun(r2.run.id, OTHER);
+  out.running = await store.runningRuns();
+  out.runningA = await store.runningRuns("a");
+  await store.finishRun(r1.run.id, result("ok", 1000, 1500));
+  await store.finishRun(r1.run.id, result("failed", 1000, 9999)); // a second end is ignored
+  await store.revokeRun(r2.run.id);
+  await store.finishRuns([{ runId: r2.run.id, result: result("failed", 1000, 1700) }]);
+  await store.finishRuns([]);
+  out.rows = [await store.run(r1.run.id), await store.run(r2.run.id), await store.run(999)];
+  out.jobs = [await store.job("a"), await store.job("b")];
+  for (let i = 0; i < 5; i++) {
+    const r = await store.reserveRun(req("a", null, { now: 2000 + i }));
+    await store.finishRun(r.run.id, result("ok", 2000 + i, 2100 + i));
+  }
+  out.pruned = await store.pruneRuns("a", 3);
+  out.prunedNone = await store.pruneRuns("a", 3);
+  out.left = (await store.history("a", 10)).map((r) => r.id);
+  assert.equal(out.rows[0].status, "ok");
+  assert.equal(out.rows[0].finished_at, 1500);
+  assert.equal(out.rows[1].owner_pid, OTHER.pid);
+  assert.equal(out.rows[1].pid, 4002);
+  assert.equal(out.jobs[0].last_success_at, 1500);
+  assert.equal(out.jobs[1].last_success_at, null);
+  assert.deepEqual(out.pruned, ["/logs/a/1.log", "/logs/a/3.log", "/logs/a/4.log"]);
+  assert.deepEqual(out.left, [7, 6, 5]);
+  return out;
+});
+
+contract("dispositions: once per slot, with events in one transaction", async (_t, { store }) => {
+  const out = {};
+  out.one = [
+    await store.recordDisposition("a", 60_000, "skipped", "paused", 100),
+    await store.recordDisposition("a", 60_000, "skipped", "paused", 101),
+  ];
+  out.many = await store.recordDispositions(
+    [
+      { job: "a", slot: 60_000, status: "missed", reason: "daemon down" },
+      { job: "a", slot: 120_000, status: "missed", reason: "daemon down" },
+      { job: "b", slot: 120_000, status: "missed", reason: "daemon down" },
+    ],
+    200,
+    [{ job: "a", kind: "clock", detail: "stepped" }],
+  );
+  out.empty = await store.recordDispositions([], 300);
+  out.reserveAfter = await store.reserveRun(req("a", 120_000));
+  out.history = await store.history(null, 10);
+  out.events = await store.events("a", 10);
+  out.jobs = await store.allJobs();
+  assert.deepEqual(out.one, [true, false]);
+  assert.deepEqual(out.many, [false, true, true]);
+  assert.deepEqual(out.reserveAfter, { kind: "duplicate", slotRunId: null });
+  return out;
+});
+
+contract("history: lastRun, historyRow, recentFinished, scans", async (_t, { store }) => {
+  const out = {};
+  const a1 = await store.reserveRun(req("a", 60_000));
+  await store.finishRun(a1.run.id, result("failed", 1000, 1100));
+  await store.recordDisposition("a", 120_000, "skipped", "paused", 1200);
+  const a2 = await store.reserveRun(req("a", 180_000, { now: 1300 }));
+  await store.event(1400, "b", "note", null);
+  out.last = await store.lastRun("a");
+  out.none = await store.lastRun("zzz");
+  out.historyRow = [await store.historyRow(a1.run.id), await store.historyRow(12345)];
+  out.recent = await store.recentFinished("a", 5);
+  out.all = await store.history(null, 2);
+  out.after = await store.runsAfter("a", a1.run.id, 10);
+  out.since = await store.runsRunningOrFinishedSince("a", 1150);
+  out.maxRunId = [await store.maxRunId("a"), await store.maxRunId("zzz")];
+  out.maxIds = await store.maxIds();
+  out.changed = await store.jobsChangedSince(a1.run.id, 0);
+  out.changed = { ...out.changed, jobs: [...out.changed.jobs].sort() };
+  out.unchanged = await store.jobsChangedSince(out.maxIds.runId, out.maxIds.eventId);
+  out.unchanged = { ...out.unchanged, jobs: [...out.unchanged.jobs] };
+  assert.equal(out.last.id, a2.run.id);
+  assert.deepEqual(
+    out.recent.map((r) => r.id),
+    [a1.run.id],
+  );
+  assert.deepEqual(out.changed.jobs, ["a", "b"]);
+  assert.deepEqual(out.unchanged.jobs, []);
+  return out;
+});
+
+contract("markers: markDone fenced, isDone, removeMarker, counts", async (_t, { store, open }) => {
+  const out = {};
+  const r = (await store.reserveRun(req("a", null))).run;
+  out.marked = await store.markDone(writer(r), ["k2", "k1", "k2"], 2000);
+  out.again = await store.markDone(writer(r), ["k1", "k3"], 2001);
+  out.wrongFence = await store.markDone({ job: "a", run: { id: r.id, fence: 99 } }, ["x"], 2002);
+  out.wrongJob = await store.markDone({ job: "b", run: { id: r.id, fence: r.fence } }, ["x"], 2002);
+  out.operator = await store.markDone({ job: "b", run: null }, ["ops"], 2003);
+  out.done = [await store.isDone(writer(r), "k1"), await store.isDone(writer(r), "nope")];
+  out.marks = await store.markers("a");
+  out.counts = [await store.markerCount("a"), [...(await store.markerCounts())]];
+  out.isMarked = [await store.isMarked("a", "k3"), await store.isMarked("b", "k3")];
+  // A run whose lock another took over (or that ended) writes nothing more.
+  const other = await open();
+  const next = await other.reserveRun(req("a", null, { holderAlive: () => false, now: 3000 }));
+  out.stale = await store.markDone(writer(r), ["late"], 3001);
+  out.current = await store.markDone(writer(next.run), ["new"], 3002);
+  out.removed = [
+    await store.removeMarker("a", "k1", 4000, "root"),
+    await store.removeMarker("a", "k1", 4001, "root"),
+  ];
+  out.runRow = await store.run(r.id);
+  out.job = await store.job("a");
+  out.events = await store.events("a", 5);
+  assert.equal(out.marked, 2);
+  assert.equal(out.again, 1);
+  assert.equal(out.wrongFence, null);
+  assert.equal(out.wrongJob, null);
+  assert.equal(out.operator, 1);
+  assert.deepEqual(out.done, [true, false]);
+  assert.equal(out.runRow.markers_skipped, 1);
+  assert.equal(out.runRow.markers_new, 3);
+  assert.equal(out.stale, null);
+  assert.equal(out.current, 1);
+  assert.deepEqual(out.removed, [true, false]);
+  assert.equal(await store.isMarked("a", "late"), false);
+  assert.equal(out.events[0].detail, "k1 (by root)");
+  return out;
+});
+
+contract("claims: take, held, command, complete, release, attempts", async (_t, { store }) => {
+  const out = {};
+  const r = (await store.reserveRun(req("a", null))).run;
+  const w = writer(r);
+  const alive = (live) => (pid) => live.includes(pid);
+  out.take = await store.takeClaim(w, "k", ME, 100, alive([]));
+  out.held = await store.takeClaim(w, "k", OTHER, 101, alive([ME.pid]));
+  out.holder = await store.claimHolder("a", "k");
+  await store.setClaimCommand("a", "k", ME.pid, 5555, "c1");
+  out.byCommand = await store.takeClaim(w, "k", OTHER, 102, alive([5555]));
+  out.takenOver = await store.takeClaim(w, "k", OTHER, 103, alive([]));
+  out.completeWrongPid = await store.completeClaim(w, "k", ME.pid, 104);
+  out.holderAfter = await store.claimHolder("a", "k"); // OTHER's claim was not dropped by ME
+  await store.releaseClaim("a", "k", OTHER.pid);
+  out.released = await store.claimHolder("a", "k");
+  out.done = await store.takeClaim(w, "k", ME, 105, alive([]));
+  for (let i = 0; i < 4; i++) await store.takeClaim(w, "r", ME, 200 + i, alive([]));
+  await store.takeClaim({ job: "b", run: null }, "q", ME, 210, alive([]));
+  out.repeating = await store.repeatingKeys("a", 2);
+  out.since = [
+    await store.repeatingKeysSince("a", 2, 203),
+    await store.repeatingKeysSince("a", 2, 204),
+  ];
+  out.all = [...(await store.repeatingKeysAll(0))];
+  out.attempted = (await store.jobsAttemptedSince(205)).sort();
+  await store.revokeRun(r.id);
+  out.stale = await store.takeClaim(w, "s", ME, 300, alive([]));
+  out.staleComplete = await store.completeClaim(w, "r", ME.pid, 301);
+  out.run = await store.run(r.id);
+  assert.deepEqual(out.take, { kind: "claimed" });
+  assert.equal(out.held.kind, "held");
+  assert.equal(out.held.by, "once");
+  assert.equal(out.byCommand.by, "command");
+  assert.deepEqual(out.takenOver, { kind: "claimed" });
+  assert.equal(out.completeWrongPid, true);
+  assert.equal(out.holderAfter.pid, OTHER.pid);
+  assert.equal(out.released, undefined);
+  assert.deepEqual(out.done, { kind: "done" });
+  assert.deepEqual(out.repeating, [{ key: "r", count: 4 }]);
+  assert.deepEqual(out.stale, { kind: "stale" });
+  assert.equal(out.staleComplete, false);
+  assert.equal(await store.isMarked("a", "r"), false);
+  return out;
+});
+
+contract("progress: plain and fenced", async (_t, { store }) => {
+  const out = {};
+  const r = (await store.reserveRun(req("a", null))).run;
+  await store.progress(r.id, "half", 1500);
+  await store.progress(r.id, null, 1600);
+  out.live = await store.reportProgress(writer(r), "more", 1700);
+  out.noRun = await store.reportProgress({ job: "a", run: null }, "x", 1800);
+  out.wrong = await store.reportProgress({ job: "a", run: { id: r.id, fence: 7 } }, "x", 1800);
+  await store.finishRun(r.id, result("failed", 1000, 1900));
+  out.ended = await store.reportProgress(writer(r), "late", 2000);
+  out.run = await store.run(r.id);
+  out.job = await store.job("a");
+  assert.equal(out.live, true);
+  assert.deepEqual([out.noRun, out.wrong, out.ended], [false, false, false]);
+  assert.equal(out.run.progress_count, 3);
+  assert.equal(out.run.progress_msg, "more");
+  assert.equal(out.job.last_progress_at, 1700);
+  return out;
+});
+
+contract("events and alert state", async (_t, { store }) => {
+  const out = {};
+  await store.event(1, null, "start", "daemon");
+  await store.event(2, "a", "clock", "jumped");
+  await store.event(3, "b", "late", null);
+  out.all = await store.events(null, 2);
+  out.a = await store.events("a", 10);
+  out.none = await store.alertState("a");
+  await store.setAlertState("a", "failing", 10);
+  await store.setAlertState("a", "failing,stuck", 20);
+  out.state = await store.alertState("a");
+  assert.deepEqual(
+    out.all.map((e) => e.at),
+    [3, 2],
+  );
+  assert.deepEqual(out.state, { active: "failing,stuck", since: 20 });
+  return out;
+});
+
+contract("statusRows and jobReadings: one snapshot of everything", async (_t, { store }) => {
+  await store.claimDaemon(ME, 1, 1000, "/jobs.yaml", () => true);
+  const a1 = await store.reserveRun(req("a", 60_000));
+  await store.finishRun(a1.run.id, result("ok", 1000, 1200));
+  await store.reserveRun(req("a", 120_000, { now: 1300 }));
+  const b1 = await store.reserveRun(req("b", 60_000));
+  await store.markDone(writer(b1.run), ["x", "y"], 1400);
+  for (let i = 0; i < 3; i++) await store.takeClaim(writer(b1.run), "z", ME, 1500 + i, () => false);
+  const out = {};
+  out.readings = await store.jobReadings("b", 5, 1);
+  const list = [
+    { name: "a", repeatLimit: 3 },
+    { name: "b", repeatLimit: 1 },
+    { name: "c", repeatLimit: 3 },
+  ];
+  const many = await store.statusRows(list, 5);
+  out.many = { daemon: many.daemon, jobs: [...many.jobs] };
+  const one = await store.statusRows([list[0]], 5);
+  out.one = { daemon: one.daemon, jobs: [...one.jobs] };
+  const none = await store.statusRows([], 5);
+  out.none = { daemon: none.daemon, jobs: [...none.jobs] };
+  assert.deepEqual(out.one.jobs[0][1], out.many.jobs[0][1], "one job reads as the many path does");
+  assert.equal(out.many.jobs[1][1].markers, 2);
+  assert.deepEqual(out.many.jobs[1][1].attempts, [{ key: "z", count: 3, last_at: 1502 }]);
+  assert.equal(out.many.jobs[2][1].row, null);
+  return out;
+});
+
+contract(
+  "dataVersion changes when another connection commits",
+  async (_t, { store, open }) => {
+    const other = await open();
+    const v0 = await store.dataVersion();
+    assert.equal(await store.dataVersion(), v0, "no commit, no change");
+    await other.ensureJob("a", 1);
+    const v1 = await store.dataVersion();
+    assert.notEqual(v1, v0);
+    await other.markDone({ job: "a", run: null }, ["k"], 2);
+    assert.notEqual(await store.dataVersion(), v1);
+  },
+  NOT_COMPARED,
+);
+
+contract(
+  "migrations: applied from empty, idempotent on reopen",
+  async (_t, { store, open, place }) => {
+    assert.equal(await place.version(), LATEST);
+    await store.markDone({ job: "a", run: null }, ["kept"], 1);
+    await store.close();
+    const again = await open();
+    assert.equal(await place.version(), LATEST);
+    assert.equal(await again.isMarked("a", "kept"), true);
+    const reader = await open({ create: false, readonly: true });
+    assert.equal(await reader.isMarked("a", "kept"), true);
+  },
+  NOT_COMPARED,
+);
+
+contract(
+  "a store at a newer schema version is refused",
+  async (_t, { store, place }) => {
+    await store.close();
+    await place.setVersion(99);
+    await assert.rejects(
+      place.open({ create: false }),
+      (e) =>
+        e instanceof StoreError &&
+        e.code === "corrupt" &&
+        /newer than this cronvisor/.test(e.message),
+    );
+    assert.equal(await place.version(), 99, "left as it was");
+  },
+  NOT_COMPARED,
+);
+
+// ---- PostgreSQL only: two stores (two pools) racing on what SQLite serialises ---------------
+
+const pgEngine = ENGINES[1];
+
+async function twoStores(t) {
+  const place = await pgEngine.place(t);
+  const a = await place.open();
+  const b = await place.open();
+  t.after(async () => {
+    await a.close();
+    await b.close();
+  });
+  return { a, b, url: place.url };
+}
+
+test(
+  "postgresql: two stores reserving the same slot at once: one runs it",
+  { skip: pgEngine.skip },
+  async (t) => {
+    const { a, b, url } = await twoStores(t);
+    await a.ensureJob("j", 1);
+    // Hold the job's row lock from a third connection so that both reservations are in flight,
+    // waiting, before either proceeds.
+    const raw = await rawClient(url, t);
+    await raw.query("BEGIN");
+    await raw.query("SELECT 1 FROM jobs WHERE name = 'j' FOR UPDATE");
+    const both = Promise.all([a.reserveRun(req("j", 60_000)), b.reserveRun(req("j", 60_000))]);
+    await waitForLockWaiters(raw, 2);
+    await raw.query("COMMIT");
+    const kinds = (await both).map((o) => o.kind).sort();
+    assert.deepEqual(kinds, ["duplicate", "started"]);
+    // Many slots raced without the gate: every slot exactly one run, fences 1..N, no two alike.
+    const slots = Array.from({ length: 20 }, (_, i) => 120_000 + i * 60_000);
+    const out = await Promise.all(
+      slots.flatMap((s) => [
+        a.reserveRun(req("j", s, { lock: false })),
+        b.reserveRun(req("j", s, { lock: false })),
+      ]),
+    );
+    const started = out.filter((o) => o.kind === "started");
+    assert.equal(started.length, slots.length);
+    assert.equal(out.filter((o) => o.kind === "duplicate").length, slots.length);
+    const fences = started.map((o) => o.run.fence).sort((x, y) => x - y);
+    assert.deepEqual(
+      fences,
+      slots.map((_, i) => i + 2),
+    );
+    // The lock: two manual runs at once, one starts, the other finds it held.
+    const [m1, m2] = await Promise.all([
+      a.reserveRun(req("k", null, { trigger: "manual" })),
+      b.reserveRun(req("k", null, { trigger: "manual" })),
+    ]);
+    assert.deepEqual([m1.kind, m2.kind].sort(), ["locked", "started"]);
+  },
+);
+
+test(
+  "postgresql: markDone waiting behind a takeover is refused once it commits",
+  { skip: pgEngine.skip },
+  async (t) => {
+    const { a, b, url } = await twoStores(t);
+    const old = (await a.reserveRun(req("j", null))).run;
+    // A takeover in flight on a third connection: it holds the job row and has ended the old run.
+    const raw = await rawClient(url, t);
+    await raw.query("BEGIN");
+    await raw.query("SELECT 1 FROM jobs WHERE name = 'j' FOR UPDATE");
+    await raw.query("UPDATE runs SET status = 'interrupted', revoked = 1 WHERE id = $1", [old.id]);
+    const late = a.markDone(writer(old), ["after-takeover"], 2000);
+    await waitForLockWaiters(raw, 1);
+    await raw.query("COMMIT");
+    assert.equal(await late, null, "the stale writer is refused");
+    assert.equal(await b.isMarked("j", "after-takeover"), false);
+    // The same through the store: marks and a takeover racing; every applied mark precedes it.
+    const cur = (await a.reserveRun(req("j", null, { now: 3000 }))).run;
+    const marks = Array.from({ length: 10 }, (_, i) =>
+      a.markDone(writer(cur), [`m${i}`], 3100 + i),
+    );
+    const takeover = b.reserveRun(req("j", null, { holderAlive: () => false, now: 4000 }));
+    const results = await Promise.all(marks);
+    const next = (await takeover).run;
+    const applied = results.filter((n) => n === 1).length;
+    assert.equal(applied + results.filter((n) => n === null).length, 10);
+    assert.equal((await b.run(cur.id)).markers_new, applied);
+    assert.equal((await b.run(cur.id)).status, "interrupted");
+    assert.equal(await b.markDone(writer(cur), ["later"], 5000), null);
+    assert.equal(await b.markDone(writer(next), ["later"], 5000), 1);
+  },
+);
+
+test(
+  "postgresql: two once claims and two daemons at once: one wins each",
+  { skip: pgEngine.skip },
+  async (t) => {
+    const { a, b } = await twoStores(t);
+    const w = { job: "j", run: null };
+    const claims = await Promise.all([
+      a.takeClaim(w, "k", ME, 1, () => true),
+      b.takeClaim(w, "k", OTHER, 1, () => true),
+    ]);
+    assert.deepEqual(claims.map((c) => c.kind).sort(), ["claimed", "held"]);
+    const daemons = await Promise.all([
+      a.claimDaemon(ME, 1, 1000, "/a.yaml", () => true),
+      b.claimDaemon(OTHER, 1, 1000, "/b.yaml", () => true),
+    ]);
+    assert.equal(
+      daemons.filter((d) => d === null).length,
+      1,
+      "exactly one daemon claims the store",
+    );
+    const holder = await a.daemon();
+    assert.equal(daemons.find((d) => d !== null).pid, holder.pid);
+  },
+);
+
+test(
+  "postgresql: an empty database is missing to a reader and to create: false",
+  { skip: pgEngine.skip },
+  async (t) => {
+    const url = await freshDatabase();
+    for (const opts of [{ create: false }, { create: true, readonly: true }]) {
+      await assert.rejects(
+        openPgStore(url, opts),
+        (e) => e instanceof StoreError && e.code === "missing",
+      );
+    }
+    const raw = await rawClient(url, t);
+    const tables = await raw.query(
+      "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'",
+    );
+    assert.equal(tables.rows[0].n, 0, "nothing written");
+  },
+);
