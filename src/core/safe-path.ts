@@ -36,7 +36,14 @@ export function pathProblems(p: string, trust: Trust): string[] {
     if (why) problems.push(why);
     if (st.isSymbolicLink()) {
       if (++hops > MAX_LINKS) return [...problems, `${cur}: too many symbolic links`];
-      const target = path.resolve(path.dirname(cur), fs.readlinkSync(cur));
+      const link = readlinkOrNull(cur);
+      // Gone (or replaced) between the lstat and the readlink: someone is changing it right now.
+      if (link === null)
+        return [
+          ...problems,
+          `${cur} changed while cronvisor checked it; check who can write there`,
+        ];
+      const target = path.resolve(path.dirname(cur), link);
       todo = [...target.split("/").filter(Boolean), ...todo];
       cur = "/";
       continue;
@@ -112,6 +119,14 @@ function entryProblem(p: string, st: fs.Stats, trust: Trust): string | null {
 }
 
 const mode = (st: fs.Stats): string => (st.mode & 0o7777).toString(8);
+
+function readlinkOrNull(p: string): string | null {
+  try {
+    return fs.readlinkSync(p);
+  } catch {
+    return null;
+  }
+}
 
 function lstatOrNull(p: string): fs.Stats | null {
   try {
