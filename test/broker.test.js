@@ -298,6 +298,7 @@ test("inside a run: --job naming another job, a wrong secret, and malformed or o
     "job.sh",
     `#!/bin/sh
 echo "$CRONVISOR_BROKER $CRONVISOR_SECRET" > "$OUT/env.tmp" && mv "$OUT/env.tmp" "$OUT/env"
+cronvisor check --job b stolen 2> /dev/null; echo $? > "$OUT/checkb"
 cronvisor mark --job b stolen 2> "$OUT/jobb.err"; echo $? > "$OUT/jobb"
 i=0; while [ ! -e "$OUT/go" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
 cronvisor mark after; echo $? > "$OUT/after"
@@ -320,6 +321,7 @@ jobs:
   const state = path.join(dir, ".cronvisor");
   await waitFor(() => fs.existsSync(path.join(out, "jobb")), "the --job b attempt", 60_000);
   assert.equal(fs.readFileSync(path.join(out, "jobb"), "utf8").trim(), "3");
+  assert.equal(fs.readFileSync(path.join(out, "checkb"), "utf8").trim(), "69", "check cannot tell");
   assert.match(
     fs.readFileSync(path.join(out, "jobb.err"), "utf8"),
     /^cronvisor: refused: inside a run of job a, --job may name only a, not b; nothing was written\n$/,

@@ -20,7 +20,8 @@ export async function markerCommand(
     if (o.job !== own)
       throw new CliError(
         `cronvisor: refused: inside a run of job ${own}, --job may name only ${own}, not ${o.job}; nothing was written`,
-        EXIT.unknown,
+        // `check` answers 0, 1, or 69 when it cannot tell; the writing commands are refused (3)
+        name === "check" ? EXIT.unavailable : EXIT.unknown,
       );
     process.exitCode = await runMarkerCommand([name, ...rest]);
     return;
