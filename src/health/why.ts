@@ -214,7 +214,7 @@ function missed(c: Ctx): Told {
   const sentences: string[] = [];
   if (reason === "daemon down") {
     sentences.push(
-      `Missed: ${downWindow(c, row.started_at).slice(4)} It recorded the slot missed.`,
+      `Missed: the daemon was down at the slot: ${downWindow(c, row.started_at)}, when it recorded the slot missed.`,
     );
     sentences.push(catchUpSentence(c));
   } else if (reason?.startsWith("timer late")) {
