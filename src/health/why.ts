@@ -190,12 +190,10 @@ function pausedSentence(c: Ctx): string {
 
 function heldBy(c: Ctx, h: RunRow): string[] {
   const pid = h.pid === null ? "" : `, pid ${h.pid}`;
-  const out = [
+  return [
     `Skipped: run ${h.id} held the job's lock (running since ${c.at(h.started_at)}${pid}), and overlap is ${c.job.overlap}.`,
+    runSentence(c, h, false),
   ];
-  if (h.status === "running") out.push(`Run ${h.id} is still running.`);
-  else out.push(runSentence(c, h, false));
-  return out;
 }
 
 /** The daemon's downtime around the slot, as far as the store's records bound it. */
