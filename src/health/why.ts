@@ -97,11 +97,15 @@ interface Ctx extends WhyInput {
   at: (t: number) => string;
 }
 
+/** The dispositions a slot's rows say (the others come from the schedule and the clock). */
+type RowDisposition = Exclude<Disposition, "queued" | "not_a_slot" | "not_due">;
+
 /**
- * What a slot's first row makes of it. A new run status (the many-hosts issue's `fenced`) is one
- * line here and one in EXPLAIN: the compiler asks for both.
+ * What a slot's first row makes of it. A new run status (the many-hosts issue's `fenced`) is a
+ * word in Disposition, a line here and a line in EXPLAIN (`fenced: (c) => ran(c, "fenced")`): the
+ * compiler asks for each.
  */
-const FROM_ROW: Record<RunStatus, Exclude<Disposition, "queued" | "not_a_slot" | "not_due">> = {
+const FROM_ROW: Record<RunStatus, RowDisposition> = {
   running: "ran",
   ok: "ran",
   failed: "ran",
@@ -113,7 +117,8 @@ const FROM_ROW: Record<RunStatus, Exclude<Disposition, "queued" | "not_a_slot" |
   missed: "missed",
 };
 
-const EXPLAIN: Record<ReturnType<typeof rowDisposition>, (c: Ctx) => Told> = {
+/** Each row disposition's sentences. */
+const EXPLAIN: Record<RowDisposition, (c: Ctx) => Told> = {
   ran: (c) => ran(c, "ran"),
   running: (c) => ran(c, "running"),
   caught_up: (c) => ran(c, "caught_up"),
@@ -121,7 +126,8 @@ const EXPLAIN: Record<ReturnType<typeof rowDisposition>, (c: Ctx) => Told> = {
   missed,
 };
 
-function rowDisposition(runs: RunRow[]): Exclude<Disposition, "queued" | "not_a_slot" | "not_due"> {
+/** A run that goes on makes its slot `running`; a catch-up that ran it makes it `caught_up`. */
+function rowDisposition(runs: RunRow[]): RowDisposition {
   const first = runs[0] as RunRow;
   const last = runs[runs.length - 1] as RunRow;
   const d = FROM_ROW[first.status];
