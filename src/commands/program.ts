@@ -75,7 +75,7 @@ function daemonCommands(program: Command): void {
     .action(async (o: Opts) => (await import("./reload.js")).reload(o));
 }
 
-/** What the store and the schedule say: history, logs, next. */
+/** What the store and the schedule say: history, logs, why, next. */
 function readingCommands(program: Command): void {
   withConfig(program.command("history [job]"))
     .description("runs and slot dispositions, newest first")
@@ -93,6 +93,15 @@ function readingCommands(program: Command): void {
     .addHelpText("after", example("cronvisor logs backup --follow"))
     .action(async (name: string, o: Opts & { run?: string; follow?: boolean }) =>
       (await import("./logs.js")).logs(name, o),
+    );
+
+  withConfig(program.command("why <job>"))
+    .description("what became of the slot nearest TIME (default: the latest), and why")
+    .option("--at <time>", "ISO-8601; without an offset, in the job's time zone")
+    .option("--json", "machine-readable output")
+    .addHelpText("after", example("cronvisor why backup --at 2026-03-29T02:00"))
+    .action(async (name: string, o: Opts & { at?: string; json?: boolean }) =>
+      (await import("./why.js")).why(name, o),
     );
 
   withConfig(program.command("next [job]"))

@@ -53,6 +53,22 @@ export function nextSlotAt(
   return job.pattern === null ? null : step(entryFor(job.pattern, job.timezone), after);
 }
 
+/** The last slot strictly before `before`, or null (`@reboot`, or none before). */
+export function prevSlotAt(
+  job: Pick<JobConfig, "pattern" | "timezone">,
+  before: number,
+): number | null {
+  if (job.pattern === null) return null;
+  return (
+    entryFor(job.pattern, job.timezone).cron.previousRuns(1, new Date(before))[0]?.getTime() ?? null
+  );
+}
+
+/** Is `t` (to the millisecond) one of the schedule's slots? */
+export function isSlotAt(job: Pick<JobConfig, "pattern" | "timezone">, t: number): boolean {
+  return job.pattern !== null && nextSlotAt(job, t - 1) === t;
+}
+
 /** Up to `count` slots strictly after `after`. */
 export function nextSlots(
   job: Pick<JobConfig, "pattern" | "timezone">,

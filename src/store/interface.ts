@@ -31,6 +31,7 @@ import type {
   RunProcess,
   RunningConfig,
   RunRow,
+  SlotFacts,
   SlotRecord,
   StatusJob,
   StatusRows,
@@ -145,6 +146,9 @@ export interface Store extends MarkerStore {
   lastRun(job: string): Promise<HistoryRow | null>;
   historyRow(id: number): Promise<HistoryRow | null>;
   recentFinished(job: string, limit: number): Promise<RunFacts[]>;
+
+  /** What `why` explains one slot of a job from, in one snapshot. */
+  slotFacts(job: string, slot: number): Promise<SlotFacts>;
 
   // ---- the marker path (the in-job part is MarkerStore's)
   isMarked(job: string, key: string): Promise<boolean>;

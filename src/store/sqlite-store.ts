@@ -27,6 +27,7 @@ import * as jobs from "./sqlite/jobs.js";
 import * as markers from "./sqlite/markers.js";
 import * as runs from "./sqlite/runs.js";
 import * as status from "./sqlite/status.js";
+import * as why from "./sqlite/why.js";
 
 export class SqliteStore extends SqliteMarkerStore implements Store {
   private constructor(c: Conn) {
@@ -228,6 +229,10 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
 
   async recentFinished(job: string, limit: number) {
     return history.recentFinished(this.c, job, limit);
+  }
+
+  async slotFacts(job: string, slot: number) {
+    return this.c.read(() => why.slotFacts(this.c, job, slot));
   }
 
   // ---- the marker path

@@ -1,0 +1,85 @@
+// What `why` reads about one slot of one job: the slot's rows, the lock holder when it was
+// decided, the pause events, the catch-up that followed a downtime, and the daemon's last and
+// first signs around it. Table-group functions: they run in their caller's transaction (a
+// snapshot: SqliteStore reads them in one) and never open one.
+import type { Conn } from "../connection.js";
+import type { EventRow, RunRow, SlotFacts } from "../rows.js";
+import { daemonRow } from "./daemon.js";
+import { runningRuns } from "./history.js";
+import { jobRow } from "./jobs.js";
+
+export function slotFacts(c: Conn, job: string, slot: number): SlotFacts {
+  const claim =
+    (c.q("SELECT run_id FROM slots WHERE job = ? AND slot = ?").get(job, slot) as
+      { run_id: number | null } | undefined) ?? null;
+  const runs = c
+    .q("SELECT * FROM runs WHERE job = ? AND slot = ? ORDER BY id")
+    .all(job, slot) as RunRow[];
+  const first = runs[0];
+  // When the slot was decided: its row's start (a disposition's is when it was recorded).
+  const decided = first?.started_at ?? slot;
+  const missed = first?.status === "missed";
+  return {
+    job: jobRow(c, job),
+    daemon: daemonRow(c),
+    claim,
+    runs,
+    holder: holderAt(c, job, slot, decided),
+    running: runningRuns(c, job),
+    pause:
+      (c
+        .q(
+          `SELECT * FROM events WHERE job = ? AND kind IN ('paused', 'resumed') AND at <= ?
+           ORDER BY id DESC LIMIT 1`,
+        )
+        .get(job, decided) as EventRow | undefined) ?? null,
+    // The start that recorded a slot missed ran its catch-ups for later slots, up to that start.
+    catchUps: missed
+      ? (c
+          .q(
+            `SELECT * FROM runs WHERE job = ? AND trigger = 'catchup' AND slot > ? AND slot <= ?
+             ORDER BY id`,
+          )
+          .all(job, slot, decided) as RunRow[])
+      : [],
+    missedEvent:
+      (c
+        .q("SELECT * FROM events WHERE job = ? AND kind = 'missed' AND at > ? ORDER BY id LIMIT 1")
+        .get(job, slot) as EventRow | undefined) ?? null,
+    ...daemonSigns(c, slot),
+  };
+}
+
+/** The oldest run of the job, not of this slot, that had started and not ended at `at`. */
+function holderAt(c: Conn, job: string, slot: number, at: number): RunRow | null {
+  return (
+    (c
+      .q(
+        `SELECT * FROM runs WHERE job = ? AND status NOT IN ('skipped', 'missed')
+           AND (slot IS NULL OR slot != ?) AND started_at <= ?
+           AND (finished_at IS NULL OR finished_at >= ?)
+         ORDER BY id LIMIT 1`,
+      )
+      .get(job, slot, at, at) as RunRow | undefined) ?? null
+  );
+}
+
+/**
+ * The daemon keeps no row per start or stop (its one row is overwritten by the next start), so
+ * a downtime is bounded by what any job's rows and events record: the newest time at or before
+ * the slot, and the oldest after it.
+ */
+function daemonSigns(c: Conn, slot: number): Pick<SlotFacts, "lastBefore" | "firstAfter"> {
+  return c
+    .q(
+      `SELECT
+         (SELECT MAX(t) FROM (
+            SELECT MAX(started_at) AS t FROM runs WHERE started_at <= @slot
+            UNION ALL SELECT MAX(finished_at) FROM runs WHERE finished_at <= @slot
+            UNION ALL SELECT MAX(at) FROM events WHERE at <= @slot)) AS lastBefore,
+         (SELECT MIN(t) FROM (
+            SELECT MIN(started_at) AS t FROM runs WHERE started_at > @slot
+            UNION ALL SELECT MIN(at) FROM events WHERE at > @slot)) AS firstAfter`,
+    )
+    .get({ slot }) as Pick<SlotFacts, "lastBefore" | "firstAfter">;
+}
