@@ -352,6 +352,40 @@ contract("dispositions: once per slot, with events in one transaction", async (_
   return out;
 });
 
+contract(
+  "slotFacts (why): a skip's holder, the pause before it, the rows around it",
+  async (_t, { store }) => {
+    const holder = await store.reserveRun(req("a", 60_000, { now: 60_010 }));
+    assert.equal(holder.kind, "started");
+    await store.setPaused("a", true, 61_000);
+    await store.setPaused("a", false, 62_000);
+    const skip = await store.reserveRun(req("a", 120_000, { now: 120_005 }));
+    assert.equal(skip.kind, "locked");
+    await store.recordDisposition(
+      "a",
+      120_000,
+      "skipped",
+      `overlap: run ${holder.run.id} holds the lock`,
+      120_005,
+    );
+    await store.finishRun(holder.run.id, result("ok", 60_010, 130_000));
+    await store.recordDisposition("a", 180_000, "missed", "daemon down", 250_000);
+    const skipped = await store.slotFacts("a", 120_000);
+    assert.equal(skipped.runs.length, 1);
+    assert.equal(skipped.runs[0].status, "skipped");
+    assert.equal(skipped.holder?.id, holder.run.id);
+    assert.equal(skipped.pause?.kind, "resumed");
+    assert.equal(skipped.job?.name, "a");
+    const missed = await store.slotFacts("a", 180_000);
+    assert.equal(missed.runs[0].status, "missed");
+    assert.equal(missed.lastBefore, 130_000, "the holder's end is the last sign before it");
+    assert.equal(missed.firstAfter, 250_000);
+    const none = await store.slotFacts("a", 999_000);
+    assert.deepEqual([none.runs, none.claim, none.holder], [[], null, null]);
+    return { skipped, missed, none };
+  },
+);
+
 contract("history: lastRun, historyRow, recentFinished, scans", async (_t, { store }) => {
   const out = {};
   const a1 = await store.reserveRun(req("a", 60_000));

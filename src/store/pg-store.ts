@@ -30,6 +30,7 @@ import * as jobs from "./postgres/jobs.js";
 import * as markers from "./postgres/markers.js";
 import * as runs from "./postgres/runs.js";
 import * as status from "./postgres/status.js";
+import * as why from "./postgres/why.js";
 
 export class PgStore extends PgMarkerStore implements Store {
   private constructor(c: PgConn) {
@@ -238,6 +239,10 @@ export class PgStore extends PgMarkerStore implements Store {
 
   async run(id: number) {
     return history.runRow(this.c.one, id);
+  }
+
+  async slotFacts(job: string, slot: number) {
+    return this.c.read((q) => why.slotFacts(q, job, slot));
   }
 
   async runningRuns(job?: string) {
