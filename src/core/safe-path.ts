@@ -143,3 +143,7 @@ export const READ_NOFOLLOW =
 /** A new file cronvisor writes (a log, an exit file): never through a link planted in its place. */
 export const WRITE_NOFOLLOW =
   fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW;
+
+/** A file that must not exist yet (a temporary one, linked into place once it is whole). */
+export const WRITE_NEW =
+  fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW;

@@ -102,10 +102,13 @@ export async function adoptOrphans(
 ): Promise<void> {
   const { store, owner } = rt;
   for (const r of await store.runningRuns()) {
+    // A run this daemon watches is no orphan: checked first, so that a beat with many running
+    // runs reads no /proc entry for them.
+    if (rt.active.has(r.id) || rt.unrecorded.has(r.id)) continue;
     const mine = r.owner_pid === owner.pid && r.owner_start === owner.start;
     const job = rt.jobs.get(r.job)?.cfg ?? null;
     const action = orphanAction({
-      watched: rt.active.has(r.id) || rt.unrecorded.has(r.id),
+      watched: false,
       ownerAlive: !mine && r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start),
       groupAlive: r.pgid !== null && groupAlive(r.pgid),
       jobKnown: job !== null,

@@ -3,13 +3,14 @@
 // server itself runs in a worker thread (broker-worker.ts) with its own store connection, so a
 // mark's fsync never sits on the scheduler's loop. See README "Markers in jobs that run as other
 // users" and DESIGN.md "Markers are durable and fenced".
-import { createHash, randomBytes } from "node:crypto";
+import { createHash, createHmac, randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { Worker } from "node:worker_threads";
 import { secretHash, type Registered } from "./broker-server.js";
 import type { FromWorker, ToWorker } from "./broker-worker.js";
 import type { RunBroker } from "../core/types.js";
+import { READ_NOFOLLOW, WRITE_NEW } from "../core/safe-path.js";
 
 /** A Unix socket's path must fit sun_path (108 bytes with its NUL). */
 const SUN_PATH_MAX = 107;
@@ -101,6 +102,7 @@ export async function startBroker(
   const dir = socketDir(stateDir, uid);
   const sock = socketPath(dir, name);
   prepareSocketDir(dir, uid);
+  const key = runKey(stateDir);
   // Kept here too, so that a worker that dies (it should not) is replaced with every live run.
   const runs = new Map<number, { hash: string; run: Registered }>();
   let closing = false;
@@ -124,16 +126,15 @@ export async function startBroker(
   return {
     socketPath: sock,
     register(r) {
-      const secret = randomBytes(32).toString("hex");
+      const secret = runSecret(key, r.runId, r.fence);
       const entry = { hash: secretHash(secret), run: { ...r, pgid: null } };
       runs.set(r.runId, entry);
       send({ type: "register", ...entry });
-      keepHash(stateDir, r.runId, entry.hash);
       return secret;
     },
     adopt(r) {
-      const hash = keptHash(stateDir, r.runId);
-      if (hash === null) return false;
+      // The run still holds the secret its own daemon derived: derive it again.
+      const hash = secretHash(runSecret(key, r.runId, r.fence));
       const entry = { hash, run: { job: r.job, runId: r.runId, fence: r.fence, pgid: r.pgid } };
       runs.set(r.runId, entry);
       send({ type: "register", ...entry });
@@ -147,7 +148,6 @@ export async function startBroker(
     unregister(runId) {
       runs.delete(runId);
       send({ type: "unregister", runId });
-      fs.rmSync(hashFile(stateDir, runId), { force: true });
     },
     async close() {
       if (closing) return;
@@ -183,27 +183,56 @@ function spawnWorker(stateDir: string, sock: string): Promise<Worker> {
 }
 
 /**
- * The hash of a run's secret, kept in the state dir (0700, root's) while the run lives, so that a
- * daemon restarted after a crash can serve the runs it adopts: they still hold their secret.
- * Best effort: without it an adopted run's marker calls are refused (3), never misdirected.
+ * A run's secret: an HMAC of its id and fence under the state dir's broker key, a random key kept
+ * in the state dir (0700, root's; 0600). So a daemon restarted after a crash derives the secrets
+ * of the runs it adopts (they still hold theirs), and a run's start writes no file of its own. A
+ * secret tells nothing about another run's without the key.
  */
-const hashFile = (stateDir: string, runId: number): string =>
-  path.join(stateDir, "runs", `${runId}.secret`);
-
-function keepHash(stateDir: string, runId: number, hash: string): void {
-  try {
-    fs.mkdirSync(path.join(stateDir, "runs"), { recursive: true, mode: 0o700 });
-    fs.writeFileSync(hashFile(stateDir, runId), hash, { mode: 0o600, flag: "wx" });
-  } catch {
-    // a full disk: this run cannot be served after a restart, and nothing else is lost
-  }
+function runSecret(key: Buffer, runId: number, fence: number): string {
+  return createHmac("sha256", key).update(`${runId}:${fence}`).digest("hex");
 }
 
-function keptHash(stateDir: string, runId: number): string | null {
+const KEY_BYTES = 32;
+
+/** The state dir's broker key, made once (whole: written aside, then linked into place). */
+export function runKey(stateDir: string): Buffer {
+  const file = path.join(stateDir, "broker.key");
+  const existing = readKey(file);
+  if (existing) return existing;
+  const tmp = `${file}.${process.pid}.tmp`;
+  const fd = fs.openSync(tmp, WRITE_NEW, 0o600);
   try {
-    const h = fs.readFileSync(hashFile(stateDir, runId), "utf8");
-    return /^[0-9a-f]{64}$/.test(h) ? h : null;
+    fs.writeSync(fd, randomBytes(KEY_BYTES));
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  try {
+    fs.linkSync(tmp, file); // EEXIST: another supervisor made it first; theirs is the key
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+  const key = readKey(file);
+  if (!key)
+    throw new BrokerError(`the marker broker's key ${file} is not a ${KEY_BYTES}-byte file`);
+  return key;
+}
+
+function readKey(file: string): Buffer | null {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, READ_NOFOLLOW);
   } catch {
     return null;
+  }
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile() || st.size !== KEY_BYTES) return null;
+    const buf = Buffer.alloc(KEY_BYTES);
+    return fs.readSync(fd, buf) === KEY_BYTES ? buf : null;
+  } finally {
+    fs.closeSync(fd);
   }
 }
