@@ -16,10 +16,13 @@ const NAME = /^(\d{3})_[a-z0-9_]+\.sql$/;
  */
 export const LATEST = 4;
 
-/** The migration files in order; their numbers must run 1, 2, 3... with no gap. */
-export function migrationFiles(): string[] {
+/** The SQLite migration files in order. */
+export const migrationFiles = (): string[] => migrationFilesIn(DIR);
+
+/** One engine's migration files in order; their numbers must run 1, 2, 3... with no gap. */
+export function migrationFilesIn(dir: URL): string[] {
   const files = fs
-    .readdirSync(DIR)
+    .readdirSync(dir)
     .filter((f) => NAME.test(f))
     .sort();
   files.forEach((f, i) => {

@@ -11,9 +11,9 @@
 import fs from "node:fs";
 import pg from "pg";
 import { StoreError } from "./errors.js";
+import { migrationFilesIn } from "./migrate.js";
 
 const DIR = new URL("./migrations/postgresql/", import.meta.url);
-const NAME = /^(\d{3})_[a-z0-9_]+\.sql$/;
 /** The number of the newest migration: the same as SQLite's LATEST (one numbering). */
 export const PG_LATEST = 4;
 /** The advisory lock key that serialises two processes migrating one database. */
@@ -125,18 +125,8 @@ export class PgConn {
   }
 }
 
-/** The migration files in order; their numbers must run 1, 2, 3... with no gap. */
-export function pgMigrationFiles(): string[] {
-  const files = fs
-    .readdirSync(DIR)
-    .filter((f) => NAME.test(f))
-    .sort();
-  files.forEach((f, i) => {
-    if (Number(NAME.exec(f)?.[1]) !== i + 1)
-      throw new Error(`store migrations: ${f} is out of sequence (expected number ${i + 1})`);
-  });
-  return files;
-}
+/** The PostgreSQL migration files in order (the same numbering as SQLite's). */
+export const pgMigrationFiles = (): string[] => migrationFilesIn(DIR);
 
 /** Where the store is, for messages: never the password. */
 export function describeUrl(url: string): string {
