@@ -37,3 +37,26 @@ test("ENV_NAME is the shell's rule", () => {
   for (const ok of ["PATH", "_x", "a1_B"]) assert.ok(ENV_NAME.test(ok), ok);
   for (const bad of ["1A", "A-B", "", "A B", "é"]) assert.ok(!ENV_NAME.test(bad), bad);
 });
+
+test("config record: packed and read back whole; a plain JSON record reads too; 10,000 jobs pack small", async () => {
+  const { packConfig, unpackConfig } = await import("../dist/core/config-record.js");
+  const jobs = {};
+  for (let i = 0; i < 10_000; i++)
+    jobs[`j${i}`] = {
+      schedule: `${i % 60} * * * *`,
+      command: "true",
+      timeoutMs: 3_600_000,
+      overlap: "skip",
+    };
+  const config = { stateDir: "/var/lib/cronvisor", jobs, note: "ünïcödé 'quotes' \"and\" \\ \n" };
+  const packed = packConfig(config);
+  assert.ok(packed.startsWith("z:"));
+  assert.deepEqual(unpackConfig(packed), config);
+  assert.ok(packed.length * 10 < JSON.stringify(config).length, `${packed.length} bytes packed`);
+  assert.deepEqual(
+    unpackConfig(JSON.stringify(config)),
+    config,
+    "a record from before the packing",
+  );
+  assert.throws(() => unpackConfig("z:not deflate"));
+});

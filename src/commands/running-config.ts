@@ -62,7 +62,8 @@ async function recordedConfig(
   try {
     const rec = await store.runningConfig();
     if (rec === null || rec.config_file !== file) return null;
-    const config = checkedConfig(JSON.parse(rec.config_json), file, dir);
+    const { unpackConfig } = await import("../core/config-record.js");
+    const config = checkedConfig(unpackConfig(rec.config_json), file, dir);
     if (config === null) return null;
     const { isAlive } = await import("../run/proc.js");
     const runs = rec.stopped_at === null && rec.pid !== null && isAlive(rec.pid, rec.pid_start);

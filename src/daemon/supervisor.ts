@@ -7,6 +7,7 @@ import { isAlive, startTimeOf } from "../run/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
 import { daemonTrust, makeDirs } from "../core/safe-path.js";
 import { openStore, StoreError, type AcceptedConfig } from "../store/store.js";
+import { packConfig } from "../core/config-record.js";
 import type { Config, RunBroker } from "../core/types.js";
 import { adoptOrphans } from "./adopt.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, type LateSlot } from "./due.js";
@@ -41,12 +42,12 @@ export interface SupervisorOptions {
 }
 
 /**
- * The record of a config the daemon runs, for commands whose config file is broken. Its form is
- * the one the state dir's config cache keeps (a Config as JSON), read back by
- * src/config/config-cache.ts's configFromJson.
+ * The record of a config the daemon runs, for commands whose config file is broken: a Config as
+ * the state dir's config cache keeps it, packed (core/config-record.ts), read back by
+ * commands/running-config.ts.
  */
 function accepted(config: Config, hash: string | null | undefined, at: number): AcceptedConfig {
-  return { json: JSON.stringify(config), hash: hash ?? null, at };
+  return { json: packConfig(config), hash: hash ?? null, at };
 }
 
 export class DaemonBusyError extends Error {}
