@@ -16,7 +16,15 @@ export const BIN = path.join(ROOT, "bin", "cronvisor");
 /** A fresh temp dir, removed when the test ends (pass the node:test context). */
 export function tmpdir(t, prefix = "cvx-") {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-  t?.after?.(() => fs.rmSync(dir, { recursive: true, force: true }));
+  t?.after?.(() => {
+    // Never throws: a failed test's daemon (killed by a later hook) may still write here, and a
+    // throw would skip the hooks after this one and leave that daemon hanging the test file.
+    try {
+      fs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+    } catch {
+      // left behind in the temp dir
+    }
+  });
   return dir;
 }
 
