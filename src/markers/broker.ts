@@ -195,7 +195,7 @@ function runSecret(key: Buffer, runId: number, fence: number): string {
 const KEY_BYTES = 32;
 
 /** The state dir's broker key, made once (whole: written aside, then linked into place). */
-export function runKey(stateDir: string): Buffer {
+function runKey(stateDir: string): Buffer {
   const file = path.join(stateDir, "broker.key");
   const existing = readKey(file);
   if (existing) return existing;

@@ -27,7 +27,7 @@ export class SpawnError extends Error {
  * user may own) are the user's to choose, and a dynamic loader honours LD_PRELOAD, GCONV_PATH and
  * the like in any root process that is not setuid.
  */
-export const ROOT_ENV: Readonly<Record<string, string>> = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" };
+const ROOT_ENV: Readonly<Record<string, string>> = { PATH: "/usr/sbin:/usr/bin:/sbin:/bin" };
 
 /** The descriptor a `user:` run's environment arrives on, after the drop (see ENV_LOADER). */
 export const ENV_FD = 4;
@@ -78,7 +78,7 @@ export function commandLine(spec: RunSpec): CommandLine {
 }
 
 /** `export NAME='value'` lines that give a shell exactly `env` (pure). */
-export function envScript(env: NodeJS.ProcessEnv): string {
+function envScript(env: NodeJS.ProcessEnv): string {
   let out = "";
   for (const [name, value] of Object.entries(env)) {
     if (value === undefined) continue;
