@@ -185,7 +185,10 @@ for (const [name, f] of [
   }
 }
 m.close();
-fs.writeFileSync(process.env.OUT + "/" + process.argv[2], JSON.stringify(r));
+// Whole or not at all: the test reads the file as soon as it exists.
+const file = process.env.OUT + "/" + process.argv[2];
+fs.writeFileSync(file + ".tmp", JSON.stringify(r));
+fs.renameSync(file + ".tmp", file);
 `;
 
 test("the Node library in a user: job and a root job goes through the broker, synchronously, with the same results", async (t) => {
@@ -298,10 +301,12 @@ test("inside a run: --job naming another job, a wrong secret, and malformed or o
     "job.sh",
     `#!/bin/sh
 echo "$CRONVISOR_BROKER $CRONVISOR_SECRET" > "$OUT/env.tmp" && mv "$OUT/env.tmp" "$OUT/env"
-cronvisor check --job b stolen 2> /dev/null; echo $? > "$OUT/checkb"
-cronvisor mark --job b stolen 2> "$OUT/jobb.err"; echo $? > "$OUT/jobb"
+# Each answer is written whole and then renamed: the test reads a file as soon as it exists.
+put() { echo "$2" > "$OUT/$1.tmp" && mv "$OUT/$1.tmp" "$OUT/$1"; }
+cronvisor check --job b stolen 2> /dev/null; put checkb $?
+cronvisor mark --job b stolen 2> "$OUT/jobb.err"; put jobb $?
 i=0; while [ ! -e "$OUT/go" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
-cronvisor mark after; echo $? > "$OUT/after"
+cronvisor mark after; put after $?
 `,
   );
   const cfg = writeConfig(
