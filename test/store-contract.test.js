@@ -13,7 +13,7 @@ import { openPgStore, openStore, StoreError } from "../dist/store/store.js";
 import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
 import { tmpdir } from "./helpers.js";
 
-const LATEST = 4;
+const LATEST = 5;
 
 test("migrations: one numbering, a file per engine for each step", () => {
   const names = migrationFiles();

@@ -34,6 +34,11 @@ export function resolveConfig(raw: Raw, file: string, hostTimezone: string): Con
     shell: top("shell") as string,
     env,
     heartbeatMs: top("heartbeat") as number,
+    store: top("store") as string | null,
+    passwordFile:
+      typeof raw.password_file === "string" ? path.resolve(dir, raw.password_file) : null,
+    node: (raw.node as string | undefined) ?? null,
+    leaseMs: top("lease") as number,
     http: top("http") as Config["http"],
     alerts: top("alerts") as AlertTarget[],
     jobs: (raw.jobs as RawJob[]).map((job) => resolveJob(job, defaults, { dir, timezone, env })),
@@ -84,6 +89,7 @@ function resolveJob(
     },
     log: { maxSizeBytes: log.max_size as number, keepRuns: log.keep_runs as number },
     ping: pick("ping") as string | null,
+    hosts: pick("hosts") as string[] | null,
     line: job.line,
   };
 }

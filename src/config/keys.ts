@@ -17,6 +17,9 @@ export type KeyKind =
   | "env"
   | "url"
   | "hostport"
+  | "store"
+  | "node"
+  | "nodes"
   | "alerts"
   | "section"
   | "defaults"
@@ -45,6 +48,10 @@ export const JOB_NAME_PATTERN = "^[a-z0-9][a-z0-9_.-]{0,63}$";
 export { ENV_NAME_PATTERN } from "../core/env-name.js"; // the shell's rule, for the schema
 /** `127.0.0.1:9464`, `localhost:80`, `[::1]:9464`. */
 export const HOSTPORT_PATTERN = "^(\\[[0-9A-Fa-f:.]+\\]|[^\\s:[\\]]+):([0-9]+)$";
+/** A node's name: a host name's characters (`app01`, `db-2.internal`). */
+export const NODE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$";
+/** A PostgreSQL store: `postgresql://USER@HOST[:PORT]/DB` (`postgres://` too). */
+export const STORE_URL_PATTERN = "^postgres(ql)?://";
 const OVERLAPS: readonly Overlap[] = ["skip", "queue", "replace", "allow"];
 const CATCHUPS: readonly Catchup[] = ["skip", "once", "all"];
 
@@ -179,6 +186,12 @@ export const JOB_KEYS: Readonly<Record<string, KeySpec>> = {
       keep_runs: { kind: "count", min: 1, default: 100, doc: "Logs of this many runs are kept." },
     },
   },
+  hosts: {
+    kind: "nodes",
+    nullable: true,
+    default: null,
+    doc: "The nodes (their `node:` names) where this job may run, e.g. [app01, app02]. Default: any node.",
+  },
   ping: {
     kind: "url",
     nullable: true,
@@ -219,6 +232,28 @@ export const KEYS: Readonly<Record<string, KeySpec>> = {
     positive: true,
     default: "10s",
     doc: "How often the daemon records that it is alive.",
+  },
+  store: {
+    kind: "store",
+    nullable: true,
+    default: null,
+    doc: "postgresql://USER@HOST:PORT/DB: a PostgreSQL store that several daemons (nodes) share. The password is never in the URL: it comes from password_file, PGPASSWORD or ~/.pgpass. Default: SQLite in state_dir.",
+  },
+  password_file: {
+    kind: "path",
+    nullable: true,
+    default: null,
+    doc: "A file holding the PostgreSQL password alone (0600, owned by the daemon's user); relative to this file's directory. Default: PGPASSWORD, else ~/.pgpass.",
+  },
+  node: {
+    kind: "node",
+    doc: "This daemon's name among the nodes of a shared store (1-64 of A-Z a-z 0-9 _ . -). Default: the host name.",
+  },
+  lease: {
+    kind: "duration",
+    positive: true,
+    default: "30s",
+    doc: "How long a node that stops beating keeps its jobs, judged by the database's clock; a node that cannot renew it stops its runs before it runs out. Only with a PostgreSQL store.",
   },
   http: {
     kind: "hostport",

@@ -60,6 +60,15 @@ export function parseConfig(
   } else {
     raw = readMap(ctx, root, KEYS, "(root)", (key, value) => rootUnknownKey(key, value));
     if (!root.has("jobs")) reportAt(ctx, rangeOf(root)[0], "(root)", "no jobs defined");
+    if (raw !== BAD && typeof raw.password_file === "string" && typeof raw.store !== "string") {
+      const key = root.items.find((p) => isScalar(p.key) && p.key.value === "password_file");
+      report(
+        ctx,
+        key?.key ?? root,
+        "password_file",
+        "set, but there is no `store:` to use it with",
+      );
+    }
   }
   reportYamlErrors(ctx, root, yamlErrors);
 

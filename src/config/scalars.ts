@@ -3,7 +3,7 @@
 import type { Scalar } from "yaml";
 import { parseDuration, parseSize } from "../core/duration.js";
 import { parseSchedule } from "../schedule/syntax.js";
-import { HOSTPORT_PATTERN, type KeySpec } from "./keys.js";
+import { HOSTPORT_PATTERN, NODE_NAME_PATTERN, STORE_URL_PATTERN, type KeySpec } from "./keys.js";
 import { BAD, describe, sourceText, type Ctx } from "./nodes.js";
 import { suggest } from "./suggest.js";
 
@@ -49,6 +49,10 @@ export function readScalar(
       return typeof v === "string" && isHttpUrl(v) ? v : wrongType();
     case "hostport":
       return typeof v === "string" ? readHostPort(v, fail, wrongType) : wrongType();
+    case "store":
+      return typeof v === "string" ? readStoreUrl(v, fail, wrongType) : wrongType();
+    case "node":
+      return typeof v === "string" && isNodeName(v) ? v : wrongType();
     case "schedule":
       if (typeof v !== "string") return wrongType();
       try {
@@ -93,6 +97,33 @@ function readHostPort(
   return { host: (m[1] ?? "").replace(/^\[(.*)\]$/, "$1"), port };
 }
 
+/** A node's name, as `node:` and `hosts:` take it. */
+export function isNodeName(text: string): boolean {
+  return new RegExp(NODE_NAME_PATTERN).test(text);
+}
+
+/**
+ * A PostgreSQL store's URL. A password in it is refused: the config is read by every command
+ * and recorded in the store, and the password belongs in password_file, PGPASSWORD or ~/.pgpass.
+ * The message never repeats the URL (it would print the password).
+ */
+function readStoreUrl(text: string, fail: Fail, wrongType: () => typeof BAD): string | typeof BAD {
+  if (!new RegExp(STORE_URL_PATTERN).test(text)) return wrongType();
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return fail("not a valid URL; expected postgresql://USER@HOST:PORT/DB");
+  }
+  if (url.password !== "")
+    return fail(
+      "the URL holds a password: put it in password_file (0600), PGPASSWORD or ~/.pgpass, and write postgresql://USER@HOST:PORT/DB",
+    );
+  if (url.pathname.replace(/^\//, "") === "")
+    return fail("no database named; expected postgresql://USER@HOST:PORT/DB");
+  return text;
+}
+
 /** What a key of this kind takes, for "expected X, got Y". */
 export function expected(spec: KeySpec): string {
   switch (spec.kind) {
@@ -121,6 +152,12 @@ export function expected(spec: KeySpec): string {
       return "an http(s) URL";
     case "hostport":
       return "HOST:PORT, e.g. 127.0.0.1:9464";
+    case "store":
+      return "postgresql://USER@HOST:PORT/DB";
+    case "node":
+      return "a node name (1-64 of A-Z a-z 0-9 _ . -, starting with a letter or digit)";
+    case "nodes":
+      return "a list of node names, e.g. [app01, app02]";
     case "alerts":
       return "a list of {webhook: URL} or {command: STRING}";
     case "section":

@@ -13,6 +13,8 @@ import {
   HOSTPORT_PATTERN,
   JOB_NAME_PATTERN,
   KEYS,
+  NODE_NAME_PATTERN,
+  STORE_URL_PATTERN,
   type KeySpec,
 } from "./keys.js";
 
@@ -89,6 +91,12 @@ function valueSchema(spec: KeySpec): JsonSchema {
       return { type: "string", format: "uri", pattern: "^https?://" };
     case "hostport":
       return { type: "string", pattern: HOSTPORT_PATTERN };
+    case "store":
+      return { type: "string", pattern: STORE_URL_PATTERN };
+    case "node":
+      return { type: "string", pattern: NODE_NAME_PATTERN };
+    case "nodes":
+      return { type: "array", minItems: 1, items: { type: "string", pattern: NODE_NAME_PATTERN } };
     case "alerts":
       // Each alert has exactly one of the keys.
       return {

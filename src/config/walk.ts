@@ -28,7 +28,7 @@ import {
   type Raw,
   type RawJob,
 } from "./nodes.js";
-import { expected, readScalar, type Fail } from "./scalars.js";
+import { expected, isNodeName, readScalar, type Fail } from "./scalars.js";
 import { jobUnknownKey, nearest, unknownKeyMessage } from "./suggest.js";
 
 type UnknownKeyMessage = (key: string, value: unknown) => string;
@@ -95,6 +95,8 @@ function readValue(ctx: Ctx, spec: KeySpec, value: unknown, key: Scalar, where: 
       return isSeq(node) ? readAlerts(ctx, node, spec, where) : wrongType();
     case "command":
       return readCommand(ctx, node, where, wrongType);
+    case "nodes":
+      return isSeq(node) ? readNodeNames(ctx, node, where, wrongType) : wrongType();
   }
   return isScalar(node) ? readScalar(ctx, spec, node, fail, wrongType) : wrongType();
 }
@@ -112,6 +114,8 @@ function readEmpty(spec: KeySpec, fail: Fail, wrongType: () => typeof BAD): unkn
       return fail("no jobs defined");
     case "command":
       return fail("command is empty");
+    case "nodes":
+      return fail("no node named: leave hosts out to run the job on any node");
     default:
       return wrongType();
   }
@@ -237,6 +241,28 @@ function readCommand(
     } else if (arg !== BAD) argv.push(arg);
   }
   return argv.length === node.items.length ? argv : BAD;
+}
+
+/** `hosts:`: a list of node names, each once. */
+function readNodeNames(
+  ctx: Ctx,
+  node: YAMLSeq,
+  where: string,
+  wrongType: () => typeof BAD,
+): string[] | typeof BAD {
+  if (node.items.length === 0) return wrongType();
+  const names: string[] = [];
+  for (const [i, item] of node.items.entries()) {
+    const at = `${where}[${i}]`;
+    const value = deref(ctx, item, at, "value");
+    if (value === BAD) continue;
+    if (!isScalar(value) || typeof value.value !== "string" || !isNodeName(value.value)) {
+      report(ctx, value, at, `expected a node name, got ${describe(ctx, value)}`);
+    } else if (names.includes(value.value)) {
+      report(ctx, value, at, `${JSON.stringify(value.value)} is listed twice`);
+    } else names.push(value.value);
+  }
+  return names.length === node.items.length ? names : BAD;
 }
 
 function readAlerts(

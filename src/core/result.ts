@@ -50,6 +50,15 @@ export function interrupted(reason: string): RunEnd {
   return { status: "interrupted", reason, exitCode: null, signal: null };
 }
 
+/**
+ * Its node lost its lease (it could not reach the store, or it was frozen) and the run was
+ * stopped or taken over: its marker writes are refused from then on. Treated as `interrupted`
+ * by health, alerts and catch-up.
+ */
+export function fenced(reason: string): RunEnd {
+  return { status: "fenced", reason, exitCode: null, signal: null };
+}
+
 /** The RunResult of an end: the run's span (duration from it) and its log's totals. */
 export function runResult(
   end: RunEnd,

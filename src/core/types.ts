@@ -21,6 +21,7 @@ export type RunStatus =
   | "timeout"
   | "killed"
   | "interrupted"
+  | "fenced"
   | "spawn_failed"
   | "skipped"
   | "missed";
@@ -73,6 +74,8 @@ export interface JobConfig {
   health: HealthConfig;
   log: LogConfig;
   ping: string | null;
+  /** The nodes (by `node:` name) where the job may run; null: any. */
+  hosts: string[] | null;
   /** 1-based line of the job's key in the config, for messages. */
   line: number;
 }
@@ -88,6 +91,14 @@ export interface Config {
   shell: string;
   env: Record<string, string>;
   heartbeatMs: number;
+  /** A PostgreSQL store's URL (no password in it), or null: SQLite in stateDir. */
+  store: string | null;
+  /** Absolute path of the file holding the PostgreSQL password, or null. */
+  passwordFile: string | null;
+  /** This daemon's node name as written, or null: the host name (see nodeName). */
+  node: string | null;
+  /** How long a silent node keeps its jobs on a shared store. */
+  leaseMs: number;
   http: { host: string; port: number } | null;
   alerts: AlertTarget[];
   /** In file order. */

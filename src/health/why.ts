@@ -112,6 +112,7 @@ const FROM_ROW: Record<RunStatus, RowDisposition> = {
   timeout: "ran",
   killed: "ran",
   interrupted: "ran",
+  fenced: "ran",
   spawn_failed: "ran",
   skipped: "skipped",
   missed: "missed",

@@ -2,6 +2,7 @@
 // for Node jobs (`import { Markers } from "cronvisor"`). A marker is committed (fsync'd, WAL +
 // synchronous=FULL) before a call returns; a run that is no longer its job's live, unrevoked run
 // (replaced, taken over, or a straggler) is refused and writes nothing.
+import os from "node:os";
 import { EXIT, signalExitCode } from "../core/exit.js";
 import { isAlive, startTimeOf } from "../run/proc.js";
 import { openConn, type Conn } from "../store/connection.js";
@@ -25,7 +26,10 @@ export * from "./target.js";
 
 /** The store itself: an operator's process, or a root job of a run that has no broker. */
 class LocalPath implements SyncMarkerPath {
-  constructor(private readonly c: Conn) {}
+  constructor(
+    private readonly c: Conn,
+    private readonly node = os.hostname(),
+  ) {}
 
   isDone(w: MarkerWriter, key: string): boolean {
     const done = sql.isMarked(this.c, w.job, key);
@@ -36,7 +40,7 @@ class LocalPath implements SyncMarkerPath {
     return this.c.write(() => sql.markKeys(this.c, w, keys, now));
   }
   takeClaim(w: MarkerWriter, key: string, me: Owner, now: number): ClaimOutcome {
-    return this.c.write(() => sql.takeClaim(this.c, w, key, me, now, isAlive));
+    return this.c.write(() => sql.takeClaim(this.c, w, key, me, now, isAlive, this.node));
   }
   completeClaim(w: MarkerWriter, key: string, pid: number, now: number): boolean {
     return this.c.write(() => sql.completeClaim(this.c, w, key, pid, now));

@@ -41,6 +41,8 @@ export interface OpenOptions {
   readonly?: boolean;
   /** Run PRAGMA quick_check at open (the daemon does; a CLI call inside a job must be fast). */
   check?: boolean;
+  /** The node this process writes as (its runs' `node`; default: the host name). */
+  node?: string;
 }
 
 export function storePath(stateDir: string): string {

@@ -23,6 +23,8 @@ import type {
   JobRow,
   MarkerRow,
   MarkerWriter,
+  NodeRow,
+  NodeSelf,
   Owner,
   ReserveOutcome,
   ReserveRequest,
@@ -76,14 +78,21 @@ export interface MarkerStore {
 export interface Store extends MarkerStore {
   /** False once closed (a reader racing the daemon's stop must not touch a closed store). */
   isOpen(): boolean;
+  /**
+   * Several nodes may share this store (PostgreSQL): a run or claim of another node is judged by
+   * that node's lease, not by a process on this machine. False for SQLite (one machine, one node).
+   */
+  readonly shared: boolean;
+  /** The node this connection writes as (its runs' and claims' `node`). */
+  readonly node: string;
 
   // ---- the daemon singleton
   daemon(): Promise<DaemonRow | null>;
   /** The config the daemon runs or last ran (its validated form), or null if none is recorded. */
   runningConfig(): Promise<RunningConfig | null>;
   /**
-   * Claim the state dir, recording the config the daemon starts with; returns the live holder
-   * that keeps it, or null when claimed.
+   * Claim the state dir (this node's row), recording the config the daemon starts with; returns
+   * the live holder that keeps it, or null when claimed.
    */
   claimDaemon(
     me: Owner,
@@ -92,8 +101,15 @@ export interface Store extends MarkerStore {
     configFile: string,
     holderAlive: Alive,
     accepted?: AcceptedConfig | null,
+    self?: NodeSelf,
   ): Promise<DaemonRow | null>;
-  heartbeat(pid: number, now: number, heartbeatMs: number): Promise<void>;
+  /** The beat, which renews the node's lease; false if the row is no longer this daemon's. */
+  heartbeat(pid: number, now: number, heartbeatMs: number): Promise<boolean>;
+  /** Every node of the store (one with SQLite), with the store's clock. */
+  nodes(): Promise<NodeRow[]>;
+  /** This node's hash of each job it defines (replacing its earlier list). */
+  setJobHashes(hashes: ReadonlyMap<string, string>): Promise<void>;
+  jobHashes(): Promise<{ node: string; job: string; hash: string }[]>;
   /** A refused reload: why (the running config stays as recorded). */
   setConfigError(pid: number, message: string | null): Promise<void>;
   setHttpState(pid: number, error: string | null, since: number | null): Promise<void>;

@@ -9,13 +9,14 @@
 // REPEATABLE READ. Every write transaction bumps the `data_version` counter as its last
 // statement, so `dataVersion()` changes when any connection commits.
 import fs from "node:fs";
+import os from "node:os";
 import pg from "pg";
 import { StoreError } from "./errors.js";
 import { migrationFilesIn } from "./migrate.js";
 
 const DIR = new URL("./migrations/postgresql/", import.meta.url);
 /** The number of the newest migration: the same as SQLite's LATEST (one numbering). */
-export const PG_LATEST = 4;
+export const PG_LATEST = 5;
 /** The advisory lock key that serialises two processes migrating one database. */
 const MIGRATE_LOCK = 0x63767372; // "cvsr"
 
@@ -34,6 +35,16 @@ export interface PgOpenOptions {
   readonly?: boolean;
   /** Connections in the pool (default 4). */
   poolSize?: number;
+  /** This process's node: what its runs and claims record (default: the host name). */
+  node?: string;
+  /** The password (from password_file); else pg reads PGPASSWORD or ~/.pgpass. */
+  password?: string;
+  /**
+   * The longest a connect or a query may take (ms), so that a store that stops answering (a cut
+   * network) fails a call in time instead of hanging it: a node must notice it cannot renew its
+   * lease while there is time to stop its runs. Default 10 s.
+   */
+  timeoutMs?: number;
 }
 
 // BIGINT (int8) columns are epoch-ms times, ids and counts: read them as numbers (exact below
@@ -70,7 +81,10 @@ export class PgConn {
   /** One statement outside any explicit transaction (it is its own). */
   readonly one: Q;
 
-  constructor(readonly pool: pg.Pool) {
+  constructor(
+    readonly pool: pg.Pool,
+    readonly node: string,
+  ) {
     this.one = runner(pool);
   }
 
@@ -141,11 +155,22 @@ export function describeUrl(url: string): string {
 
 /** Open a pool on `url`, check the schema and bring it forward (not for a reader). */
 export async function openPgConn(url: string, opts: PgOpenOptions): Promise<PgConn> {
-  const pool = new pg.Pool({ connectionString: url, max: opts.poolSize ?? 4, types });
+  const timeout = opts.timeoutMs ?? 10_000;
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: opts.poolSize ?? 4,
+    types,
+    ...(opts.password !== undefined ? { password: opts.password } : {}),
+    connectionTimeoutMillis: timeout,
+    query_timeout: timeout,
+    // A silent peer (a cut network) shows as a dead socket instead of a query waiting forever.
+    keepAlive: true,
+    application_name: "cronvisor",
+  });
   // An idle client's error (the server restarted) must not crash the process; the next query
   // on a fresh client reports it.
   pool.on("error", () => {});
-  const conn = new PgConn(pool);
+  const conn = new PgConn(pool, opts.node ?? os.hostname());
   try {
     await migrate(conn, opts, describeUrl(url));
   } catch (e) {

@@ -41,7 +41,7 @@ export class PgMarkerStore implements MarkerStore {
   async takeClaim(w: MarkerWriter, key: string, me: Owner, now: number, alive: Alive) {
     return this.c.write(async (q) => {
       await lockJobs(q, [w.job]);
-      return markers.takeClaim(q, w, key, me, now, alive);
+      return markers.takeClaim(q, w, key, me, now, alive, this.c.node);
     });
   }
 

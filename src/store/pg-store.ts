@@ -31,6 +31,7 @@ import * as markers from "./postgres/markers.js";
 import * as runs from "./postgres/runs.js";
 import * as status from "./postgres/status.js";
 import * as why from "./postgres/why.js";
+import { defaultSelf, type NodeSelf } from "./rows.js";
 
 export class PgStore extends PgMarkerStore implements Store {
   private constructor(c: PgConn) {
@@ -48,12 +49,32 @@ export class PgStore extends PgMarkerStore implements Store {
 
   // ---- the daemon singleton
 
+  get shared(): boolean {
+    return true;
+  }
+
+  get node(): string {
+    return this.c.node;
+  }
+
   async daemon() {
-    return daemon.daemonRow(this.c.one);
+    return daemon.daemonRow(this.c.one, this.c.node);
   }
 
   async runningConfig() {
-    return daemon.runningConfig(this.c.one);
+    return daemon.runningConfig(this.c.one, this.c.node);
+  }
+
+  async nodes() {
+    return daemon.nodes(this.c.one);
+  }
+
+  async setJobHashes(hashes: ReadonlyMap<string, string>) {
+    await this.c.write((q) => daemon.setJobHashes(q, this.c.node, hashes));
+  }
+
+  async jobHashes() {
+    return daemon.jobHashes(this.c.one);
   }
 
   async claimDaemon(
@@ -63,28 +84,32 @@ export class PgStore extends PgMarkerStore implements Store {
     file: string,
     holderAlive: Alive,
     accepted: AcceptedConfig | null = null,
+    self: NodeSelf = defaultSelf(this.c.node),
   ) {
-    return this.c.write((q) => daemon.claimDaemon(q, me, now, hbMs, file, holderAlive, accepted));
+    const node = { ...self, name: this.c.node };
+    return this.c.write((q) =>
+      daemon.claimDaemon(q, me, now, hbMs, file, holderAlive, accepted, node),
+    );
   }
 
   async heartbeat(pid: number, now: number, heartbeatMs: number) {
-    await this.c.write((q) => daemon.heartbeat(q, pid, now, heartbeatMs));
+    return this.c.write((q) => daemon.heartbeat(q, this.c.node, pid, now, heartbeatMs));
   }
 
   async setConfigError(pid: number, message: string | null) {
-    await this.c.write((q) => daemon.setConfigError(q, pid, message));
+    await this.c.write((q) => daemon.setConfigError(q, this.c.node, pid, message));
   }
 
   async setHttpState(pid: number, error: string | null, since: number | null) {
-    await this.c.write((q) => daemon.setHttpState(q, pid, error, since));
+    await this.c.write((q) => daemon.setHttpState(q, this.c.node, pid, error, since));
   }
 
   async acceptConfig(pid: number, accepted: AcceptedConfig) {
-    await this.c.write((q) => daemon.acceptConfig(q, pid, accepted));
+    await this.c.write((q) => daemon.acceptConfig(q, this.c.node, pid, accepted));
   }
 
   async releaseDaemon(pid: number, now: number) {
-    await this.c.write((q) => daemon.releaseDaemon(q, pid, now));
+    await this.c.write((q) => daemon.releaseDaemon(q, this.c.node, pid, now));
   }
 
   // ---- jobs
@@ -134,7 +159,7 @@ export class PgStore extends PgMarkerStore implements Store {
   async reserveRun(req: ReserveRequest) {
     return this.c.write(async (q) => {
       await jobs.ensureLocked(q, [req.job]);
-      return runs.reserveRun(q, req);
+      return runs.reserveRun(q, req, this.c.node);
     });
   }
 
@@ -147,7 +172,7 @@ export class PgStore extends PgMarkerStore implements Store {
       await jobs.ensureLocked(q, ensure, disposed);
       const out: TickOutcome[] = [];
       for (const w of items) {
-        if ("reserve" in w) out.push(await runs.reserveRun(q, w.reserve));
+        if ("reserve" in w) out.push(await runs.reserveRun(q, w.reserve, this.c.node));
         else
           out.push({
             kind: "recorded",
@@ -242,7 +267,7 @@ export class PgStore extends PgMarkerStore implements Store {
   }
 
   async slotFacts(job: string, slot: number) {
-    return this.c.read((q) => why.slotFacts(q, job, slot));
+    return this.c.read((q) => why.slotFacts(q, job, slot, this.c.node));
   }
 
   async runningRuns(job?: string) {
@@ -325,7 +350,7 @@ export class PgStore extends PgMarkerStore implements Store {
   }
 
   async statusRows(list: readonly StatusJob[], recentLimit: number) {
-    return this.c.read((q) => status.statusRows(q, list, recentLimit));
+    return this.c.read((q) => status.statusRows(q, list, recentLimit, this.c.node));
   }
 
   async repeatingKeysSince(job: string, limit: number, since: number) {

@@ -30,6 +30,8 @@ export interface RunRow {
   progress_count: number;
   markers_new: number;
   markers_skipped: number;
+  /** The node whose daemon (or `cronvisor run`) started the run. */
+  node: string | null;
 }
 
 /** The columns of a run that a history entry (`history --json`, `status`'s `last_run`) shows. */
@@ -51,6 +53,7 @@ export type HistoryRow = Pick<
   | "markers_skipped"
   | "pid"
   | "log_path"
+  | "node"
 >;
 
 /** The columns of a run that health is judged from. */
@@ -89,6 +92,35 @@ export interface DaemonRow {
   /** Why the http endpoint is not serving (null: serving, or no `http:`), and since when. */
   http_error: string | null;
   http_error_since: number | null;
+  /** The node's name (null in a store no daemon has claimed since nodes came). */
+  node: string | null;
+}
+
+/** Who a daemon is among the nodes of a store, recorded when it claims its node. */
+export interface NodeSelf {
+  name: string;
+  /** The machine (os.hostname()) and its boot: a daemon of the same name here is judged by pid. */
+  host: string;
+  bootId: string | null;
+  version: string;
+  leaseMs: number;
+}
+
+/** A node as `status` lists it; times by the store's clock but heartbeat_at (the node's own). */
+export interface NodeRow {
+  name: string;
+  pid: number | null;
+  host: string | null;
+  started_at: number | null;
+  heartbeat_at: number | null;
+  heartbeat_ms: number | null;
+  /** The node's last beat by the store's clock: its lease runs to renewed_at + lease_ms. */
+  renewed_at: number | null;
+  lease_ms: number | null;
+  stopped_at: number | null;
+  version: string | null;
+  /** The store's clock at the read. */
+  db_now: number;
 }
 
 /** The config a daemon accepted: its validated form (a Config as JSON) and its file's sha256. */
@@ -127,6 +159,8 @@ export interface EventRow {
 
 /** Who holds a `once` claim: the `once` process and, once started, its command. */
 export interface ClaimRow {
+  /** The node of the `once` process; its liveness elsewhere is its node's lease. */
+  node: string | null;
   pid: number;
   pid_start: string | null;
   run_id: number | null;
@@ -300,4 +334,9 @@ export interface SlotFacts {
   lastBefore: number | null;
   /** The oldest time any run or event records after the slot (a restarted daemon's first sign). */
   firstAfter: number | null;
+}
+
+/** A NodeSelf for a claim that names none (tests, tools): this machine, no boot id. */
+export function defaultSelf(name: string): NodeSelf {
+  return { name, host: name, bootId: null, version: "", leaseMs: 30_000 };
 }

@@ -1,17 +1,22 @@
 // The marker path on SQLite (`mark`, `check`, `once`, `progress` inside a job): the connection
 // and the markers table group only, so a `mark` call loads no other store module. SqliteStore
 // extends it with the rest. Each method is one whole transaction, as everywhere in the store.
+import os from "node:os";
 import { openConn, type Conn, type OpenOptions } from "./connection.js";
 import type { MarkerStore } from "./interface.js";
 import type { Alive, MarkerWriter, Owner } from "./rows.js";
 import * as markers from "./sqlite/markers.js";
 
 export class SqliteMarkerStore implements MarkerStore {
-  protected constructor(protected readonly c: Conn) {}
+  protected constructor(
+    protected readonly c: Conn,
+    /** The node this connection writes as (its claims' `node`). */
+    readonly node: string,
+  ) {}
 
   /** Open (synchronously: SQLite opens a local file) the marker path of a state dir's store. */
   static openMarkers(stateDir: string, opts: OpenOptions): SqliteMarkerStore {
-    return new SqliteMarkerStore(openConn(stateDir, opts));
+    return new SqliteMarkerStore(openConn(stateDir, opts), opts.node ?? os.hostname());
   }
 
   async close(): Promise<void> {
@@ -31,7 +36,7 @@ export class SqliteMarkerStore implements MarkerStore {
   }
 
   async takeClaim(w: MarkerWriter, key: string, me: Owner, now: number, alive: Alive) {
-    return this.c.write(() => markers.takeClaim(this.c, w, key, me, now, alive));
+    return this.c.write(() => markers.takeClaim(this.c, w, key, me, now, alive, this.node));
   }
 
   async completeClaim(w: MarkerWriter, key: string, pid: number, now: number) {

@@ -20,6 +20,8 @@ import type {
   TickWrite,
 } from "./rows.js";
 import type { RunResult } from "../core/types.js";
+import os from "node:os";
+import { defaultSelf, type NodeSelf } from "./rows.js";
 import * as daemon from "./sqlite/daemon.js";
 import * as events from "./sqlite/events.js";
 import * as history from "./sqlite/history.js";
@@ -30,18 +32,21 @@ import * as status from "./sqlite/status.js";
 import * as why from "./sqlite/why.js";
 
 export class SqliteStore extends SqliteMarkerStore implements Store {
-  private constructor(c: Conn) {
-    super(c);
+  /** One machine, one node: every run and claim is judged by its processes here. */
+  readonly shared = false;
+
+  private constructor(c: Conn, node: string) {
+    super(c, node);
   }
 
   /** Open (synchronously: SQLite opens a local file) the store of a state dir. */
   static open(stateDir: string, opts: OpenOptions): SqliteStore {
-    return new SqliteStore(openConn(stateDir, opts));
+    return new SqliteStore(openConn(stateDir, opts), opts.node ?? os.hostname());
   }
 
   /** A store over a connection already open (it is closed with the store). */
   static over(c: Conn): SqliteStore {
-    return new SqliteStore(c);
+    return new SqliteStore(c, os.hostname());
   }
 
   /** The connection itself, for tests and tools that write raw SQL. */
@@ -70,14 +75,28 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
     file: string,
     holderAlive: Alive,
     accepted: AcceptedConfig | null = null,
+    self: NodeSelf = defaultSelf(this.node),
   ) {
+    const node = { ...self, name: this.node };
     return this.c.write(() =>
-      daemon.claimDaemon(this.c, me, now, hbMs, file, holderAlive, accepted),
+      daemon.claimDaemon(this.c, me, now, hbMs, file, holderAlive, accepted, node),
     );
   }
 
+  async nodes() {
+    return daemon.nodes(this.c, Date.now());
+  }
+
+  async setJobHashes(hashes: ReadonlyMap<string, string>) {
+    this.c.write(() => daemon.setJobHashes(this.c, this.node, hashes));
+  }
+
+  async jobHashes() {
+    return daemon.jobHashes(this.c);
+  }
+
   async heartbeat(pid: number, now: number, heartbeatMs: number) {
-    daemon.heartbeat(this.c, pid, now, heartbeatMs);
+    return daemon.heartbeat(this.c, pid, now, heartbeatMs);
   }
 
   async setConfigError(pid: number, message: string | null) {
@@ -133,14 +152,14 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
   // ---- runs, slots and the per-job lock
 
   async reserveRun(req: ReserveRequest) {
-    return this.c.write(() => runs.reserveRun(this.c, req));
+    return this.c.write(() => runs.reserveRun(this.c, req, this.node));
   }
 
   async reserveRuns(items: readonly TickWrite[]) {
     if (items.length === 0) return [];
     return this.c.write(() =>
       items.map((w): TickOutcome => {
-        if ("reserve" in w) return runs.reserveRun(this.c, w.reserve);
+        if ("reserve" in w) return runs.reserveRun(this.c, w.reserve, this.node);
         return { kind: "recorded", recorded: runs.insertDisposition(this.c, w.dispose, w.now) };
       }),
     );

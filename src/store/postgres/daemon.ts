@@ -1,32 +1,57 @@
-// The daemon singleton row on PostgreSQL: the same operations as ../sqlite/daemon.ts.
-// Table-group functions: they run in their caller's transaction and never open one.
+// The daemon rows on PostgreSQL: one per node (migration 005), keyed by the node's name; the same
+// operations as ../sqlite/daemon.ts, where a store has one. A node's lease is `renewed_at` (set
+// from the database's clock at each beat) plus `lease_ms`: every node judges every other by that
+// one clock, never by its own. Table-group functions: they run in their caller's transaction
+// and never open one.
 import type { Q } from "../pg-connection.js";
-import type { AcceptedConfig, Alive, DaemonRow, Owner, RunningConfig } from "../rows.js";
+import type {
+  AcceptedConfig,
+  Alive,
+  DaemonRow,
+  NodeRow,
+  NodeSelf,
+  Owner,
+  RunningConfig,
+} from "../rows.js";
+
+/** The database's clock, in epoch ms: clock_timestamp() moves within a transaction, now() not. */
+export const DB_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /** Every column but config_json (see DaemonRow). */
 const ROW = `pid, pid_start, started_at, heartbeat_at, heartbeat_ms, stopped_at, config_file,
-  config_error, config_hash, config_accepted_at, http_error, http_error_since`;
+  config_error, config_hash, config_accepted_at, http_error, http_error_since, node`;
 
-export async function daemonRow(q: Q): Promise<DaemonRow | null> {
-  return (await q.get<DaemonRow>(`SELECT ${ROW} FROM daemon WHERE id = 1`)) ?? null;
+export async function daemonRow(q: Q, node: string): Promise<DaemonRow | null> {
+  return (await q.get<DaemonRow>(`SELECT ${ROW} FROM daemon WHERE node = $1`, [node])) ?? null;
 }
 
-/** The config the daemon runs (or last ran), or null when no daemon has recorded one. */
-export async function runningConfig(q: Q): Promise<RunningConfig | null> {
+/** The config the node runs (or last ran), or null when it has recorded none. */
+export async function runningConfig(q: Q, node: string): Promise<RunningConfig | null> {
   const r = await q.get<RunningConfig>(
     `SELECT config_file, config_json, config_hash, config_accepted_at, pid, pid_start, stopped_at
      FROM daemon
-     WHERE id = 1 AND config_file IS NOT NULL AND config_json IS NOT NULL
+     WHERE node = $1 AND config_file IS NOT NULL AND config_json IS NOT NULL
        AND config_accepted_at IS NOT NULL`,
+    [node],
   );
   return r ?? null;
 }
 
+/** Is node `node`'s lease still running, by the database's clock? */
+export async function leaseLive(q: Q, node: string): Promise<boolean> {
+  const r = await q.get(
+    `SELECT 1 AS live FROM daemon WHERE node = $1 AND renewed_at + lease_ms > ${DB_NOW}`,
+    [node],
+  );
+  return r !== undefined;
+}
+
 /**
- * Claim the store for this daemon (see ../sqlite/daemon.ts); returns the live holder that keeps
- * it, or null. The row is made (empty) if missing and locked before it is judged, so two
- * daemons claiming at once are serialised: the second sees the first as the holder. An empty
- * row never outlives the transaction: it is filled in, or the holder's row was there already.
+ * Claim the node's row for this daemon; returns the live holder that keeps it, or null. The row
+ * is made if missing and locked before it is judged, so two daemons of one name claiming at once
+ * are serialised. The holder is judged by its process when it ran on this machine since its
+ * boot (a restarted daemon takes over at once from a dead one), else by its lease: a live daemon
+ * of the same name elsewhere is refused, and so is one whose silence has not outlasted its lease.
  */
 export async function claimDaemon(
   q: Q,
@@ -36,18 +61,30 @@ export async function claimDaemon(
   configFile: string,
   holderAlive: Alive,
   accepted: AcceptedConfig | null,
+  self: NodeSelf,
 ): Promise<DaemonRow | null> {
-  await q.run("INSERT INTO daemon (id) VALUES (1) ON CONFLICT DO NOTHING");
-  const cur = (await q.get<DaemonRow>(`SELECT ${ROW} FROM daemon WHERE id = 1 FOR UPDATE`)) ?? null;
-  if (cur && cur.pid !== null && cur.stopped_at === null && cur.pid !== me.pid) {
-    if (holderAlive(cur.pid, cur.pid_start)) return cur;
+  await q.run("INSERT INTO daemon (node) VALUES ($1) ON CONFLICT (node) DO NOTHING", [self.name]);
+  const cur = await q.get<DaemonRow & { host: string | null; boot_id: string | null }>(
+    `SELECT ${ROW}, host, boot_id FROM daemon WHERE node = $1 FOR UPDATE`,
+    [self.name],
+  );
+  if (cur && cur.pid !== null && cur.stopped_at === null) {
+    const { host, boot_id, ...holder } = cur;
+    const here = host === self.host && boot_id === self.bootId;
+    if (
+      here
+        ? cur.pid !== me.pid && holderAlive(cur.pid, cur.pid_start)
+        : await leaseLive(q, self.name)
+    )
+      return holder;
   }
   await q.run(
     `UPDATE daemon SET pid = $1, pid_start = $2, started_at = $3, heartbeat_at = $4,
        heartbeat_ms = $5, stopped_at = NULL, config_file = $6, config_error = NULL,
        http_error = NULL, http_error_since = NULL,
-       config_json = $7, config_hash = $8, config_accepted_at = $9
-     WHERE id = 1`,
+       config_json = $7, config_hash = $8, config_accepted_at = $9,
+       host = $10, boot_id = $11, lease_ms = $12, version = $13, renewed_at = ${DB_NOW}
+     WHERE node = $14`,
     [
       me.pid,
       me.start,
@@ -58,41 +95,91 @@ export async function claimDaemon(
       accepted?.json ?? null,
       accepted?.hash ?? null,
       accepted?.at ?? null,
+      self.host,
+      self.bootId,
+      self.leaseMs,
+      self.version,
+      self.name,
     ],
   );
   return null;
 }
 
-export async function heartbeat(q: Q, pid: number, now: number, heartbeatMs: number) {
-  await q.run("UPDATE daemon SET heartbeat_at = $1, heartbeat_ms = $2 WHERE id = 1 AND pid = $3", [
-    now,
-    heartbeatMs,
+/**
+ * The node's beat, which renews its lease. False when the row is no longer this daemon's (another
+ * daemon of the same name took it after the lease ran out): the caller has lost its node.
+ */
+export async function heartbeat(
+  q: Q,
+  node: string,
+  pid: number,
+  now: number,
+  heartbeatMs: number,
+): Promise<boolean> {
+  const n = await q.run(
+    `UPDATE daemon SET heartbeat_at = $1, heartbeat_ms = $2, renewed_at = ${DB_NOW}
+     WHERE node = $3 AND pid = $4 AND stopped_at IS NULL`,
+    [now, heartbeatMs, node, pid],
+  );
+  return n > 0;
+}
+
+export async function setConfigError(q: Q, node: string, pid: number, message: string | null) {
+  await q.run("UPDATE daemon SET config_error = $1 WHERE node = $2 AND pid = $3", [
+    message,
+    node,
     pid,
   ]);
 }
 
-export async function setConfigError(q: Q, pid: number, message: string | null) {
-  await q.run("UPDATE daemon SET config_error = $1 WHERE id = 1 AND pid = $2", [message, pid]);
-}
-
 /** Why the daemon's http endpoint is not serving, and since when; null when it serves. */
-export async function setHttpState(q: Q, pid: number, error: string | null, since: number | null) {
+export async function setHttpState(
+  q: Q,
+  node: string,
+  pid: number,
+  error: string | null,
+  since: number | null,
+) {
   await q.run(
-    "UPDATE daemon SET http_error = $1, http_error_since = $2 WHERE id = 1 AND pid = $3",
-    [error, since, pid],
+    "UPDATE daemon SET http_error = $1, http_error_since = $2 WHERE node = $3 AND pid = $4",
+    [error, since, node, pid],
   );
 }
 
 /** A reload accepted `accepted`: record it as the running config and clear the last refusal. */
-export async function acceptConfig(q: Q, pid: number, accepted: AcceptedConfig) {
+export async function acceptConfig(q: Q, node: string, pid: number, accepted: AcceptedConfig) {
   await q.run(
     `UPDATE daemon SET config_json = $1, config_hash = $2, config_accepted_at = $3,
        config_error = NULL
-     WHERE id = 1 AND pid = $4`,
-    [accepted.json, accepted.hash, accepted.at, pid],
+     WHERE node = $4 AND pid = $5`,
+    [accepted.json, accepted.hash, accepted.at, node, pid],
   );
 }
 
-export async function releaseDaemon(q: Q, pid: number, now: number) {
-  await q.run("UPDATE daemon SET stopped_at = $1 WHERE id = 1 AND pid = $2", [now, pid]);
+export async function releaseDaemon(q: Q, node: string, pid: number, now: number) {
+  await q.run("UPDATE daemon SET stopped_at = $1 WHERE node = $2 AND pid = $3", [now, node, pid]);
+}
+
+/** Every node that has claimed the store, by name, with the database's clock at the read. */
+export async function nodes(q: Q): Promise<NodeRow[]> {
+  return q.all<NodeRow>(
+    `SELECT node AS name, pid, host, started_at, heartbeat_at, heartbeat_ms, renewed_at, lease_ms,
+       stopped_at, version, ${DB_NOW} AS db_now
+     FROM daemon WHERE node IS NOT NULL AND pid IS NOT NULL ORDER BY node`,
+  );
+}
+
+/** Record the hash of each job this node defines, dropping the jobs it no longer does. */
+export async function setJobHashes(q: Q, node: string, hashes: ReadonlyMap<string, string>) {
+  await q.run("DELETE FROM node_jobs WHERE node = $1", [node]);
+  if (hashes.size === 0) return;
+  await q.run(
+    "INSERT INTO node_jobs (node, job, hash) SELECT $1, * FROM unnest($2::text[], $3::text[])",
+    [node, [...hashes.keys()], [...hashes.values()]],
+  );
+}
+
+/** Each node's job hashes. */
+export async function jobHashes(q: Q): Promise<{ node: string; job: string; hash: string }[]> {
+  return q.all("SELECT node, job, hash FROM node_jobs ORDER BY job, node");
 }

@@ -4,6 +4,7 @@
 // fenceValid locks the writer's run row, so a takeover (which ends the old run) or a revoke
 // either commits before the check (the write is refused) or waits until the write commits.
 import type { Q } from "../pg-connection.js";
+import { leaseLive } from "./daemon.js";
 import type {
   Alive,
   AttemptRow,
@@ -92,7 +93,7 @@ export async function markerCounts(q: Q): Promise<Map<string, number>> {
 /** Who holds the `once` claim on a key, if anyone (a read: takeClaim takes one). */
 export async function claimHolder(q: Q, job: string, key: string): Promise<ClaimRow | undefined> {
   return q.get<ClaimRow>(
-    "SELECT pid, pid_start, run_id, cmd_pid, cmd_start FROM claims WHERE job = $1 AND key = $2",
+    "SELECT node, pid, pid_start, run_id, cmd_pid, cmd_start FROM claims WHERE job = $1 AND key = $2",
     [job, key],
   );
 }
@@ -118,12 +119,15 @@ async function putClaim(
   me: Owner,
   runId: number | null,
   now: number,
+  node: string,
 ) {
   await q.run(
-    `INSERT INTO claims (job, key, pid, pid_start, run_id, since) VALUES ($1, $2, $3, $4, $5, $6)
+    `INSERT INTO claims (job, key, pid, pid_start, run_id, since, node)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)
      ON CONFLICT (job, key) DO UPDATE SET pid = excluded.pid, pid_start = excluded.pid_start,
-       run_id = excluded.run_id, since = excluded.since, cmd_pid = NULL, cmd_start = NULL`,
-    [job, key, me.pid, me.start, runId, now],
+       run_id = excluded.run_id, since = excluded.since, cmd_pid = NULL, cmd_start = NULL,
+       node = excluded.node`,
+    [job, key, me.pid, me.start, runId, now, node],
   );
 }
 
@@ -230,18 +234,22 @@ export async function takeClaim(
   me: Owner,
   now: number,
   alive: Alive,
+  node: string,
 ): Promise<ClaimOutcome> {
   await q.get("SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))::text AS l", [w.job, key]);
   if (await checkDone(q, w, key)) return { kind: "done" };
   if (await stale(q, w)) return { kind: "stale" };
   const h = await claimHolder(q, w.job, key);
-  if (h && h.pid !== me.pid) {
+  if (h && h.node !== null && h.node !== node) {
+    // Another node's `once`: its processes cannot be seen from here; its node's lease holds it.
+    if (await leaseLive(q, h.node)) return { kind: "held", holder: h, by: "once" };
+  } else if (h && h.pid !== me.pid) {
     if (alive(h.pid, h.pid_start)) return { kind: "held", holder: h, by: "once" };
     // The `once` process died but its command may still be at work: the claim holds.
     if (h.cmd_pid !== null && alive(h.cmd_pid, h.cmd_start))
       return { kind: "held", holder: h, by: "command" };
   }
-  await putClaim(q, w.job, key, me, w.run?.id ?? null, now);
+  await putClaim(q, w.job, key, me, w.run?.id ?? null, now, node);
   await countAttempt(q, w.job, key, now);
   return { kind: "claimed" };
 }

@@ -5,7 +5,8 @@
 // one step against every other connection; the slot itself is claimed by its unique key.
 import type { Q } from "../pg-connection.js";
 import type { Owner, ReserveOutcome, ReserveRequest, RunRow, SlotRecord } from "../rows.js";
-import { interrupted, runResult } from "../../core/result.js";
+import { fenced, interrupted, runResult } from "../../core/result.js";
+import { leaseLive } from "./daemon.js";
 import type { RunResult } from "../../core/types.js";
 import { runRow, runningRuns } from "./history.js";
 import { ensureJob, lockJobs, setScannedTo } from "./jobs.js";
@@ -17,7 +18,7 @@ const nowOf = (a: ReserveRequest): number => (typeof a.now === "function" ? a.no
  * inserting its row (a concurrent claimer of the same slot waits on the unique key, then finds
  * it taken: `duplicate`); a locked job records the slot `skipped` on that row.
  */
-export async function reserveRun(q: Q, a: ReserveRequest): Promise<ReserveOutcome> {
+export async function reserveRun(q: Q, a: ReserveRequest, node: string): Promise<ReserveOutcome> {
   const now = nowOf(a);
   await ensureJob(q, a.job, now);
   const slot = a.claimSlot ? a.slot : null;
@@ -35,7 +36,7 @@ export async function reserveRun(q: Q, a: ReserveRequest): Promise<ReserveOutcom
     }
   }
   if (a.lock) {
-    const holder = await reapDeadHolders(q, a.job, now, a.holderAlive);
+    const holder = await reapDeadHolders(q, a.job, now, a.holderAlive, node);
     if (holder) {
       if (slot !== null) {
         const reason = `overlap: run ${holder.id} holds the lock`;
@@ -50,9 +51,9 @@ export async function reserveRun(q: Q, a: ReserveRequest): Promise<ReserveOutcom
   );
   const ins = await q.get<{ id: number }>(
     `INSERT INTO runs (job, slot, trigger, status, attempt, started_at, fence, owner_pid,
-       owner_start, progress_at)
-     VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8, $9) RETURNING id`,
-    [a.job, a.slot, a.trigger, a.attempt, now, f?.fence, a.owner.pid, a.owner.start, now],
+       owner_start, progress_at, node)
+     VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
+    [a.job, a.slot, a.trigger, a.attempt, now, f?.fence, a.owner.pid, a.owner.start, now, node],
   );
   const id = ins?.id as number;
   await q.run("UPDATE runs SET log_path = $1 WHERE id = $2", [a.logPath(id), id]);
@@ -63,22 +64,31 @@ export async function reserveRun(q: Q, a: ReserveRequest): Promise<ReserveOutcom
   return { kind: "started", run: (await runRow(q, id)) as RunRow };
 }
 
-/** The live lock holder of a job, after recording dead holders `interrupted`. */
+/**
+ * The live lock holder of a job, after ending dead holders. A run of this node is judged by its
+ * processes (`alive`) and recorded `interrupted` when they died; a run of another node by that
+ * node's lease, and recorded `fenced` when the lease ran out: its node may only be frozen, so its
+ * run may still be at work, but the fence bumped by the takeover refuses its marker writes.
+ */
 async function reapDeadHolders(
   q: Q,
   job: string,
   now: number,
   alive: (r: RunRow) => boolean,
+  node: string,
 ): Promise<RunRow | null> {
   let holder: RunRow | null = null;
   for (const r of await runningRuns(q, job)) {
-    if (alive(r)) {
+    const elsewhere = r.node !== null && r.node !== node;
+    if (elsewhere ? await leaseLive(q, r.node as string) : alive(r)) {
       holder ??= r;
-    } else {
-      const end = interrupted("its processes and supervisor died");
-      const log = { bytes: r.log_bytes ?? 0, truncated: false };
-      await finishRun(q, r.id, runResult(end, r.started_at, now, log));
+      continue;
     }
+    const end = elsewhere
+      ? fenced(`node ${r.node}'s lease ran out; node ${node} took the job over`)
+      : interrupted("its processes and supervisor died");
+    const log = { bytes: r.log_bytes ?? 0, truncated: false };
+    await finishRun(q, r.id, runResult(end, r.started_at, now, log));
   }
   return holder;
 }

@@ -37,9 +37,10 @@ export async function statusRows(
   q: Q,
   jobs: readonly StatusJob[],
   recentLimit: number,
+  node: string,
 ): Promise<StatusRows> {
   const out = new Map<string, StatusJobRows>();
-  const daemon = await daemonRow(q);
+  const daemon = await daemonRow(q, node);
   if (jobs.length === 1) {
     const job = jobs[0] as StatusJob;
     const r = await jobReadings(q, job.name, recentLimit, job.repeatLimit);

@@ -7,7 +7,7 @@ import { daemonRow } from "./daemon.js";
 import { runningRuns } from "./history.js";
 import { jobRow } from "./jobs.js";
 
-export async function slotFacts(q: Q, job: string, slot: number): Promise<SlotFacts> {
+export async function slotFacts(q: Q, job: string, slot: number, node: string): Promise<SlotFacts> {
   const claim =
     (await q.get<{ run_id: number | null }>(
       "SELECT run_id FROM slots WHERE job = $1 AND slot = $2",
@@ -23,7 +23,7 @@ export async function slotFacts(q: Q, job: string, slot: number): Promise<SlotFa
   const missed = first?.status === "missed";
   return {
     job: await jobRow(q, job),
-    daemon: await daemonRow(q),
+    daemon: await daemonRow(q, node),
     claim,
     runs,
     holder: await holderAt(q, job, slot, decided),

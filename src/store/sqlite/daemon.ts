@@ -2,11 +2,19 @@
 // the last reload was refused).
 // Table-group functions: they run in their caller's transaction and never open one.
 import type { Conn } from "../connection.js";
-import type { AcceptedConfig, Alive, DaemonRow, Owner, RunningConfig } from "../rows.js";
+import type {
+  AcceptedConfig,
+  Alive,
+  DaemonRow,
+  NodeRow,
+  NodeSelf,
+  Owner,
+  RunningConfig,
+} from "../rows.js";
 
 /** Every column but config_json (see DaemonRow). */
 const ROW = `pid, pid_start, started_at, heartbeat_at, heartbeat_ms, stopped_at, config_file,
-  config_error, config_hash, config_accepted_at, http_error, http_error_since`;
+  config_error, config_hash, config_accepted_at, http_error, http_error_since, node`;
 
 export function daemonRow(c: Conn): DaemonRow | null {
   return (c.q(`SELECT ${ROW} FROM daemon WHERE id = 1`).get() as DaemonRow | undefined) ?? null;
@@ -39,6 +47,7 @@ export function claimDaemon(
   configFile: string,
   holderAlive: Alive,
   accepted: AcceptedConfig | null,
+  self: NodeSelf,
 ): DaemonRow | null {
   const cur = daemonRow(c);
   if (cur && cur.pid !== null && cur.stopped_at === null && cur.pid !== me.pid) {
@@ -66,15 +75,48 @@ export function claimDaemon(
     accepted?.hash ?? null,
     accepted?.at ?? null,
   );
+  // One node: the store's clock is this machine's, so the lease is renewed at `now`.
+  c.q(
+    "UPDATE daemon SET node = ?, host = ?, boot_id = ?, lease_ms = ?, version = ?, renewed_at = ? WHERE id = 1",
+  ).run(self.name, self.host, self.bootId, self.leaseMs, self.version, now);
   return null;
 }
 
-export function heartbeat(c: Conn, pid: number, now: number, heartbeatMs: number): void {
-  c.q("UPDATE daemon SET heartbeat_at = ?, heartbeat_ms = ? WHERE id = 1 AND pid = ?").run(
-    now,
-    heartbeatMs,
-    pid,
-  );
+/** The beat (and the lease); false if the row is no longer this daemon's. */
+export function heartbeat(c: Conn, pid: number, now: number, heartbeatMs: number): boolean {
+  const r = c
+    .q(
+      "UPDATE daemon SET heartbeat_at = ?, heartbeat_ms = ?, renewed_at = ? WHERE id = 1 AND pid = ?",
+    )
+    .run(now, heartbeatMs, now, pid);
+  return r.changes > 0;
+}
+
+/** The store's one node (none before a daemon claimed it), judged by this machine's clock. */
+export function nodes(c: Conn, now: number): NodeRow[] {
+  const rows = c
+    .q(
+      `SELECT COALESCE(node, '') AS name, pid, host, started_at, heartbeat_at, heartbeat_ms,
+         renewed_at, lease_ms, stopped_at, version
+       FROM daemon WHERE pid IS NOT NULL`,
+    )
+    .all() as Omit<NodeRow, "db_now">[];
+  return rows.map((r) => ({ ...r, db_now: now }));
+}
+
+/** Record the hash of each job this node defines, dropping the jobs it no longer does. */
+export function setJobHashes(c: Conn, node: string, hashes: ReadonlyMap<string, string>): void {
+  c.q("DELETE FROM node_jobs").run(); // one node: an earlier name's rows go too
+  const put = c.q("INSERT INTO node_jobs (node, job, hash) VALUES (?, ?, ?)");
+  for (const [job, hash] of hashes) put.run(node, job, hash);
+}
+
+export function jobHashes(c: Conn): { node: string; job: string; hash: string }[] {
+  return c.q("SELECT node, job, hash FROM node_jobs ORDER BY job, node").all() as {
+    node: string;
+    job: string;
+    hash: string;
+  }[];
 }
 
 export function setConfigError(c: Conn, pid: number, message: string | null): void {

@@ -90,7 +90,9 @@ export function markerCounts(c: Conn): Map<string, number> {
 /** Who holds the `once` claim on a key, if anyone (a read: takeClaim takes one). */
 export function claimHolder(c: Conn, job: string, key: string): ClaimRow | undefined {
   return c
-    .q("SELECT pid, pid_start, run_id, cmd_pid, cmd_start FROM claims WHERE job = ? AND key = ?")
+    .q(
+      "SELECT node, pid, pid_start, run_id, cmd_pid, cmd_start FROM claims WHERE job = ? AND key = ?",
+    )
     .get(job, key) as ClaimRow | undefined;
 }
 
@@ -118,12 +120,14 @@ function putClaim(
   me: Owner,
   runId: number | null,
   now: number,
+  node: string,
 ): void {
   c.q(
-    `INSERT INTO claims (job, key, pid, pid_start, run_id, since) VALUES (?, ?, ?, ?, ?, ?)
+    `INSERT INTO claims (job, key, pid, pid_start, run_id, since, node) VALUES (?, ?, ?, ?, ?, ?, ?)
      ON CONFLICT (job, key) DO UPDATE SET pid = excluded.pid, pid_start = excluded.pid_start,
-       run_id = excluded.run_id, since = excluded.since, cmd_pid = NULL, cmd_start = NULL`,
-  ).run(job, key, me.pid, me.start, runId, now);
+       run_id = excluded.run_id, since = excluded.since, cmd_pid = NULL, cmd_start = NULL,
+       node = excluded.node`,
+  ).run(job, key, me.pid, me.start, runId, now, node);
 }
 
 export function dropClaim(c: Conn, job: string, key: string, pid: number): void {
@@ -244,6 +248,7 @@ export function takeClaim(
   me: Owner,
   now: number,
   alive: Alive,
+  node: string,
 ): ClaimOutcome {
   if (checkDone(c, w, key)) return { kind: "done" };
   if (stale(c, w)) return { kind: "stale" };
@@ -254,7 +259,7 @@ export function takeClaim(
     if (h.cmd_pid !== null && alive(h.cmd_pid, h.cmd_start))
       return { kind: "held", holder: h, by: "command" };
   }
-  putClaim(c, w.job, key, me, w.run?.id ?? null, now);
+  putClaim(c, w.job, key, me, w.run?.id ?? null, now, node);
   countAttempt(c, w.job, key, now);
   return { kind: "claimed" };
 }

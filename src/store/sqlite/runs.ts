@@ -16,7 +16,7 @@ import { ensureJob, jobRow, setScannedTo } from "./jobs.js";
  * run, or the run holding the lock, or `duplicate` if the slot already has a disposition (the
  * same slot never starts twice).
  */
-export function reserveRun(c: Conn, a: ReserveRequest): ReserveOutcome {
+export function reserveRun(c: Conn, a: ReserveRequest, node: string): ReserveOutcome {
   const now = typeof a.now === "function" ? a.now() : a.now;
   ensureJob(c, a.job, now);
   const slot = a.claimSlot ? a.slot : null;
@@ -39,10 +39,10 @@ export function reserveRun(c: Conn, a: ReserveRequest): ReserveOutcome {
   const fence = (jobRow(c, a.job) as JobRow).fence;
   const info = c
     .q(
-      `INSERT INTO runs (job, slot, trigger, status, attempt, started_at, fence, owner_pid, owner_start, progress_at)
-       VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO runs (job, slot, trigger, status, attempt, started_at, fence, owner_pid, owner_start, progress_at, node)
+       VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)`,
     )
-    .run(a.job, a.slot, a.trigger, a.attempt, now, fence, a.owner.pid, a.owner.start, now);
+    .run(a.job, a.slot, a.trigger, a.attempt, now, fence, a.owner.pid, a.owner.start, now, node);
   const id = Number(info.lastInsertRowid);
   c.q("UPDATE runs SET log_path = ? WHERE id = ?").run(a.logPath(id), id);
   if (slot !== null) {
