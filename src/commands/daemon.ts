@@ -17,7 +17,9 @@ export async function daemon(o: { config?: string }): Promise<void> {
   const hooks = await monitorHooks(config);
   // Jobs of any user reach their markers through the broker (src/markers/broker.ts).
   const { startBroker, BrokerError } = await import("../markers/broker.js");
-  const broker = (stateDir: string) => startBroker(stateDir, "daemon.sock");
+  const { storeTarget } = await import("../store/store.js");
+  const broker = (stateDir: string) =>
+    startBroker(stateDir, "daemon.sock", undefined, storeTarget(config));
   const sup = new Supervisor({
     config,
     hooks,

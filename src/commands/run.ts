@@ -20,7 +20,13 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
   const { startBroker, BrokerError } = await import("../markers/broker.js");
   let broker;
   try {
-    broker = await startBroker(config.stateDir, `run-${process.pid}.sock`);
+    const { storeTarget } = await import("../store/store.js");
+    broker = await startBroker(
+      config.stateDir,
+      `run-${process.pid}.sock`,
+      undefined,
+      storeTarget(config),
+    );
   } catch (e) {
     await store.close();
     if (e instanceof BrokerError) throw new CliError(`cronvisor: ${e.message}`, EXIT.usage);

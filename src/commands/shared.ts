@@ -84,8 +84,9 @@ export function findJob(config: Config, name: string): JobConfig {
 export async function openStore(config: Config, create = false, check = false) {
   const store = await import("../store/store.js");
   checkStateDir(config, store.StoreError);
-  const file = store.storePath(config.stateDir);
-  const opened = await store.openStore(config.stateDir, { create, busyTimeoutMs: 5000, check });
+  const target = store.storeTarget(config);
+  const file = target.url ?? store.storePath(config.stateDir);
+  const opened = await store.openStoreAt(target, { create, busyTimeoutMs: 5000, check });
   return new Proxy(opened, {
     get(target, prop, receiver) {
       const v: unknown = Reflect.get(target, prop, receiver);
@@ -158,7 +159,7 @@ export async function openStoreOrEmpty(config: Config) {
   const store = await import("../store/store.js");
   checkStateDir(config, store.StoreError);
   try {
-    return await store.openStore(config.stateDir, {
+    return await store.openStoreAt(store.storeTarget(config), {
       create: false,
       readonly: true,
       busyTimeoutMs: 5000,

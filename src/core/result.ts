@@ -32,7 +32,7 @@ export function exited(
 
 /** Stopped by cronvisor: at its timeout, or by terminate() with the reason given there. */
 export function stopped(
-  status: "timeout" | "killed",
+  status: "timeout" | "killed" | "fenced",
   reason: string,
   exitCode: number | null,
   signal: string | null,
@@ -48,6 +48,14 @@ export function spawnFailed(reason: string): RunEnd {
 /** Its processes died with whoever watched them, so how it ended is unknown. */
 export function interrupted(reason: string): RunEnd {
   return { status: "interrupted", reason, exitCode: null, signal: null };
+}
+
+/** How a reason for stopping a run starts when its node fenced itself (see stopStatus). */
+export const FENCED_PREFIX = "fenced: ";
+
+/** The status of a run stopped for `reason`: `fenced` when its node fenced itself, else `killed`. */
+export function stopStatus(reason: string): "killed" | "fenced" {
+  return reason.startsWith(FENCED_PREFIX) ? "fenced" : "killed";
 }
 
 /**

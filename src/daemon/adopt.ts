@@ -5,7 +5,7 @@ import fs from "node:fs";
 import { exitFileFor, readExitFile } from "../run/execute.js";
 import { groupAlive, isAlive, signalGroup } from "../run/proc.js";
 import type { RunRow } from "../store/store.js";
-import { exited, interrupted, runResult, stopped } from "../core/result.js";
+import { exited, interrupted, runResult, stopped, stopStatus } from "../core/result.js";
 import type { JobConfig, RunResult } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
 import type { Active } from "./state.js";
@@ -54,7 +54,7 @@ export function orphanResult(
 ): RunResult {
   const log = { bytes: r.log_bytes ?? 0, truncated: false };
   if (stoppedFor !== undefined)
-    return runResult(stopped("killed", stoppedFor, code, null), r.started_at, now, log);
+    return runResult(stopped(stopStatus(stoppedFor), stoppedFor, code, null), r.started_at, now, log);
   if (code === null) {
     const reason =
       how === "found-dead"
@@ -105,6 +105,8 @@ export async function adoptOrphans(
     // A run this daemon watches is no orphan: checked first, so that a beat with many running
     // runs reads no /proc entry for them.
     if (rt.active.has(r.id) || rt.unrecorded.has(r.id)) continue;
+    // Another node's run is not ours to adopt or reap: its node's lease decides (store/).
+    if (store.shared && r.node !== store.node) continue;
     const mine = r.owner_pid === owner.pid && r.owner_start === owner.start;
     const job = rt.jobs.get(r.job)?.cfg ?? null;
     const action = orphanAction({

@@ -3,7 +3,7 @@
 // thread (broker.ts) talks to it by messages only: register, group, unregister, close.
 import fs from "node:fs";
 import { parentPort, workerData } from "node:worker_threads";
-import { openMarkerStore } from "../store/store.js";
+import { openMarkerStore, openMarkerStoreAt, type StoreTarget } from "../store/store.js";
 import { BrokerServer, type Registered } from "./broker-server.js";
 
 /** Messages from the main thread. */
@@ -16,14 +16,22 @@ export type ToWorker =
 /** Messages to the main thread. */
 export type FromWorker = { type: "ready" } | { type: "failed"; message: string };
 
-const { stateDir, socketPath } = workerData as { stateDir: string; socketPath: string };
+const { stateDir, socketPath, store: target } = workerData as {
+  stateDir: string;
+  socketPath: string;
+  /** The config's store when it is not the state dir's SQLite (PostgreSQL, `store:`). */
+  store: StoreTarget | null;
+};
 const port = parentPort;
 
 async function main(): Promise<void> {
   if (!port) return;
   let server: BrokerServer;
   try {
-    const store = await openMarkerStore(stateDir, { create: false, busyTimeoutMs: 5000 });
+    const opts = { create: false, busyTimeoutMs: 5000 };
+    const store = await (target
+      ? openMarkerStoreAt(target, opts)
+      : openMarkerStore(stateDir, opts));
     server = new BrokerServer(store);
     fs.rmSync(socketPath, { force: true }); // a socket left by a killed supervisor of this dir
     await server.listen(socketPath);

@@ -10,6 +10,7 @@ import { Worker } from "node:worker_threads";
 import { secretHash, type Registered } from "./broker-server.js";
 import type { FromWorker, ToWorker } from "./broker-worker.js";
 import type { RunBroker } from "../core/types.js";
+import type { StoreTarget } from "../store/store.js";
 import { READ_NOFOLLOW, WRITE_NEW } from "../core/safe-path.js";
 
 /** A Unix socket's path must fit sun_path (108 bytes with its NUL). */
@@ -97,6 +98,7 @@ export async function startBroker(
   stateDir: string,
   name: string,
   log: (line: string) => void = (l) => process.stderr.write(`${l}\n`),
+  store: StoreTarget | null = null,
 ): Promise<RunBroker> {
   const uid = process.getuid?.() ?? 0;
   const dir = socketDir(stateDir, uid);
@@ -106,13 +108,13 @@ export async function startBroker(
   // Kept here too, so that a worker that dies (it should not) is replaced with every live run.
   const runs = new Map<number, { hash: string; run: Registered }>();
   let closing = false;
-  let worker = await spawnWorker(stateDir, sock);
+  let worker = await spawnWorker(stateDir, sock, store);
   const send = (m: ToWorker): void => worker.postMessage(m);
   const watch = (w: Worker): void => {
     w.on("exit", (code) => {
       if (closing) return;
       log(`cronvisor: the marker broker stopped (exit ${code}); starting it again`);
-      void spawnWorker(stateDir, sock).then(
+      void spawnWorker(stateDir, sock, store).then(
         (next) => {
           worker = next;
           watch(next);
@@ -169,9 +171,9 @@ export async function startBroker(
 }
 
 /** A worker serving the socket, once it listens; rejects with its reason when it cannot. */
-function spawnWorker(stateDir: string, sock: string): Promise<Worker> {
+function spawnWorker(stateDir: string, sock: string, store: StoreTarget | null): Promise<Worker> {
   const w = new Worker(new URL("./broker-worker.js", import.meta.url), {
-    workerData: { stateDir, socketPath: sock },
+    workerData: { stateDir, socketPath: sock, store },
   });
   return new Promise((resolve, reject) => {
     w.once("message", (m: FromWorker) => {

@@ -14,6 +14,7 @@ import {
   runResult,
   spawnFailed,
   stopped,
+  stopStatus,
   type LogTotals,
   type RunEnd,
 } from "../core/result.js";
@@ -187,10 +188,10 @@ function escalation(
   spec: RunSpec,
 ): {
   terminate: (reason: string, graceMs?: number) => void;
-  exited: () => { status: "timeout" | "killed"; reason: string } | null;
+  exited: () => { status: "timeout" | "killed" | "fenced"; reason: string } | null;
 } {
   let exited = false;
-  let ending: { status: "timeout" | "killed"; reason: string } | null = null;
+  let ending: { status: "timeout" | "killed" | "fenced"; reason: string } | null = null;
   let killTimer: NodeJS.Timeout | undefined;
   const terminate = (reason: string, graceMs = spec.killGraceMs) => {
     if (exited || ending) return;
@@ -203,7 +204,7 @@ function escalation(
                 ? "timeout"
                 : `timeout after ${formatDuration(spec.timeoutMs)}`,
           }
-        : { status: "killed", reason };
+        : { status: stopStatus(reason), reason };
     // Until 'exit' is emitted, Node has not reaped pid, so the group id cannot have been reused.
     signalGroup(pid, "SIGTERM");
     signalGroup(pid, "SIGCONT"); // a stopped (SIGSTOP) member acts on SIGTERM only once continued

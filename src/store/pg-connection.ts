@@ -65,15 +65,34 @@ function named(sql: string, params?: readonly unknown[]): pg.QueryConfig {
   return { name, text: sql, values: params as unknown[] | undefined };
 }
 
-function runner(c: pg.Pool | pg.PoolClient): Q {
+function runner(c: pg.Pool | pg.PoolClient, where?: string): Q {
+  const query = async (sql: string, params?: readonly unknown[]) => {
+    try {
+      return await c.query(named(sql, params));
+    } catch (e) {
+      throw where === undefined ? e : pgFailure(where, e);
+    }
+  };
   return {
     all: async <T>(sql: string, params?: readonly unknown[]) =>
-      (await c.query(named(sql, params))).rows as T[],
+      (await query(sql, params)).rows as T[],
     get: async <T>(sql: string, params?: readonly unknown[]) =>
-      (await c.query(named(sql, params))).rows[0] as T | undefined,
-    run: async (sql: string, params?: readonly unknown[]) =>
-      (await c.query(named(sql, params))).rowCount ?? 0,
+      (await query(sql, params)).rows[0] as T | undefined,
+    run: async (sql: string, params?: readonly unknown[]) => (await query(sql, params)).rowCount ?? 0,
   };
+}
+
+/**
+ * The StoreError an error of pg means, naming the store (never its password): a lost or refused
+ * connection or a timeout is `io`, a deadlock or serialization failure `busy` (try again). So the
+ * CLI prints one line, and the daemon keeps the write for its next beat, as with SQLite.
+ */
+export function pgFailure(where: string, e: unknown): Error {
+  if (e instanceof StoreError || !(e instanceof Error)) return e as Error;
+  const code = (e as { code?: unknown }).code;
+  if (code === "40P01" || code === "40001" || code === "55P03")
+    return new StoreError(`state store ${where} was busy (${e.message}); try again`, "busy");
+  return new StoreError(`cannot use state store ${where}: ${e.message}`, "io");
 }
 
 export class PgConn {
@@ -84,8 +103,10 @@ export class PgConn {
   constructor(
     readonly pool: pg.Pool,
     readonly node: string,
+    /** The store for messages: its URL without a password. */
+    readonly where: string,
   ) {
-    this.one = runner(pool);
+    this.one = runner(pool, where);
   }
 
   get open(): boolean {
@@ -114,7 +135,12 @@ export class PgConn {
     unsynced: boolean,
     bump: boolean,
   ): Promise<T> {
-    const client = await this.pool.connect();
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (e) {
+      throw pgFailure(this.where, e);
+    }
     let broken = false;
     try {
       await client.query(begin);
@@ -132,7 +158,7 @@ export class PgConn {
       } catch {
         broken = true; // the connection is gone: the pool must not hand it out again
       }
-      throw e;
+      throw pgFailure(this.where, e);
     } finally {
       client.release(broken);
     }
@@ -170,7 +196,7 @@ export async function openPgConn(url: string, opts: PgOpenOptions): Promise<PgCo
   // An idle client's error (the server restarted) must not crash the process; the next query
   // on a fresh client reports it.
   pool.on("error", () => {});
-  const conn = new PgConn(pool, opts.node ?? os.hostname());
+  const conn = new PgConn(pool, opts.node ?? os.hostname(), describeUrl(url));
   try {
     await migrate(conn, opts, describeUrl(url));
   } catch (e) {

@@ -2,6 +2,7 @@
 // which load their engine (better-sqlite3 or pg) only when called. Importers outside src/store/ import from here.
 import type { OpenOptions } from "./connection.js";
 import type { MarkerStore, Store } from "./interface.js";
+import os from "node:os";
 import type { PgOpenOptions } from "./pg-connection.js";
 
 export { StoreError, storeFailure } from "./errors.js";
@@ -29,4 +30,58 @@ export async function openMarkerStore(stateDir: string, opts: OpenOptions): Prom
 export async function openPgStore(url: string, opts: PgOpenOptions): Promise<Store> {
   const { PgStore } = await import("./pg-store.js");
   return PgStore.open(url, opts);
+}
+
+/** Where a config's store is: SQLite in its state dir, or PostgreSQL at a URL (`store:`). */
+export interface StoreTarget {
+  stateDir: string;
+  /** postgresql://USER@HOST:PORT/DB, or null: SQLite in stateDir. */
+  url: string | null;
+  passwordFile: string | null;
+  /** The node this process writes as. */
+  node: string;
+  /** PostgreSQL: how long a connect or a query may take (ms). */
+  timeoutMs?: number;
+}
+
+/** A config's store target; `node:` defaults to the host name. */
+export function storeTarget(config: {
+  stateDir: string;
+  store: string | null;
+  passwordFile: string | null;
+  node: string | null;
+  leaseMs: number;
+}): StoreTarget {
+  return {
+    stateDir: config.stateDir,
+    url: config.store,
+    passwordFile: config.passwordFile,
+    node: config.node ?? os.hostname(),
+    // A quarter of the lease: a node learns in time that the store does not answer.
+    timeoutMs: Math.max(500, Math.min(10_000, Math.floor(config.leaseMs / 4))),
+  };
+}
+
+async function pgOptions(t: StoreTarget, opts: OpenOptions): Promise<PgOpenOptions> {
+  const { readPasswordFile } = await import("./pg-password.js");
+  return {
+    create: opts.create,
+    readonly: opts.readonly ?? false,
+    node: t.node,
+    ...(t.passwordFile !== null ? { password: readPasswordFile(t.passwordFile) } : {}),
+    ...(t.timeoutMs !== undefined ? { timeoutMs: t.timeoutMs } : {}),
+  };
+}
+
+/** Open the store a config names: PostgreSQL with `store:`, else SQLite in its state dir. */
+export async function openStoreAt(t: StoreTarget, opts: OpenOptions): Promise<Store> {
+  if (t.url === null) return openStore(t.stateDir, { ...opts, node: t.node });
+  return openPgStore(t.url, await pgOptions(t, opts));
+}
+
+/** Open only the marker path of the store a config names (the broker's worker). */
+export async function openMarkerStoreAt(t: StoreTarget, opts: OpenOptions): Promise<MarkerStore> {
+  if (t.url === null) return openMarkerStore(t.stateDir, { ...opts, node: t.node });
+  const { PgMarkerStore } = await import("./pg-marker-store.js");
+  return PgMarkerStore.openMarkers(t.url, await pgOptions(t, opts));
 }
