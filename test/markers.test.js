@@ -197,6 +197,12 @@ test("once killed alone while its command runs: the claim holds until the comman
     }
   });
   assert.equal(claim.pid, first.pid);
+  // The claim names the command once it is spawned, not once it has written: wait for its
+  // `start` line, or the assertion on `out` below could read the file before it is there.
+  await waitFor(
+    () => fs.readFileSync(out, "utf8") === "start\n",
+    "the claimed command's start line",
+  );
   first.kill("SIGKILL");
   await new Promise((r) => first.on("exit", r));
 
