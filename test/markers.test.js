@@ -61,7 +61,8 @@ function cliAsync(args, env) {
     let stderr = "";
     c.stdout.on("data", (d) => (stdout += d));
     c.stderr.on("data", (d) => (stderr += d));
-    c.on("exit", (code) => resolve({ code, stdout, stderr }));
+    // 'close', not 'exit': 'exit' can come before the last of stdout/stderr has been read.
+    c.on("close", (code) => resolve({ code, stdout, stderr }));
   });
 }
 
@@ -239,7 +240,8 @@ test("8 processes marking in parallel lose nothing; integrity_check is ok", asyn
         const c = spawn(process.execPath, [BIN, "mark", "--stdin"], { env: cleanEnv(env) });
         let acks = "";
         c.stdout.on("data", (d) => (acks += d));
-        c.on("exit", (code) => resolve({ code, acks }));
+        // 'close', not 'exit': the last acks may still be in the pipe when 'exit' comes.
+        c.on("close", (code) => resolve({ code, acks }));
         c.stdin.end(`${keys}\n`);
       }),
     );
