@@ -356,12 +356,14 @@ test("command alert: `interrupted` once, with the event in env vars and JSON on 
   killGroup(run.pgid);
   d = startDaemon(t, cfg, env);
   const logFile = path.join(dir, "alerts.log");
+  // Until the JSON line is whole: notify.sh's `cat` appends it while we poll, and a read that
+  // sees only its start would hand JSON.parse half a line.
   const text = await waitFor(
     () =>
       fs.existsSync(logFile) &&
-      fs.readFileSync(logFile, "utf8").includes("\n{") &&
+      /\n\{.*\}\n/.test(fs.readFileSync(logFile, "utf8")) &&
       fs.readFileSync(logFile, "utf8"),
-    "the alert command ran",
+    "the alert command ran (its JSON line whole)",
   );
   const lines = text.trim().split("\n");
   assert.equal(lines[0], `event=interrupted job=long run=${run.id} health=ok`);

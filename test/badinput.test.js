@@ -250,8 +250,11 @@ test("an env_file that cannot be read (a directory, a missing file, a bad line):
   }
   assert.equal(st.jobs.find((x) => x.name === "fine").health, "ok");
 
-  // The missing file appears: the next run reads it.
-  fs.writeFileSync(path.join(dir, "later.env"), "TOKEN=t0k3n\n");
+  // The missing file appears: the next run reads it. Written aside and renamed into place: the
+  // daemon reads it every second, and a read between the create and the write would see it empty
+  // (a run with `token=`).
+  fs.writeFileSync(path.join(dir, "later.env.tmp"), "TOKEN=t0k3n\n");
+  fs.renameSync(path.join(dir, "later.env.tmp"), path.join(dir, "later.env"));
   const ok = await waitFor(
     () => query(state, "SELECT * FROM runs WHERE job = 'later' AND status = 'ok'")[0],
     "later runs once its env_file exists",

@@ -94,7 +94,9 @@ test("daemon signals: a failed reload is logged and the daemon keeps going; TERM
   let err = "";
   child.stdout.on("data", (d) => (out += d));
   child.stderr.on("data", (d) => (err += d));
-  const exited = new Promise((r) => child.on("exit", (code, signal) => r({ code, signal })));
+  // 'close', not 'exit': the last lines asserted below are written right before the exit, and
+  // 'exit' can come before they have been read from the pipes.
+  const exited = new Promise((r) => child.on("close", (code, signal) => r({ code, signal })));
   await waitFor(() => out.includes("ready"), "ready");
   child.kill("SIGHUP");
   await waitFor(() => err.includes("cronvisor: reload failed: boom"), "the reload failure logged");

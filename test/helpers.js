@@ -55,6 +55,9 @@ export function cli(args, opts = {}) {
   return { code: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr };
 }
 
+/** How long spawnCli's pipes may stay open after the exit before it stops reading (see there). */
+const OUTPUT_GRACE_MS = 10_000;
+
 /**
  * Start the CLI as a long-lived child (e.g. the daemon). Output is collected on .out/.err.
  * `opts.wrapper` is a command put in front of node (e.g. `["prlimit", "--nofile=64:64", "--"]`);
@@ -72,9 +75,26 @@ export function spawnCli(args, opts = {}) {
   child.err = "";
   child.stdout.on("data", (d) => (child.out += d));
   child.stderr.on("data", (d) => (child.err += d));
-  child.exited = new Promise((resolve) =>
-    child.on("exit", (code, signal) => resolve({ code, signal })),
-  );
+  // On 'close', not 'exit': Node can emit 'exit' before the last of the child's stdout/stderr
+  // has been read, and callers read .out/.err once this resolves. 'close' waits for the pipes to
+  // close too, which a process that inherited them would delay past the CLI's exit: none does
+  // (jobs and alert commands get pipes of their own, detached runs /dev/null), but should one,
+  // a test must not hang. So if the pipes are still open OUTPUT_GRACE_MS after 'exit', stop
+  // reading (Node then emits 'close') and say so on .err: the output is incomplete.
+  child.exited = new Promise((resolve) => {
+    let grace = null;
+    child.on("exit", () => {
+      grace = setTimeout(() => {
+        child.err += `\n[helpers.spawnCli: stdout/stderr still open ${OUTPUT_GRACE_MS} ms after the exit (inherited by another process?); stopped reading, output may be incomplete]\n`;
+        child.stdout.destroy();
+        child.stderr.destroy();
+      }, OUTPUT_GRACE_MS);
+    });
+    child.on("close", (code, signal) => {
+      clearTimeout(grace);
+      resolve({ code, signal });
+    });
+  });
   return child;
 }
 

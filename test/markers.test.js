@@ -61,7 +61,8 @@ function cliAsync(args, env) {
     let stderr = "";
     c.stdout.on("data", (d) => (stdout += d));
     c.stderr.on("data", (d) => (stderr += d));
-    c.on("exit", (code) => resolve({ code, stdout, stderr }));
+    // 'close', not 'exit': 'exit' can come before the last of stdout/stderr has been read.
+    c.on("close", (code) => resolve({ code, stdout, stderr }));
   });
 }
 
@@ -197,6 +198,12 @@ test("once killed alone while its command runs: the claim holds until the comman
     }
   });
   assert.equal(claim.pid, first.pid);
+  // The claim names the command once it is spawned, not once it has written: wait for its
+  // `start` line, or the assertion on `out` below could read the file before it is there.
+  await waitFor(
+    () => fs.readFileSync(out, "utf8") === "start\n",
+    "the claimed command's start line",
+  );
   first.kill("SIGKILL");
   await new Promise((r) => first.on("exit", r));
 
@@ -233,7 +240,8 @@ test("8 processes marking in parallel lose nothing; integrity_check is ok", asyn
         const c = spawn(process.execPath, [BIN, "mark", "--stdin"], { env: cleanEnv(env) });
         let acks = "";
         c.stdout.on("data", (d) => (acks += d));
-        c.on("exit", (code) => resolve({ code, acks }));
+        // 'close', not 'exit': the last acks may still be in the pipe when 'exit' comes.
+        c.on("close", (code) => resolve({ code, acks }));
         c.stdin.end(`${keys}\n`);
       }),
     );

@@ -61,7 +61,9 @@ function startAttacker(t, port, count) {
   child.err = "";
   child.stdout.on("data", (d) => (child.out += d));
   child.stderr.on("data", (d) => (child.err += d));
-  child.exited = new Promise((resolve) => child.on("exit", resolve));
+  // 'close', not 'exit': its counts are written in its SIGTERM handler just before it exits,
+  // and 'exit' can come before that last line has been read from the pipe.
+  child.exited = new Promise((resolve) => child.on("close", resolve));
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   });

@@ -82,7 +82,9 @@ function startRacer(link, target) {
   child.out = "";
   child.stdout.on("data", (d) => (child.out += d));
   child.stderr.on("data", (d) => (child.out += d));
-  child.exited = new Promise((resolve) => child.on("exit", resolve));
+  // 'close', not 'exit': its flip count is written in its SIGTERM handler just before it
+  // exits, and 'exit' can come before that last line has been read from the pipe.
+  child.exited = new Promise((resolve) => child.on("close", resolve));
   return child;
 }
 

@@ -269,7 +269,8 @@ test("a missing store is created whole: concurrent first writers agree, nothing 
           });
           let err = "";
           p.stderr.on("data", (d) => (err += d));
-          p.on("exit", (code) => resolve(`${k}=${code}${err ? ` ${err}` : ""}`));
+          // 'close', not 'exit': stderr written just before the exit must be in `err` too.
+          p.on("close", (code) => resolve(`${k}=${code}${err ? ` ${err}` : ""}`));
         }),
     ),
   );

@@ -311,7 +311,9 @@ test("a TERM or HUP while the daemon starts acts once start-up is done, instead 
   let err = "";
   child.stdout.on("data", (d) => (out += d));
   child.stderr.on("data", (d) => (err += d));
-  const exited = new Promise((r) => child.on("exit", (code, signal) => r({ code, signal })));
+  // 'close', not 'exit': the last lines asserted below are written right before the exit, and
+  // 'exit' can come before they have been read from the pipes.
+  const exited = new Promise((r) => child.on("close", (code, signal) => r({ code, signal })));
   await waitFor(() => out.includes("starting"), "start-up begun");
   child.kill("SIGHUP");
   child.kill("SIGTERM");
