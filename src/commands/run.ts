@@ -8,6 +8,14 @@ export async function run(name: string, o: { config?: string; wait: boolean }): 
   const config = await load(o.config);
   const job = findJob(config, name);
   await checkSafe(config);
+  const { storeTarget } = await import("../store/store.js");
+  const { runsOn } = await import("../daemon/nodes.js");
+  const node = storeTarget(config).node;
+  if (!runsOn(job, node))
+    throw new CliError(
+      `cronvisor: refused: ${job.name} may run only on ${(job.hosts ?? []).join(", ")} (hosts: in ${config.file}), and this is node ${node}; nothing was run`,
+      EXIT.usage,
+    );
   process.exitCode = o.wait ? await runNow(config, job) : await runDetached(config, job);
 }
 

@@ -54,7 +54,12 @@ export function orphanResult(
 ): RunResult {
   const log = { bytes: r.log_bytes ?? 0, truncated: false };
   if (stoppedFor !== undefined)
-    return runResult(stopped(stopStatus(stoppedFor), stoppedFor, code, null), r.started_at, now, log);
+    return runResult(
+      stopped(stopStatus(stoppedFor), stoppedFor, code, null),
+      r.started_at,
+      now,
+      log,
+    );
   if (code === null) {
     const reason =
       how === "found-dead"

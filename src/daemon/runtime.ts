@@ -32,6 +32,8 @@ export class Runtime {
   private readonly timers = new Set<NodeJS.Timeout>();
   /** Set once stop() begins: nothing new starts. */
   stopping = false;
+  /** Set while this node cannot renew its lease on a shared store: nothing new starts. */
+  fenced = false;
   /** The marker broker jobs reach the store through; null when none was started. */
   broker: RunBroker | null = null;
 

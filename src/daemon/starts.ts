@@ -38,7 +38,8 @@ export type OnEnd = (a: Active, result: RunResult, done: () => void) => void;
 
 export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): Promise<void> {
   const writes = batch.writes;
-  if (writes.length === 0) return;
+  // A fenced node claims nothing: the nodes that hold their leases run and record these slots.
+  if (writes.length === 0 || rt.fenced) return;
   let outcomes;
   try {
     outcomes = await writeTick(rt.ctx, writes);
@@ -61,6 +62,8 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
           `cronvisor: ${p.trigger} of ${job.name} skipped: run ${out.holder.id} holds the lock`,
         );
     } else if (out.kind === "duplicate") {
+      // On a shared store another node claiming a slot first is the normal case.
+      if (rt.store.shared) return;
       rt.log(
         `cronvisor: slot ${new Date(p.slot ?? 0).toISOString()} of ${job.name} already has a disposition; not run again`,
       );

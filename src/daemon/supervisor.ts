@@ -6,7 +6,14 @@
 import { isAlive, startTimeOf } from "../run/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
 import { daemonTrust, makeDirs } from "../core/safe-path.js";
-import { openStore, StoreError, type AcceptedConfig } from "../store/store.js";
+import os from "node:os";
+import { openStoreAt, storeTarget, StoreError, type AcceptedConfig } from "../store/store.js";
+import { FENCED_PREFIX } from "../core/result.js";
+import { formatDuration } from "../core/duration.js";
+import { VERSION } from "../core/version.js";
+import { bootId } from "../run/proc.js";
+import { fenceGraceMs, mustFence, renewEveryMs } from "./lease.js";
+import { forNode, jobHashes } from "./nodes.js";
 import { packConfig } from "../core/config-record.js";
 import type { Config, RunBroker } from "../core/types.js";
 import { adoptOrphans } from "./adopt.js";
@@ -17,7 +24,7 @@ import { Runs } from "./runs.js";
 import { Runtime, type SupervisorHooks } from "./runtime.js";
 import { TickBatch } from "./starts.js";
 import { scheduled, type JobState } from "./state.js";
-import { forceAll, stopRuns } from "./stop.js";
+import { forceAll, stopRuns, terminate } from "./stop.js";
 import { recordMissed } from "./writes.js";
 
 export type { SupervisorHooks } from "./runtime.js";
@@ -59,6 +66,8 @@ export class Supervisor {
   private live: { rt: Runtime; runs: Runs } | null = null;
   private timer: NodeJS.Timeout | null = null;
   private beat: NodeJS.Timeout | null = null;
+  /** A shared store's lease: renewed apart from the serial queue (a hung tick must not stop it). */
+  private lease: { renew: NodeJS.Timeout; check: NodeJS.Timeout } | null = null;
   private lastWake = 0;
   /** Ticks, heartbeats and reloads run one at a time: each waits for the one before to settle. */
   private queue: Promise<unknown> = Promise.resolve();
@@ -82,18 +91,42 @@ export class Supervisor {
     const unsafe = makeDirs(cfg.stateDir, daemonTrust());
     if (unsafe.length > 0)
       throw new StoreError(`refusing the state dir ${cfg.stateDir}: ${unsafe.join("; ")}`, "io");
-    const store = await openStore(cfg.stateDir, { create: true, check: true, busyTimeoutMs: 2000 });
+    const target = storeTarget(cfg);
+    const store = await openStoreAt(target, { create: true, check: true, busyTimeoutMs: 2000 });
     const owner = { pid: process.pid, start: startTimeOf(process.pid) };
     const now = this.now();
     const record = accepted(cfg, this.opts.configHash, now);
-    const holder = await store.claimDaemon(owner, now, cfg.heartbeatMs, cfg.file, isAlive, record);
+    const self = {
+      name: target.node,
+      host: os.hostname(),
+      bootId: bootId(),
+      version: VERSION,
+      leaseMs: cfg.leaseMs,
+    };
+    const holder = await store
+      .claimDaemon(owner, now, cfg.heartbeatMs, cfg.file, isAlive, record, self)
+      .catch(async (e: unknown) => {
+        await store.close();
+        throw e;
+      });
     if (holder) {
       await store.close();
       throw new DaemonBusyError(
-        `another cronvisor daemon (pid ${holder.pid}, started ${new Date(holder.started_at ?? 0).toISOString()}) holds the state dir ${cfg.stateDir}; it was left untouched`,
+        store.shared
+          ? `another cronvisor daemon of node ${target.node} (pid ${holder.pid}, started ${new Date(holder.started_at ?? 0).toISOString()}) is live on the store ${target.url}; give this one another \`node:\` name, or stop that one`
+          : `another cronvisor daemon (pid ${holder.pid}, started ${new Date(holder.started_at ?? 0).toISOString()}) holds the state dir ${cfg.stateDir}; it was left untouched`,
       );
     }
-    const rt = new Runtime(store, cfg, owner, this.now, this.log, this.opts.hooks);
+    const renewedFrom = performance.now();
+    // The jobs whose `hosts:` name this node; the record above keeps the whole config.
+    const rt = new Runtime(
+      store,
+      forNode(cfg, target.node),
+      owner,
+      this.now,
+      this.log,
+      this.opts.hooks,
+    );
     try {
       rt.broker = (await this.opts.broker?.(cfg.stateDir)) ?? null;
     } catch (e) {
@@ -113,9 +146,11 @@ export class Supervisor {
     } finally {
       await runs.flush(batch);
     }
+    await store.setJobHashes(jobHashes(rt.config));
     this.lastWake = now;
     this.arm();
     this.beat = setInterval(() => void this.serially(() => this.heartbeat()), cfg.heartbeatMs);
+    if (store.shared) this.holdLease(rt, renewedFrom);
     // Monitors (HTTP, alerts) get their first beat now, not one interval later.
     rt.hook("beat", (h) => h.beat?.(store, rt.config, now));
     this.log(
@@ -225,7 +260,8 @@ export class Supervisor {
     try {
       const now = this.now();
       await rt.kept.flush();
-      await rt.store.heartbeat(process.pid, now, rt.config.heartbeatMs);
+      // On a shared store the lease's own timer beats (holdLease).
+      if (!rt.store.shared) await rt.store.heartbeat(process.pid, now, rt.config.heartbeatMs);
       writeHeartbeatFile(rt.config.stateDir, now);
       await runs.retryUnrecorded();
       const batch = new TickBatch();
@@ -238,6 +274,58 @@ export class Supervisor {
     } catch (e) {
       this.log(`cronvisor: heartbeat failed: ${(e as Error).message}`);
     }
+  }
+
+  /**
+   * Renew the lease on its own timer, and fence this node when renewals have failed for too
+   * long: no new run, every run stopped within the lease (lease.ts). A renewal that succeeds
+   * again lifts the fence; the slots due meanwhile were other nodes' to run.
+   */
+  private holdLease(rt: Runtime, renewedFrom: number): void {
+    const leaseMs = rt.config.leaseMs;
+    const node = rt.store.node;
+    let last = renewedFrom;
+    let renewing = false;
+    const fence = (now: number) => {
+      rt.fenced = true;
+      const silent = formatDuration(Math.round(now - last));
+      const reason = `${FENCED_PREFIX}node ${node} could not renew its lease for ${silent}`;
+      this.log(`cronvisor: ${reason}; it starts no run and stops its runs`);
+      for (const a of rt.active.values())
+        terminate(rt, a, reason, fenceGraceMs(a.job.killGraceMs, leaseMs));
+    };
+    const renew = async () => {
+      if (renewing || rt.stopping) return;
+      renewing = true;
+      const from = performance.now();
+      try {
+        if (await rt.store.heartbeat(process.pid, this.now(), rt.config.heartbeatMs)) {
+          // Renewed after the lease had run out (the node was frozen, or its timers late): other
+          // nodes may have taken its jobs over meanwhile, so its runs stop all the same.
+          if (!rt.fenced && mustFence(last, from, leaseMs)) fence(from);
+          last = from;
+          if (rt.fenced) {
+            rt.fenced = false;
+            this.log(`cronvisor: node ${node} renewed its lease again; it runs jobs again`);
+            this.arm();
+          }
+        } else if (!rt.fenced) {
+          this.log(`cronvisor: node ${node}'s row was taken by another daemon of the same name`);
+        }
+      } catch (e) {
+        if (!rt.fenced) this.log(`cronvisor: lease renewal failed: ${(e as Error).message}`);
+      } finally {
+        renewing = false;
+      }
+    };
+    const check = () => {
+      const now = performance.now();
+      if (!rt.fenced && !rt.stopping && mustFence(last, now, leaseMs)) fence(now);
+    };
+    this.lease = {
+      renew: setInterval(() => void renew(), renewEveryMs(rt.config.heartbeatMs, leaseMs)),
+      check: setInterval(check, Math.max(50, Math.floor(leaseMs / 20))),
+    };
   }
 
   /** Re-read the config. Invalid: keep the old one and show the error. Valid: apply it. */
@@ -269,8 +357,10 @@ export class Supervisor {
 
   private async applyConfig(config: Config, hash: string | null | undefined): Promise<void> {
     const { rt, runs } = this.on;
-    const offers = await watchJobs(rt, config, this.now(), new Map(rt.jobs));
-    rt.config = config;
+    const mine = forNode(config, rt.store.node);
+    const offers = await watchJobs(rt, mine, this.now(), new Map(rt.jobs));
+    rt.config = mine;
+    await rt.store.setJobHashes(jobHashes(mine));
     const batch = new TickBatch();
     runs.offerAll(offers, batch);
     await runs.flush(batch);
@@ -295,6 +385,10 @@ export class Supervisor {
   private async doStop(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     if (this.beat) clearInterval(this.beat);
+    if (this.lease) {
+      clearInterval(this.lease.renew);
+      clearInterval(this.lease.check);
+    }
     const rt = this.live?.rt;
     if (rt) {
       rt.stopping = true;

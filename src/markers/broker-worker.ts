@@ -16,7 +16,11 @@ export type ToWorker =
 /** Messages to the main thread. */
 export type FromWorker = { type: "ready" } | { type: "failed"; message: string };
 
-const { stateDir, socketPath, store: target } = workerData as {
+const {
+  stateDir,
+  socketPath,
+  store: target,
+} = workerData as {
   stateDir: string;
   socketPath: string;
   /** The config's store when it is not the state dir's SQLite (PostgreSQL, `store:`). */

@@ -78,7 +78,8 @@ function runner(c: pg.Pool | pg.PoolClient, where?: string): Q {
       (await query(sql, params)).rows as T[],
     get: async <T>(sql: string, params?: readonly unknown[]) =>
       (await query(sql, params)).rows[0] as T | undefined,
-    run: async (sql: string, params?: readonly unknown[]) => (await query(sql, params)).rowCount ?? 0,
+    run: async (sql: string, params?: readonly unknown[]) =>
+      (await query(sql, params)).rowCount ?? 0,
   };
 }
 

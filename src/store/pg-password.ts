@@ -5,8 +5,7 @@ import fs from "node:fs";
 import { StoreError } from "./errors.js";
 
 export function readPasswordFile(file: string): string {
-  const refuse = (why: string) =>
-    new StoreError(`refusing password_file ${file}: ${why}`, "io");
+  const refuse = (why: string) => new StoreError(`refusing password_file ${file}: ${why}`, "io");
   let fd: number;
   try {
     const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
@@ -29,7 +28,9 @@ export function readPasswordFile(file: string): string {
     const euid = process.geteuid?.() ?? st.uid;
     if (st.uid !== euid) throw refuse(`owned by uid ${st.uid}, not by the daemon's user (${euid})`);
     if ((st.mode & 0o077) !== 0)
-      throw refuse(`its mode is ${(st.mode & 0o777).toString(8)}: make it 0600 (chmod 600 ${file})`);
+      throw refuse(
+        `its mode is ${(st.mode & 0o777).toString(8)}: make it 0600 (chmod 600 ${file})`,
+      );
     const text = fs.readFileSync(fd, "utf8");
     const password = text.replace(/\r?\n$/, "");
     if (password === "" || password.includes("\n"))

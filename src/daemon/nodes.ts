@@ -1,0 +1,27 @@
+// What a node runs of a config: the jobs whose `hosts:` allow it, and the hash of each job's
+// definition that it records, so that status can tell two nodes defining a job differently.
+// Pure.
+import { createHash } from "node:crypto";
+import type { Config, JobConfig } from "../core/types.js";
+
+/** May the job run on node `node`? (No `hosts:`: on any node.) */
+export function runsOn(job: JobConfig, node: string): boolean {
+  return job.hosts === null || job.hosts.includes(node);
+}
+
+/** The config as node `node` runs it: only the jobs that may run there. */
+export function forNode(config: Config, node: string): Config {
+  const jobs = config.jobs.filter((j) => runsOn(j, node));
+  return jobs.length === config.jobs.length ? config : { ...config, jobs };
+}
+
+/** The hash of each job's definition: every setting but where in the file it was written. */
+export function jobHashes(config: Config): Map<string, string> {
+  return new Map(
+    config.jobs.map((j) => {
+      const { line: _line, ...definition } = j;
+      const hash = createHash("sha256").update(JSON.stringify(definition)).digest("hex");
+      return [j.name, hash.slice(0, 16)];
+    }),
+  );
+}
