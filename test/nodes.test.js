@@ -103,3 +103,197 @@ test(
     assert.equal(byNode.rows.length, 3, JSON.stringify(byNode.rows));
   },
 );
+
+/** Is a process alive? */
+const alive = (pid) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return e.code === "EPERM";
+  }
+};
+
+test(
+  "SIGKILL of the node running a job: another node takes the job over within the lease, and the old run is recorded fenced",
+  { skip },
+  async (t) => {
+    const url = await freshDatabase();
+    const raw = await rawClient(url, t);
+    const dir = tmpdir(t);
+    const jobs = `  long:\n    schedule: "*/2 * * * * *"\n    command: "sleep 60"\n`;
+    const ds = new Map(["n1", "n2"].map((n) => [n, startDaemon(t, nodeConfig(dir, n, url, jobs))]));
+    const first = await waitFor(
+      async () => (await runs(raw, "job = 'long' AND status = 'running' AND pgid IS NOT NULL"))[0],
+      "the long job running",
+      30_000,
+    );
+    t.after(() => {
+      try {
+        process.kill(-first.pgid, "SIGKILL");
+      } catch {
+        // gone already
+      }
+    });
+    const victim = ds.get(first.node);
+    const killedAt = Date.now();
+    victim.kill("SIGKILL");
+    await victim.exited;
+    const next = await waitFor(
+      async () =>
+        (await runs(raw, "job = 'long' AND id > $1 AND status = 'running'", [first.id]))[0],
+      "the job taken over by the other node",
+      20_000,
+    );
+    const took = next.started_at - killedAt;
+    assert.notEqual(next.node, first.node);
+    // Within the lease (3 s) plus a renewal period (1 s) and the job's next slot (2 s).
+    assert.ok(took <= 3000 + 1000 + 2000 + 500, `taken over after ${took} ms`);
+    const [old] = await runs(raw, "id = $1", [first.id]);
+    assert.equal(old.status, "fenced");
+    assert.match(
+      old.reason,
+      new RegExp(`node ${first.node}'s lease ran out; node ${next.node} took the job over`),
+    );
+    // The old run's fence was bumped: its marker writes are refused from now on.
+    assert.ok(Number(next.fence) > Number(first.fence));
+    for (const [n, d] of ds) if (n !== first.node) await stopDaemon(d);
+  },
+);
+
+/**
+ * A job of two loops until it is killed: one writes fence-guarded rows (as in
+ * examples/warehouse-job.mjs: a row store that keeps the highest fence it has seen and refuses an
+ * older writer), the other marks keys through the library. Two processes, so that a mark blocked
+ * on a frozen broker does not stop the rows.
+ */
+const WAREHOUSE_ROWS = (root) => `import fs from "node:fs";
+import { createRequire } from "node:module";
+const Database = createRequire(${JSON.stringify(path.join(root, "package.json"))})("better-sqlite3");
+const fence = Number(process.env.CRONVISOR_FENCE);
+const run = process.env.CRONVISOR_RUN_ID;
+const db = new Database(process.env.WAREHOUSE_DB);
+db.pragma("busy_timeout = 5000");
+db.exec(\`CREATE TABLE IF NOT EXISTS rows (item TEXT PRIMARY KEY, run_id INTEGER, fence INTEGER, at INTEGER);
+  CREATE TABLE IF NOT EXISTS guard (id INTEGER PRIMARY KEY CHECK (id = 1), fence INTEGER NOT NULL);
+  INSERT INTO guard (id, fence) VALUES (1, 0) ON CONFLICT DO NOTHING;\`);
+const claim = db.prepare("UPDATE guard SET fence = ? WHERE id = 1 AND fence <= ?");
+const insert = db.prepare("INSERT INTO rows (item, run_id, fence, at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING");
+// A newer run shuts the older ones out as it starts.
+claim.run(fence, fence);
+const out = (name, text) => {
+  fs.writeFileSync(process.env.OUT + "/" + name + ".tmp", text);
+  fs.renameSync(process.env.OUT + "/" + name + ".tmp", process.env.OUT + "/" + name);
+};
+out("started-" + run, String(Date.now()));
+for (let i = 0; ; i++) {
+  const side = db.transaction(() => {
+    if (claim.run(fence, fence).changes === 0) return "stale";
+    insert.run("r" + run + "-" + i, run, fence, Date.now());
+    return "written";
+  })();
+  fs.appendFileSync(process.env.OUT + "/rows-" + run, side + "\\n");
+  await new Promise((r) => setTimeout(r, 100));
+}
+`;
+
+const WAREHOUSE_MARKS = (root) => `import fs from "node:fs";
+import { Markers } from ${JSON.stringify(path.join(root, "dist", "index.js"))};
+const run = process.env.CRONVISOR_RUN_ID;
+const m = Markers.fromEnv();
+for (let i = 0; ; i++) {
+  let mark;
+  try {
+    m.markDone("m" + run + "-" + i);
+    mark = "marked";
+  } catch (e) {
+    mark = e.constructor.name;
+  }
+  fs.appendFileSync(process.env.OUT + "/marks-" + run, mark + "\\n");
+  await new Promise((r) => setTimeout(r, 100));
+}
+`;
+
+test(
+  "SIGSTOP of the node in a long run, past the lease: another node takes over, none of the old run's marker or fenced writes is applied from then on, and on SIGCONT the old run is killed and stays fenced",
+  { skip },
+  async (t) => {
+    const url = await freshDatabase();
+    const raw = await rawClient(url, t);
+    const dir = tmpdir(t);
+    const out = path.join(dir, "out");
+    fs.mkdirSync(out);
+    const rowsJob = path.join(dir, "rows.mjs");
+    const marksJob = path.join(dir, "marks.mjs");
+    fs.writeFileSync(rowsJob, WAREHOUSE_ROWS(ROOT));
+    fs.writeFileSync(marksJob, WAREHOUSE_MARKS(ROOT));
+    const jobs = `  warehouse:
+    schedule: "*/2 * * * * *"
+    command: "node ${rowsJob} & node ${marksJob}; wait"
+    env: { OUT: "${out}", WAREHOUSE_DB: "${path.join(dir, "warehouse.db")}" }
+`;
+    const ds = new Map(["n1", "n2"].map((n) => [n, startDaemon(t, nodeConfig(dir, n, url, jobs))]));
+    const first = await waitFor(
+      async () =>
+        (await runs(raw, "job = 'warehouse' AND status = 'running' AND pid IS NOT NULL"))[0],
+      "the warehouse job running",
+      30_000,
+    );
+    t.after(() => {
+      try {
+        process.kill(-first.pgid, "SIGKILL");
+      } catch {
+        // gone already
+      }
+    });
+    const marked = async (runId) =>
+      (await raw.query("SELECT count(*)::int AS n FROM markers WHERE run_id = $1", [runId])).rows[0]
+        .n;
+    await waitFor(async () => (await marked(first.id)) >= 5, "the first run's markers");
+    const frozen = ds.get(first.node);
+    frozen.kill("SIGSTOP");
+    const next = await waitFor(
+      async () =>
+        (await runs(raw, "job = 'warehouse' AND id > $1 AND status = 'running'", [first.id]))[0],
+      "the job taken over by the other node",
+      20_000,
+    );
+    assert.notEqual(next.node, first.node);
+    const startedFile = path.join(out, `started-${next.id}`);
+    await waitFor(() => fs.existsSync(startedFile), "the new run's start");
+    const claimedAt = Number(fs.readFileSync(startedFile, "utf8"));
+    // The old run goes on writing while its node is frozen: its rows are refused by the fence
+    // the new run raised (its marks wait on its frozen broker).
+    const oldRows = path.join(out, `rows-${first.id}`);
+    await waitFor(
+      () => fs.readFileSync(oldRows, "utf8").includes("stale"),
+      "the old run's row refused by the new fence",
+    );
+    frozen.kill("SIGCONT");
+    await waitFor(() => !alive(first.pid), "the old run killed by its node's fence", 20_000);
+    await waitFor(
+      () => /fenced: node n\d could not renew its lease/.test(frozen.err),
+      "the fence logged",
+    );
+    const [old] = await runs(raw, "id = $1", [first.id]);
+    assert.equal(old.status, "fenced");
+    // From the takeover on, none of the old run's markers (refused by the fence, even those its
+    // frozen broker held and answered after SIGCONT) and none of its guarded rows.
+    const lateMarks = await raw.query(
+      "SELECT key, created_at FROM markers WHERE run_id = $1 AND created_at >= $2",
+      [first.id, next.started_at],
+    );
+    assert.deepEqual(lateMarks.rows, []);
+    const { default: Database } = await import("better-sqlite3");
+    const wh = new Database(path.join(dir, "warehouse.db"), { readonly: true });
+    const lateRows = wh
+      .prepare("SELECT item, at FROM rows WHERE fence = ? AND at >= ?")
+      .all(Number(first.fence), claimedAt);
+    wh.close();
+    assert.deepEqual(lateRows, []);
+    // The new run still works, and the old one stays recorded fenced.
+    await waitFor(async () => (await marked(next.id)) >= 3, "the new run's markers");
+    for (const d of ds.values()) await stopDaemon(d);
+    assert.equal((await runs(raw, "id = $1", [first.id]))[0].status, "fenced");
+  },
+);
