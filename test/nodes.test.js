@@ -5,16 +5,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import test from "node:test";
-import {
-  ROOT,
-  cli,
-  killDaemon,
-  startDaemon,
-  stopDaemon,
-  tmpdir,
-  waitFor,
-  writeConfig,
-} from "./helpers.js";
+import { ROOT, cli, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
 import { freshDatabase, pgSkip, rawClient } from "./pg.js";
 
 const skip = pgSkip();
@@ -295,5 +286,95 @@ test(
     await waitFor(async () => (await marked(next.id)) >= 3, "the new run's markers");
     for (const d of ds.values()) await stopDaemon(d);
     assert.equal((await runs(raw, "id = $1", [first.id]))[0].status, "fenced");
+  },
+);
+
+test(
+  "status on a shared store: every node listed, a job defined differently is a WARNING, a job no running node may run is CRITICAL; a second daemon of a live node's name is refused; run outside hosts: is refused",
+  { skip },
+  async (t) => {
+    const url = await freshDatabase();
+    const dir = tmpdir(t);
+    const jobs = (cmd) => `  a:
+    schedule: "0 0 1 1 *"
+    command: "${cmd}"
+  b:
+    schedule: "0 0 1 1 *"
+    command: "true"
+    hosts: [n2]
+`;
+    const c1 = nodeConfig(dir, "n1", url, jobs("true"));
+    const c2 = nodeConfig(dir, "n2", url, jobs("false"));
+    const d1 = startDaemon(t, c1);
+    const d2 = startDaemon(t, c2);
+    const status = (cfg, ...args) => cli(["status", "-c", cfg, ...args]);
+    const report = await waitFor(() => {
+      const r = status(c1, "--json");
+      const s = r.code === 0 ? JSON.parse(r.stdout) : null;
+      // Each node records its jobs' definitions once it has started.
+      const ready = s?.nodes.length === 2 && s.nodes.every((n) => n.state === "running");
+      return ready && s.jobs[0].definition_differs_on.length > 0 ? s : null;
+    }, "both nodes running in status, with their job definitions");
+    assert.deepEqual(
+      report.nodes.map((n) => [
+        n.name,
+        n.state,
+        typeof n.heartbeat_age_s,
+        typeof n.clock_offset_ms,
+      ]),
+      [
+        ["n1", "running", "number", "number"],
+        ["n2", "running", "number", "number"],
+      ],
+    );
+    assert.ok(report.nodes.every((n) => Math.abs(n.clock_offset_ms) < 2000));
+    assert.equal(report.shared, true);
+    assert.deepEqual(
+      report.jobs.map((j) => [j.name, j.definition_differs_on]),
+      [
+        ["a", ["n1", "n2"]],
+        ["b", []],
+      ],
+    );
+    const warn = status(c1, "--check");
+    assert.equal(warn.code, 1, warn.stdout + warn.stderr);
+    assert.equal(warn.stdout.split("\n")[0], "WARNING: a defined differently on n1, n2");
+    const human = status(c1);
+    assert.match(human.stdout, /^ {2}node n1 running, pid \d+, beat .* ago, clock [+-]\d+\.\ds$/m);
+    assert.match(human.stdout, /^ {2}a is defined differently on n1, n2$/m);
+
+    // A second daemon named n1 on the same store, from another state dir: refused while n1 lives.
+    const again = nodeConfig(path.join(dir), "n1", url, jobs("true"));
+    fs.writeFileSync(again, fs.readFileSync(again, "utf8").replace("state-n1", "state-n1-again"));
+    const twin = startDaemon(t, again);
+    const r = await twin.exited;
+    assert.equal(r.code, 1, twin.err);
+    assert.match(
+      twin.err,
+      /another cronvisor daemon of node n1 \(pid \d+, .*\) is live on the store/,
+    );
+
+    // b may run on n2 only.
+    const run = cli(["run", "b", "-c", c1]);
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(
+      run.stderr,
+      /^cronvisor: refused: b may run only on n2 \(hosts: in .*n1\.yaml\), and this is node n1; nothing was run\n$/,
+    );
+
+    // With n2 stopped, nothing may run b: CRITICAL.
+    await stopDaemon(d2);
+    const crit = status(c1, "--check");
+    assert.equal(crit.code, 2, crit.stdout + crit.stderr);
+    assert.equal(crit.stdout.split("\n")[0], "CRITICAL: no running node may run b");
+    const after = JSON.parse(status(c1, "--json").stdout);
+    assert.deepEqual(
+      after.nodes.map((n) => [n.name, n.state, n.pid]),
+      [
+        ["n1", "running", d1.pid],
+        ["n2", "gone", null],
+      ],
+    );
+    await stopDaemon(d1);
   },
 );

@@ -9,7 +9,7 @@ export async function run(name: string, o: { config?: string; wait: boolean }): 
   const job = findJob(config, name);
   await checkSafe(config);
   const { storeTarget } = await import("../store/store.js");
-  const { runsOn } = await import("../daemon/nodes.js");
+  const { runsOn } = await import("../core/hosts.js");
   const node = storeTarget(config).node;
   if (!runsOn(job, node))
     throw new CliError(

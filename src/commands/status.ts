@@ -62,8 +62,8 @@ export async function status(jobName: string | null, o: StatusOptions): Promise<
     await store.close();
   }
   // The code first: a reader that stops after the verdict line (`| head -1`) must not change it.
-  if (o.check) process.exitCode = checkCode(report);
-  if (o.check && !o.json) out(checkSummary(report));
+  if (o.check) process.exitCode = checkCode(report, config);
+  if (o.check && !o.json) out(checkSummary(report, config));
   if (o.json) out(JSON.stringify(report, null, 2));
   else {
     const { renderStatus } = await import("../health/render.js");

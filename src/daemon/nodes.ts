@@ -2,12 +2,8 @@
 // definition that it records, so that status can tell two nodes defining a job differently.
 // Pure.
 import { createHash } from "node:crypto";
-import type { Config, JobConfig } from "../core/types.js";
-
-/** May the job run on node `node`? (No `hosts:`: on any node.) */
-export function runsOn(job: JobConfig, node: string): boolean {
-  return job.hosts === null || job.hosts.includes(node);
-}
+import { runsOn } from "../core/hosts.js";
+import type { Config } from "../core/types.js";
 
 /** The config as node `node` runs it: only the jobs that may run there. */
 export function forNode(config: Config, node: string): Config {

@@ -8,11 +8,9 @@ import { nextSlotAt } from "../schedule/schedule.js";
 import { daemonTrust, makeDirs } from "../core/safe-path.js";
 import os from "node:os";
 import { openStoreAt, storeTarget, StoreError, type AcceptedConfig } from "../store/store.js";
-import { FENCED_PREFIX } from "../core/result.js";
-import { formatDuration } from "../core/duration.js";
 import { VERSION } from "../core/version.js";
 import { bootId } from "../run/proc.js";
-import { fenceGraceMs, mustFence, renewEveryMs } from "./lease.js";
+import { holdLease, type Lease } from "./hold-lease.js";
 import { forNode, jobHashes } from "./nodes.js";
 import { packConfig } from "../core/config-record.js";
 import type { Config, RunBroker } from "../core/types.js";
@@ -24,7 +22,7 @@ import { Runs } from "./runs.js";
 import { Runtime, type SupervisorHooks } from "./runtime.js";
 import { TickBatch } from "./starts.js";
 import { scheduled, type JobState } from "./state.js";
-import { forceAll, stopRuns, terminate } from "./stop.js";
+import { forceAll, stopRuns } from "./stop.js";
 import { recordMissed } from "./writes.js";
 
 export type { SupervisorHooks } from "./runtime.js";
@@ -67,7 +65,7 @@ export class Supervisor {
   private timer: NodeJS.Timeout | null = null;
   private beat: NodeJS.Timeout | null = null;
   /** A shared store's lease: renewed apart from the serial queue (a hung tick must not stop it). */
-  private lease: { renew: NodeJS.Timeout; check: NodeJS.Timeout } | null = null;
+  private lease: Lease | null = null;
   private lastWake = 0;
   /** Ticks, heartbeats and reloads run one at a time: each waits for the one before to settle. */
   private queue: Promise<unknown> = Promise.resolve();
@@ -150,7 +148,7 @@ export class Supervisor {
     this.lastWake = now;
     this.arm();
     this.beat = setInterval(() => void this.serially(() => this.heartbeat()), cfg.heartbeatMs);
-    if (store.shared) this.holdLease(rt, renewedFrom);
+    if (store.shared) this.lease = holdLease(rt, renewedFrom, () => this.arm());
     // Monitors (HTTP, alerts) get their first beat now, not one interval later.
     rt.hook("beat", (h) => h.beat?.(store, rt.config, now));
     this.log(
@@ -276,58 +274,6 @@ export class Supervisor {
     }
   }
 
-  /**
-   * Renew the lease on its own timer, and fence this node when renewals have failed for too
-   * long: no new run, every run stopped within the lease (lease.ts). A renewal that succeeds
-   * again lifts the fence; the slots due meanwhile were other nodes' to run.
-   */
-  private holdLease(rt: Runtime, renewedFrom: number): void {
-    const leaseMs = rt.config.leaseMs;
-    const node = rt.store.node;
-    let last = renewedFrom;
-    let renewing = false;
-    const fence = (now: number) => {
-      rt.fenced = true;
-      const silent = formatDuration(Math.round(now - last));
-      const reason = `${FENCED_PREFIX}node ${node} could not renew its lease for ${silent}`;
-      this.log(`cronvisor: ${reason}; it starts no run and stops its runs`);
-      for (const a of rt.active.values())
-        terminate(rt, a, reason, fenceGraceMs(a.job.killGraceMs, leaseMs));
-    };
-    const renew = async () => {
-      if (renewing || rt.stopping) return;
-      renewing = true;
-      const from = performance.now();
-      try {
-        if (await rt.store.heartbeat(process.pid, this.now(), rt.config.heartbeatMs)) {
-          // Renewed after the lease had run out (the node was frozen, or its timers late): other
-          // nodes may have taken its jobs over meanwhile, so its runs stop all the same.
-          if (!rt.fenced && mustFence(last, from, leaseMs)) fence(from);
-          last = from;
-          if (rt.fenced) {
-            rt.fenced = false;
-            this.log(`cronvisor: node ${node} renewed its lease again; it runs jobs again`);
-            this.arm();
-          }
-        } else if (!rt.fenced) {
-          this.log(`cronvisor: node ${node}'s row was taken by another daemon of the same name`);
-        }
-      } catch (e) {
-        if (!rt.fenced) this.log(`cronvisor: lease renewal failed: ${(e as Error).message}`);
-      } finally {
-        renewing = false;
-      }
-    };
-    const check = () => {
-      const now = performance.now();
-      if (!rt.fenced && !rt.stopping && mustFence(last, now, leaseMs)) fence(now);
-    };
-    this.lease = {
-      renew: setInterval(() => void renew(), renewEveryMs(rt.config.heartbeatMs, leaseMs)),
-      check: setInterval(check, Math.max(50, Math.floor(leaseMs / 20))),
-    };
-  }
-
   /** Re-read the config. Invalid: keep the old one and show the error. Valid: apply it. */
   async reload(): Promise<{ ok: boolean; errors: string[] }> {
     const res = await this.serially(() => this.applyReload());
@@ -385,10 +331,7 @@ export class Supervisor {
   private async doStop(): Promise<void> {
     if (this.timer) clearTimeout(this.timer);
     if (this.beat) clearInterval(this.beat);
-    if (this.lease) {
-      clearInterval(this.lease.renew);
-      clearInterval(this.lease.check);
-    }
+    this.lease?.stop();
     const rt = this.live?.rt;
     if (rt) {
       rt.stopping = true;

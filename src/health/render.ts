@@ -23,6 +23,7 @@ const COLORS: Record<string, string> = {
   failing: RED,
   unresponsive: RED,
   down: RED,
+  gone: RED,
 };
 
 /** `42s`, `7m`, `3h`, `2d`; null as `-`. */
@@ -55,6 +56,21 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
       `  http endpoint down since ${short(d.http_error_since)}: ${d.http_error} (retried every heartbeat)`,
     );
   }
+  // On a shared store, a line per node: which may run jobs, and whose clock is off.
+  if (r.shared)
+    for (const n of r.nodes) {
+      const beat = n.heartbeat_age_s === null ? "never beat" : `beat ${age(n.heartbeat_age_s)} ago`;
+      const off = n.clock_offset_ms === null ? "" : `, clock ${signed(n.clock_offset_ms)}`;
+      const pid = n.pid === null ? "" : `, pid ${n.pid}`;
+      // A node's name is checked where it is read (a host name's characters): no escaping, so
+      // that the state keeps its colour.
+      lines.push(`  node ${n.name} ${paint(n.state)}${pid}, ${beat}${off}`);
+    }
+  for (const j of r.jobs)
+    if (j.definition_differs_on.length > 0)
+      lines.push(
+        printable(`  ${j.name} is defined differently on ${j.definition_differs_on.join(", ")}`),
+      );
   if (r.jobs.length === 0) {
     lines.push("no jobs");
     return lines.join("\n");
@@ -71,6 +87,10 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
   if (one && detail.length > 0) lines.push("", ...jobDetail(one, detail, now).map(printable));
   return lines.join("\n");
 }
+
+/** A clock offset as +1.2s / -0.3s. */
+const signed = (ms: number): string =>
+  `${ms <= -50 ? "-" : "+"}${(Math.abs(ms) / 1000).toFixed(1)}s`;
 
 function daemonLine(r: StatusReport, now: number, paint: (w: string) => string): string {
   const d = r.daemon;

@@ -24,6 +24,14 @@ import type {
 } from "../store/store.js";
 import type { Config, JobConfig } from "../core/types.js";
 import { formatSeconds } from "../core/duration.js";
+import {
+  definitionsDiffer,
+  nodeReports,
+  nodeTrouble,
+  runLiveness,
+  unrunnable,
+  type NodeReport,
+} from "./nodes.js";
 import { EXIT } from "../core/exit.js";
 
 const iso = (t: number | null | undefined): string | null =>
@@ -49,6 +57,8 @@ export interface HistoryEntry {
   markers_skipped: number;
   pid: number | null;
   log_path: string | null;
+  /** The node that ran it. */
+  node: string | null;
 }
 
 export function historyEntry(r: HistoryRow): HistoryEntry {
@@ -69,6 +79,7 @@ export function historyEntry(r: HistoryRow): HistoryEntry {
     markers_skipped: r.markers_skipped,
     pid: r.pid,
     log_path: r.log_path,
+    node: r.node,
   };
 }
 
@@ -99,6 +110,7 @@ export interface RunningReport {
   progress_message: string | null;
   /** Longer than 2 x the p95 of the job's recent successful runs. */
   slow: boolean;
+  node: string | null;
 }
 
 export interface JobReport {
@@ -112,7 +124,7 @@ export interface JobReport {
   /** The oldest running run (with `overlap: allow` there may be more: see `running_count`). */
   running: RunningReport | null;
   running_count: number;
-  lock: { run_id: number; pid: number | null; since: string } | null;
+  lock: { run_id: number; pid: number | null; since: string; node: string | null } | null;
   last_run: HistoryEntry | null;
   /** The latest run that has ended (what `last_run` was before a run started). */
   last_finished_run: HistoryEntry | null;
@@ -123,10 +135,16 @@ export interface JobReport {
   markers_skipped_last_run: number | null;
   /** p95 of the recent successful runs' durations (null with fewer than 5). */
   p95_duration_ms: number | null;
+  /** The live nodes that define this job differently (a WARNING), by name; [] when they agree. */
+  definition_differs_on: string[];
 }
 
 export interface StatusReport {
   daemon: DaemonReport;
+  /** Every node of the store; one with SQLite. */
+  nodes: NodeReport[];
+  /** Several nodes may share the store (PostgreSQL): --check judges by nodes, not the daemon. */
+  shared: boolean;
   jobs: JobReport[];
 }
 
@@ -152,11 +170,16 @@ export async function inspectJob(
 }
 
 /** Judge one job's health from its readings. */
-export function judgeJob(job: JobConfig, r: JobReadings, now: number): JobInspection {
+export function judgeJob(
+  job: JobConfig,
+  r: JobReadings,
+  now: number,
+  alive: (r: RunRow) => boolean = runAlive,
+): JobInspection {
   const { row, recent, attempts } = r;
   const paused = job.paused || row?.paused === 1;
-  // A `running` row whose processes and supervisor are gone is not running: show it as such.
-  const running = r.running.filter(runAlive);
+  // A `running` row whose processes and supervisor (or node) are gone is not running.
+  const running = r.running.filter(alive);
   const assessment = assessJob({
     now,
     job,
@@ -208,12 +231,27 @@ export async function buildStatus(
     wanted.map((j) => ({ name: j.name, repeatLimit: j.health.repeatLimit })),
     RECENT_RUNS,
   );
-  const jobs = wanted.map((job) => jobReport(job, rows.jobs.get(job.name) as StatusJobRows, now));
-  return { daemon: daemonReport(rows.daemon, now, fileErrors), jobs };
+  const daemon = daemonReport(rows.daemon, now, fileErrors);
+  const nodes = nodeReports(rows.nodes, store.shared, daemon.state);
+  const alive = runLiveness(rows.nodes, store.shared, store.node, runAlive);
+  const differs = definitionsDiffer(
+    await store.jobHashes(),
+    new Set(nodes.filter((n) => n.state !== "gone").map((n) => n.name)),
+  );
+  const jobs = wanted.map((job) => ({
+    ...jobReport(job, rows.jobs.get(job.name) as StatusJobRows, now, alive),
+    definition_differs_on: differs.get(job.name) ?? [],
+  }));
+  return { daemon, nodes, shared: store.shared, jobs };
 }
 
-function jobReport(job: JobConfig, r: StatusJobRows, now: number): JobReport {
-  const { row, paused, running, assessment } = judgeJob(job, r, now);
+function jobReport(
+  job: JobConfig,
+  r: StatusJobRows,
+  now: number,
+  alive: (r: RunRow) => boolean,
+): Omit<JobReport, "definition_differs_on"> {
+  const { row, paused, running, assessment } = judgeJob(job, r, now, alive);
   const { last, lastFinished } = r;
   const holder = job.overlap === "allow" ? undefined : running[0];
   return {
@@ -227,7 +265,12 @@ function jobReport(job: JobConfig, r: StatusJobRows, now: number): JobReport {
     running: running[0] ? runningEntry(running[0], now, assessment.slowRunIds) : null,
     running_count: running.length,
     lock: holder
-      ? { run_id: holder.id, pid: holder.pid, since: iso(holder.started_at) as string }
+      ? {
+          run_id: holder.id,
+          pid: holder.pid,
+          since: iso(holder.started_at) as string,
+          node: holder.node,
+        }
       : null,
     last_run: last ? historyEntry(last) : null,
     last_finished_run: lastFinished ? historyEntry(lastFinished) : null,
@@ -249,6 +292,7 @@ function runningEntry(r: RunRow, now: number, slow: number[]): RunningReport {
     progress_age_s: r.progress_at !== null ? Math.max(0, (now - r.progress_at) / 1000) : null,
     progress_message: r.progress_msg,
     slow: slow.includes(r.id),
+    node: r.node,
   };
 }
 
@@ -260,14 +304,15 @@ export type CheckCode = typeof EXIT.ok | typeof EXIT.warning | typeof EXIT.criti
  * the file on disk has errors, or its http endpoint is down; else 0 OK. (3 UNKNOWN, no store, is
  * decided before there is a report.)
  */
-export function checkCode(s: StatusReport): CheckCode {
-  if (s.daemon.state !== "running") return EXIT.critical;
+export function checkCode(s: StatusReport, config?: Config): CheckCode {
   const d = s.daemon;
+  if (s.shared ? unrunnable(s, config).length > 0 : d.state !== "running") return EXIT.critical;
   if (
-    s.jobs.some((j) => WARNING_WORDS.includes(j.health)) ||
+    s.jobs.some((j) => WARNING_WORDS.includes(j.health) || j.definition_differs_on.length > 0) ||
     d.config_error !== null ||
     d.http_error !== null ||
-    brokenFile(d)
+    brokenFile(d) ||
+    (s.shared && nodeTrouble(s).length > 0)
   )
     return EXIT.warning;
   return EXIT.ok;
@@ -277,9 +322,13 @@ export function checkCode(s: StatusReport): CheckCode {
 const brokenFile = (d: DaemonReport): boolean => (d.config_file_errors?.length ?? 0) > 0;
 
 /** The one-line verdict of `--check` (the first line a monitoring agent shows). */
-export function checkSummary(s: StatusReport): string {
-  const code = checkCode(s);
+export function checkSummary(s: StatusReport, config?: Config): string {
+  const code = checkCode(s, config);
   const d = s.daemon;
+  if (code === EXIT.critical && s.shared) {
+    const jobs = unrunnable(s, config);
+    return `CRITICAL: no running node may run ${jobs.join(", ")}`;
+  }
   if (code === EXIT.critical) {
     const age =
       d.heartbeat_age_s === null
@@ -295,6 +344,10 @@ export function checkSummary(s: StatusReport): string {
   else if (d.config_error !== null)
     parts.push("config reload failed (the daemon runs the previous config)");
   if (d.http_error !== null) parts.push(`http endpoint down (${d.http_error})`);
+  for (const j of s.jobs)
+    if (j.definition_differs_on.length > 0)
+      parts.push(`${j.name} defined differently on ${j.definition_differs_on.join(", ")}`);
+  if (s.shared) parts.push(...nodeTrouble(s));
   if (code === EXIT.warning) return `WARNING: ${parts.join(", ")}`;
   return `OK: daemon running, ${s.jobs.length} job(s) healthy or idle`;
 }

@@ -298,6 +298,8 @@ export interface StatusJobRows extends JobReadings {
 
 export interface StatusRows {
   daemon: DaemonRow | null;
+  /** Every node of the store (one with SQLite), read in the same snapshot. */
+  nodes: NodeRow[];
   jobs: Map<string, StatusJobRows>;
 }
 

@@ -10,7 +10,7 @@ import type {
   StatusJobRows,
   StatusRows,
 } from "../rows.js";
-import { daemonRow } from "./daemon.js";
+import { daemonRow, nodes } from "./daemon.js";
 import { historyRow, lastRun, recentFinished, runningRuns } from "./history.js";
 import { allJobs, jobRow } from "./jobs.js";
 import { markerCount, markerCounts, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
@@ -46,7 +46,7 @@ export async function statusRows(
     const r = await jobReadings(q, job.name, recentLimit, job.repeatLimit);
     const markers = await markerCount(q, job.name);
     out.set(job.name, { ...r, ...(await latest(q, job.name, r)), markers });
-    return { daemon, jobs: out };
+    return { daemon, nodes: await nodes(q), jobs: out };
   }
   const running = new Map<string, RunRow[]>();
   for (const r of await runningRuns(q)) {
@@ -73,7 +73,7 @@ export async function statusRows(
     const markers = counts.get(job.name) ?? 0;
     out.set(job.name, { ...r, ...(await latest(q, job.name, r)), markers });
   }
-  return { daemon, jobs: out };
+  return { daemon, nodes: await nodes(q), jobs: out };
 }
 
 /** The latest run with a process, and the latest that has ended (often the same row). */

@@ -10,7 +10,7 @@ import type {
   StatusJobRows,
   StatusRows,
 } from "../rows.js";
-import { daemonRow } from "./daemon.js";
+import { daemonRow, nodes } from "./daemon.js";
 import { historyRow, lastRun, recentFinished, runningRuns } from "./history.js";
 import { allJobs, jobRow } from "./jobs.js";
 import { markerCount, markerCounts, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
@@ -44,7 +44,7 @@ export function statusRows(c: Conn, jobs: readonly StatusJob[], recentLimit: num
     const job = jobs[0] as StatusJob;
     const r = jobReadings(c, job.name, recentLimit, job.repeatLimit);
     out.set(job.name, { ...r, ...latest(c, job.name, r), markers: markerCount(c, job.name) });
-    return { daemon, jobs: out };
+    return { daemon, nodes: nodes(c, Date.now()), jobs: out };
   }
   const running = new Map<string, RunRow[]>();
   for (const r of runningRuns(c)) {
@@ -70,7 +70,7 @@ export function statusRows(c: Conn, jobs: readonly StatusJob[], recentLimit: num
     };
     out.set(job.name, { ...r, ...latest(c, job.name, r), markers: counts.get(job.name) ?? 0 });
   }
-  return { daemon, jobs: out };
+  return { daemon, nodes: nodes(c, Date.now()), jobs: out };
 }
 
 /** The latest run with a process, and the latest that has ended (often the same row). */
