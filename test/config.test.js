@@ -28,6 +28,57 @@ function valid(text, opts = { hostTimezone: "Europe/Berlin" }) {
 // The "bad input" corpus: each broken config and the exact lines `cronvisor validate` prints.
 const CORPUS = [
   ["an empty file", "", ["jobs.yaml:1:1: (root): no jobs defined"]],
+  [
+    "a store URL with a password (never repeated in the message)",
+    J(
+      'store: "postgresql://app:s3cret@db:5432/cron"',
+      "jobs:",
+      "  a:",
+      ...ok.map((l) => "    " + l),
+    ),
+    [
+      "jobs.yaml:1:8: store: the URL holds a password: put it in password_file (0600), PGPASSWORD or ~/.pgpass, and write postgresql://USER@HOST:PORT/DB",
+    ],
+  ],
+  [
+    "a store that is not PostgreSQL",
+    J("store: mysql://db/cron", "jobs:", "  a:", ...ok.map((l) => "    " + l)),
+    ['jobs.yaml:1:8: store: expected postgresql://USER@HOST:PORT/DB, got "mysql://db/cron"'],
+  ],
+  [
+    "a store URL without a database",
+    J("store: postgresql://app@db:5432", "jobs:", "  a:", ...ok.map((l) => "    " + l)),
+    ["jobs.yaml:1:8: store: no database named; expected postgresql://USER@HOST:PORT/DB"],
+  ],
+  [
+    "password_file without store",
+    J("password_file: /etc/cronvisor/pg", "jobs:", "  a:", ...ok.map((l) => "    " + l)),
+    ["jobs.yaml:1:1: password_file: set, but there is no `store:` to use it with"],
+  ],
+  [
+    "a node name with a space",
+    J('node: "app 01"', "jobs:", "  a:", ...ok.map((l) => "    " + l)),
+    [
+      'jobs.yaml:1:7: node: expected a node name (1-64 of A-Z a-z 0-9 _ . -, starting with a letter or digit), got "app 01"',
+    ],
+  ],
+  [
+    "hosts: a bad name, a name twice, an empty list",
+    J(
+      "jobs:",
+      "  a:",
+      ...ok.map((l) => "    " + l),
+      '    hosts: [app01, "-x", app01]',
+      "  b:",
+      ...ok.map((l) => "    " + l),
+      "    hosts: []",
+    ),
+    [
+      'jobs.yaml:5:20: jobs.a.hosts[1]: expected a node name, got "-x"',
+      'jobs.yaml:5:26: jobs.a.hosts[2]: "app01" is listed twice',
+      "jobs.yaml:9:12: jobs.b.hosts: an empty list names no node: leave hosts out to run the job on any node",
+    ],
+  ],
   ["a file of comments only", "# nothing\n", ["jobs.yaml:1:1: (root): no jobs defined"]],
   ["no jobs key", "timezone: UTC\n", ["jobs.yaml:1:1: (root): no jobs defined"]],
   ["an empty jobs key", "jobs:\n", ["jobs.yaml:1:1: jobs: no jobs defined"]],
@@ -565,6 +616,10 @@ test("a minimal job gets every default", () => {
     shell: "/bin/sh",
     env: {},
     heartbeatMs: 10_000,
+    store: null,
+    passwordFile: null,
+    node: null,
+    leaseMs: 30_000,
     http: null,
     alerts: [],
     jobs: [
@@ -589,6 +644,7 @@ test("a minimal job gets every default", () => {
         health: { successWithinMs: null, progressWithinMs: null, repeatLimit: 3 },
         log: { maxSizeBytes: 10 * 1024 * 1024, keepRuns: 100 },
         ping: null,
+        hosts: null,
         line: 2,
       },
     ],
@@ -663,10 +719,31 @@ test("the design's example config is read as documented", () => {
       health: { successWithinMs: 26 * 3_600_000, progressWithinMs: 600_000, repeatLimit: 3 },
       log: { maxSizeBytes: 10 * 1024 * 1024, keepRuns: 100 },
       ping: "https://hc-ping.com/UUID",
+      hosts: null,
       line: undefined,
     },
   );
   assert.equal(enrich.line, 12);
+});
+
+test("the many-hosts keys: store, password_file (relative to the file), node, lease, hosts", () => {
+  const config = valid(
+    J(
+      'store: "postgresql://cronvisor@db.internal:5432/cronvisor"',
+      "password_file: secrets/pgpass",
+      "node: app01",
+      "lease: 45s",
+      "jobs:",
+      "  a:",
+      ...ok.map((l) => "    " + l),
+      "    hosts: [app01, app02]",
+    ),
+  );
+  assert.equal(config.store, "postgresql://cronvisor@db.internal:5432/cronvisor");
+  assert.equal(config.passwordFile, "/srv/app/secrets/pgpass");
+  assert.equal(config.node, "app01");
+  assert.equal(config.leaseMs, 45_000);
+  assert.deepEqual(config.jobs[0].hosts, ["app01", "app02"]);
 });
 
 test("paths are relative to the config file's directory; absolute ones stay", () => {

@@ -285,7 +285,9 @@ test("--check: 2 when the daemon is not beating, 1 for a warning word, a failed 
       http_error: httpError,
       http_error_since: httpError === null ? null : "2026-03-29T01:00:00.000Z",
     },
-    jobs: healths.map((health, i) => ({ name: `j${i}`, health })),
+    nodes: [],
+    shared: false,
+    jobs: healths.map((health, i) => ({ name: `j${i}`, health, definition_differs_on: [] })),
   });
   assert.equal(checkCode(report("running", ["ok", "paused", "never-run"])), 0);
   assert.match(checkSummary(report("running", ["ok"])), /^OK: /);
@@ -308,6 +310,45 @@ test("--check: 2 when the daemon is not beating, 1 for a warning word, a failed 
   assert.equal(checkSummary(report("down", [])), "CRITICAL: daemon down (last heartbeat 1s ago)");
 });
 
+test("--check on a shared store: CRITICAL when no running node may run a job; WARNING for a late or gone node, a clock off by more than 2 s, or a job defined differently", () => {
+  const node = (name, state, off = 0) => ({ name, state, clock_offset_ms: off });
+  const report = (nodes, differs = []) => ({
+    daemon: { state: "down", config_error: null, http_error: null, config_file_errors: null },
+    nodes,
+    shared: true,
+    jobs: [
+      { name: "a", health: "ok", definition_differs_on: differs },
+      { name: "b", health: "ok", definition_differs_on: [] },
+    ],
+  });
+  const config = {
+    jobs: [
+      { name: "a", hosts: null },
+      { name: "b", hosts: ["n2"] },
+    ],
+  };
+  const both = [node("n1", "running"), node("n2", "running")];
+  // This node's own daemon is down, but the others run every job: no CRITICAL.
+  assert.equal(checkCode(report(both), config), 0);
+  assert.equal(
+    checkSummary(report(both), config),
+    "OK: 2 node(s) running, 2 job(s) healthy or idle",
+  );
+  const n2gone = [node("n1", "running"), node("n2", "gone")];
+  assert.equal(checkCode(report(n2gone), config), 2);
+  assert.equal(checkSummary(report(n2gone), config), "CRITICAL: no running node may run b");
+  const n1late = [node("n1", "late"), node("n2", "running")];
+  assert.equal(checkCode(report(n1late), config), 1);
+  assert.equal(checkSummary(report(n1late), config), "WARNING: node n1 late");
+  const skewed = [node("n1", "running", 2500), node("n2", "running", -1900)];
+  assert.equal(checkSummary(report(skewed), config), "WARNING: node n1's clock is off by 2.5 s");
+  assert.equal(
+    checkSummary(report(both, ["n1", "n2"]), config),
+    "WARNING: a defined differently on n1, n2",
+  );
+  assert.equal(checkCode(report([]), config), 2);
+});
+
 test("--check: 1 while status works from the daemon's record of its config (the file has errors), said first", () => {
   const report = (state, healths) => ({
     daemon: {
@@ -320,7 +361,9 @@ test("--check: 1 while status works from the daemon's record of its config (the 
       http_error: null,
       http_error_since: null,
     },
-    jobs: healths.map((health, i) => ({ name: `j${i}`, health })),
+    nodes: [],
+    shared: false,
+    jobs: healths.map((health, i) => ({ name: `j${i}`, health, definition_differs_on: [] })),
   });
   assert.equal(checkCode(report("running", ["ok"])), 1);
   const at = brokenFileNotice(Date.parse("2026-11-29T22:23:40.119Z"), true);

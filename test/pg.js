@@ -107,14 +107,28 @@ async function startCluster() {
     fs.rmSync(dir, { recursive: true, force: true });
     throw new Error(`initdb failed (${init.status}): ${init.stderr || init.error}`);
   }
-  const log = fs.openSync(path.join(dir, "postgres.log"), "a");
+  const url = (db) => `postgresql://${SUPERUSER}@localhost/${db}?host=${encodeURIComponent(dir)}`;
+  const c = { dir, url, who, dataDir: data, server: null };
+  process.on("exit", () => {
+    stopServer(c, "immediate");
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"])
+    process.once(sig, () => process.exit(128 + os.constants.signals[sig]));
+  await startServer(c);
+  return c;
+}
+
+/** Start the cluster's server and wait until it takes connections (polled, with a deadline). */
+async function startServer(c) {
+  const log = fs.openSync(path.join(c.dir, "postgres.log"), "a");
   const child = spawn(
     path.join(PG_BIN, "postgres"),
     [
       "-D",
-      data,
+      c.dataDir,
       "-k",
-      dir,
+      c.dir,
       "-c",
       "listen_addresses=",
       "-c",
@@ -131,43 +145,32 @@ async function startCluster() {
       "max_wal_size=64MB",
     ],
     {
-      uid: who.uid,
-      gid: who.gid,
-      cwd: dir,
+      uid: c.who.uid,
+      gid: c.who.gid,
+      cwd: c.dir,
       stdio: ["ignore", log, log],
       env: { LANG: "C", LC_ALL: "C" },
     },
   );
   fs.closeSync(log);
   child.unref(); // the cluster must not keep the test process alive: `exit` stops it
-  let exited = null;
-  child.on("exit", (code, signal) => (exited = { code, signal }));
-  const stop = () => {
-    if (exited === null) {
-      runAs(who, "pg_ctl", ["stop", "-D", data, "-m", "immediate", "-w"], { cwd: dir });
-      if (exited === null) child.kill("SIGKILL");
-    }
-    fs.rmSync(dir, { recursive: true, force: true });
-  };
-  process.on("exit", stop);
-  for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"])
-    process.once(sig, () => process.exit(128 + os.constants.signals[sig]));
-  const url = (db) => `postgresql://${SUPERUSER}@localhost/${db}?host=${encodeURIComponent(dir)}`;
-  // Ready when a connection succeeds: polled, with a deadline.
+  const server = { child, exited: null };
+  child.on("exit", (code, signal) => (server.exited = { code, signal }));
+  c.server = server;
   const deadline = Date.now() + START_DEADLINE_MS;
   for (;;) {
-    if (exited !== null) {
-      const tail = fs.readFileSync(path.join(dir, "postgres.log"), "utf8").slice(-2000);
-      throw new Error(`postgres exited at start (${JSON.stringify(exited)}):\n${tail}`);
+    if (server.exited !== null) {
+      const tail = fs.readFileSync(path.join(c.dir, "postgres.log"), "utf8").slice(-2000);
+      throw new Error(`postgres exited at start (${JSON.stringify(server.exited)}):\n${tail}`);
     }
-    const c = new pg.Client({ connectionString: url("postgres") });
+    const client = new pg.Client({ connectionString: c.url("postgres") });
     try {
-      await c.connect();
-      await c.query("SELECT 1");
-      await c.end();
-      break;
+      await client.connect();
+      await client.query("SELECT 1");
+      await client.end();
+      return;
     } catch (e) {
-      await c.end().catch(() => {});
+      await client.end().catch(() => {});
       if (Date.now() > deadline)
         throw new Error(
           `postgres did not accept connections in ${START_DEADLINE_MS} ms: ${e.message}`,
@@ -176,7 +179,38 @@ async function startCluster() {
       await new Promise((r) => setTimeout(r, 25));
     }
   }
-  return { dir, url, who, dataDir: data };
+}
+
+/** Stop the server (pg_ctl -m MODE, waiting), SIGKILL if it is still there. */
+function stopServer(c, mode = "fast") {
+  const server = c.server;
+  if (!server || server.exited !== null) return;
+  runAs(c.who, "pg_ctl", ["stop", "-D", c.dataDir, "-m", mode, "-w"], { cwd: c.dir });
+  if (server.exited === null) server.child.kill("SIGKILL");
+}
+
+/**
+ * Take the cluster's server down (every connection dropped, as a restart or a crash does) until
+ * the returned function starts it again. The data stays; databases are kept.
+ */
+export async function serverDown() {
+  const c = await pgCluster();
+  stopServer(c, "immediate");
+  await waitForExit(c.server);
+  return () => startServer(c);
+}
+
+async function waitForExit(server) {
+  const deadline = Date.now() + 30_000;
+  while (server.exited === null) {
+    if (Date.now() > deadline) throw new Error("postgres did not stop");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** The path of the cluster's Unix socket (for a test's TCP proxy). */
+export async function serverSocket() {
+  return path.join((await pgCluster()).dir, ".s.PGSQL.5432");
 }
 
 let seq = 0;

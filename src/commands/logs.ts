@@ -26,6 +26,21 @@ export async function logs(
       EXIT.fail,
     );
   }
+  // A run of another node of a shared store: its file is there; the store keeps its last 64 KiB.
+  if (store.shared && run.node !== null && run.node !== store.node) {
+    const tail = await store.logTail(run.id);
+    await store.close();
+    if (tail === null)
+      throw new CliError(
+        `cronvisor: run ${run.id} of ${job} ran on node ${run.node}${run.status === "running" ? " and is still running" : ""}; its log is there (${run.log_path}), and the store has none of it yet`,
+        EXIT.fail,
+      );
+    process.stderr.write(
+      `cronvisor: run ${run.id} ran on node ${run.node}: the last ${tail.length} bytes of its log, as the store keeps them (the whole log is ${run.log_path} there)\n`,
+    );
+    process.stdout.write(tail);
+    return;
+  }
   // A finished run's log that is no longer there is said, not printed as an empty log. (A running
   // run's log may not be made yet: copyLog waits for it.)
   // Nor is anything but a regular file printed: a link planted there is never followed.

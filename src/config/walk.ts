@@ -96,7 +96,7 @@ function readValue(ctx: Ctx, spec: KeySpec, value: unknown, key: Scalar, where: 
     case "command":
       return readCommand(ctx, node, where, wrongType);
     case "nodes":
-      return isSeq(node) ? readNodeNames(ctx, node, where, wrongType) : wrongType();
+      return isSeq(node) ? readNodeNames(ctx, node, where) : wrongType();
   }
   return isScalar(node) ? readScalar(ctx, spec, node, fail, wrongType) : wrongType();
 }
@@ -244,13 +244,16 @@ function readCommand(
 }
 
 /** `hosts:`: a list of node names, each once. */
-function readNodeNames(
-  ctx: Ctx,
-  node: YAMLSeq,
-  where: string,
-  wrongType: () => typeof BAD,
-): string[] | typeof BAD {
-  if (node.items.length === 0) return wrongType();
+function readNodeNames(ctx: Ctx, node: YAMLSeq, where: string): string[] | typeof BAD {
+  if (node.items.length === 0) {
+    report(
+      ctx,
+      node,
+      where,
+      "an empty list names no node: leave hosts out to run the job on any node",
+    );
+    return BAD;
+  }
   const names: string[] = [];
   for (const [i, item] of node.items.entries()) {
     const at = `${where}[${i}]`;

@@ -29,6 +29,8 @@ export type { SupervisorHooks } from "./runtime.js";
 
 /** Never sleep longer than this: re-read the wall clock at least this often. */
 const MAX_SLEEP_MS = 30_000;
+/** How often a fenced node's timer wakes (its lease's renewal wakes it at once anyway). */
+const FENCED_SLEEP_MS = 1000;
 
 export interface SupervisorOptions {
   config: Config;
@@ -176,6 +178,8 @@ export class Supervisor {
     let due = Infinity;
     // A linear scan: with 10,000 jobs this is microseconds, and it keeps reload trivially right.
     for (const st of rt.jobs.values()) if (st.next !== null && st.next < due) due = st.next;
+    // A fenced node handles no slot until its lease is renewed (then arm() is called at once).
+    if (rt.fenced) due = this.now() + FENCED_SLEEP_MS;
     const delay = Math.max(0, Math.min(due - this.now(), MAX_SLEEP_MS));
     this.timer = setTimeout(() => void this.serially(() => this.tick()), delay);
   }
@@ -183,6 +187,9 @@ export class Supervisor {
   /** Every due job's slot, in one batch; a failure is logged with its job and the loop goes on. */
   private async tick(): Promise<void> {
     const { rt, runs } = this.on;
+    // Fenced: the slots stay due. Once the lease is renewed, each gets its disposition (a slot
+    // another node ran is refused by the store, so none runs twice).
+    if (rt.fenced) return this.arm();
     const batch = new TickBatch();
     const late: LateSlot[] = [];
     try {

@@ -349,6 +349,10 @@ export function checkSummary(s: StatusReport, config?: Config): string {
       parts.push(`${j.name} defined differently on ${j.definition_differs_on.join(", ")}`);
   if (s.shared) parts.push(...nodeTrouble(s));
   if (code === EXIT.warning) return `WARNING: ${parts.join(", ")}`;
+  if (s.shared) {
+    const up = s.nodes.filter((n) => n.state === "running").length;
+    return `OK: ${up} node(s) running, ${s.jobs.length} job(s) healthy or idle`;
+  }
   return `OK: daemon running, ${s.jobs.length} job(s) healthy or idle`;
 }
 

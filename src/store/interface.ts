@@ -157,6 +157,8 @@ export interface Store extends MarkerStore {
 
   // ---- reading runs
   run(id: number): Promise<RunRow | null>;
+  /** The last 64 KiB of a finished run's log as a shared store keeps it; null with SQLite. */
+  logTail(runId: number): Promise<Buffer | null>;
   runningRuns(job?: string): Promise<RunRow[]>;
   history(job: string | null, limit: number): Promise<RunRow[]>;
   lastRun(job: string): Promise<HistoryRow | null>;

@@ -101,13 +101,18 @@ export class PgConn {
   /** One statement outside any explicit transaction (it is its own). */
   readonly one: Q;
 
+  private beatPool: pg.Pool | null = null;
+  readonly pool: pg.Pool;
+
   constructor(
-    readonly pool: pg.Pool,
+    private readonly newPool: (max: number) => pg.Pool,
+    poolSize: number,
     readonly node: string,
     /** The store for messages: its URL without a password. */
     readonly where: string,
   ) {
-    this.one = runner(pool, where);
+    this.pool = newPool(poolSize);
+    this.one = runner(this.pool, where);
   }
 
   get open(): boolean {
@@ -119,6 +124,15 @@ export class PgConn {
     return this.tx("BEGIN", fn, opts.unsynced ?? false, true);
   }
 
+  /**
+   * fn as one write transaction on a connection of its own: the lease's renewal, which must not
+   * wait behind a tick's writes for a pooled connection (a node that renews late is taken over).
+   */
+  beat<T>(fn: (q: Q) => Promise<T>): Promise<T> {
+    this.beatPool ??= this.newPool(1);
+    return this.tx("BEGIN", fn, false, true, this.beatPool);
+  }
+
   /** fn with every read in it seeing one snapshot. */
   read<T>(fn: (q: Q) => Promise<T>): Promise<T> {
     return this.tx("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", fn, false, false);
@@ -127,7 +141,7 @@ export class PgConn {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.pool.end();
+    await Promise.all([this.pool.end(), this.beatPool?.end()]);
   }
 
   private async tx<T>(
@@ -135,10 +149,11 @@ export class PgConn {
     fn: (q: Q) => Promise<T>,
     unsynced: boolean,
     bump: boolean,
+    pool: pg.Pool = this.pool,
   ): Promise<T> {
     let client: pg.PoolClient;
     try {
-      client = await this.pool.connect();
+      client = await pool.connect();
     } catch (e) {
       throw pgFailure(this.where, e);
     }
@@ -183,21 +198,29 @@ export function describeUrl(url: string): string {
 /** Open a pool on `url`, check the schema and bring it forward (not for a reader). */
 export async function openPgConn(url: string, opts: PgOpenOptions): Promise<PgConn> {
   const timeout = opts.timeoutMs ?? 10_000;
-  const pool = new pg.Pool({
-    connectionString: url,
-    max: opts.poolSize ?? 4,
-    types,
-    ...(opts.password !== undefined ? { password: opts.password } : {}),
-    connectionTimeoutMillis: timeout,
-    query_timeout: timeout,
-    // A silent peer (a cut network) shows as a dead socket instead of a query waiting forever.
-    keepAlive: true,
-    application_name: "cronvisor",
-  });
-  // An idle client's error (the server restarted) must not crash the process; the next query
-  // on a fresh client reports it.
-  pool.on("error", () => {});
-  const conn = new PgConn(pool, opts.node ?? os.hostname(), describeUrl(url));
+  const newPool = (max: number) => {
+    const pool = new pg.Pool({
+      connectionString: url,
+      max,
+      types,
+      ...(opts.password !== undefined ? { password: opts.password } : {}),
+      connectionTimeoutMillis: timeout,
+      query_timeout: timeout,
+      // A silent peer (a cut network) shows as a dead socket instead of a query waiting forever.
+      keepAlive: true,
+      application_name: "cronvisor",
+    });
+    // An idle client's error (the server restarted) must not crash the process; the next query
+    // on a fresh client reports it.
+    pool.on("error", () => {});
+    return pool;
+  };
+  const conn = new PgConn(
+    newPool,
+    opts.poolSize ?? 4,
+    opts.node ?? os.hostname(),
+    describeUrl(url),
+  );
   try {
     await migrate(conn, opts, describeUrl(url));
   } catch (e) {

@@ -12,6 +12,16 @@ import { lockRunJobs } from "./postgres/runs.js";
 export class PgMarkerStore implements MarkerStore {
   protected constructor(protected readonly c: PgConn) {}
 
+  /** Several nodes share a PostgreSQL store (see Store.shared). */
+  get shared(): boolean {
+    return true;
+  }
+
+  /** The node this connection writes as. */
+  get node(): string {
+    return this.c.node;
+  }
+
   /** Open the marker path of the store at `url`. */
   static async openMarkers(url: string, opts: PgOpenOptions): Promise<PgMarkerStore> {
     return new PgMarkerStore(await openPgConn(url, opts));

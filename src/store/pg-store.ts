@@ -49,14 +49,6 @@ export class PgStore extends PgMarkerStore implements Store {
 
   // ---- the daemon singleton
 
-  get shared(): boolean {
-    return true;
-  }
-
-  get node(): string {
-    return this.c.node;
-  }
-
   async daemon() {
     return daemon.daemonRow(this.c.one, this.c.node);
   }
@@ -93,7 +85,7 @@ export class PgStore extends PgMarkerStore implements Store {
   }
 
   async heartbeat(pid: number, now: number, heartbeatMs: number) {
-    return this.c.write((q) => daemon.heartbeat(q, this.c.node, pid, now, heartbeatMs));
+    return this.c.beat((q) => daemon.heartbeat(q, this.c.node, pid, now, heartbeatMs));
   }
 
   async setConfigError(pid: number, message: string | null) {
@@ -218,6 +210,12 @@ export class PgStore extends PgMarkerStore implements Store {
         list.map((e) => e.runId),
       );
       for (const e of list) await runs.finishRun(q, e.runId, e.result);
+      // Any node may be asked for this run's log: keep its tail here (the file stays on this node).
+      await runs.keepLogTails(
+        q,
+        list.map((e) => e.runId),
+        this.c.node,
+      );
     });
   }
 
@@ -264,6 +262,10 @@ export class PgStore extends PgMarkerStore implements Store {
 
   async run(id: number) {
     return history.runRow(this.c.one, id);
+  }
+
+  async logTail(runId: number) {
+    return runs.logTail(this.c.one, runId);
   }
 
   async slotFacts(job: string, slot: number) {

@@ -230,6 +230,10 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
     return history.runRow(this.c, id);
   }
 
+  async logTail(_runId: number): Promise<Buffer | null> {
+    return null; // one node: the log file is here
+  }
+
   async runningRuns(job?: string) {
     return history.runningRuns(this.c, job);
   }

@@ -7,6 +7,7 @@ import type { Q } from "../pg-connection.js";
 import type { Owner, ReserveOutcome, ReserveRequest, RunRow, SlotRecord } from "../rows.js";
 import { fenced, interrupted, runResult } from "../../core/result.js";
 import { leaseLive } from "./daemon.js";
+import { readLogTail } from "../log-tail.js";
 import type { RunResult } from "../../core/types.js";
 import { runRow, runningRuns } from "./history.js";
 import { ensureJob, lockJobs, setScannedTo } from "./jobs.js";
@@ -189,6 +190,29 @@ export async function pruneRuns(q: Q, job: string, keep: number): Promise<string
   );
   if (old.length === 0) return [];
   const maxId = Math.max(...old.map((r) => r.id));
+  await q.run("DELETE FROM run_logs WHERE run_id = ANY($1::bigint[])", [old.map((r) => r.id)]);
   await q.run("DELETE FROM runs WHERE job = $1 AND status != 'running' AND id <= $2", [job, maxId]);
   return old.map((r) => r.log_path).filter((p): p is string => p !== null);
+}
+
+/** Keep the log tail of each of these finished runs of this node (read from its log file). */
+export async function keepLogTails(q: Q, runIds: readonly number[], node: string) {
+  const rows = await q.all<{ id: number; log_path: string | null }>(
+    "SELECT id, log_path FROM runs WHERE id = ANY($1::bigint[]) AND node = $2 AND status <> 'running'",
+    [[...runIds], node],
+  );
+  for (const r of rows) {
+    const tail = r.log_path === null ? null : readLogTail(r.log_path);
+    if (tail === null) continue;
+    await q.run(
+      "INSERT INTO run_logs (run_id, tail) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING",
+      [r.id, tail],
+    );
+  }
+}
+
+/** The kept tail of a run's log, or null. */
+export async function logTail(q: Q, runId: number): Promise<Buffer | null> {
+  const r = await q.get<{ tail: Buffer }>("SELECT tail FROM run_logs WHERE run_id = $1", [runId]);
+  return r?.tail ?? null;
 }

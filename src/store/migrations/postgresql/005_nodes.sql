@@ -15,5 +15,8 @@ ALTER TABLE runs ADD COLUMN node TEXT COLLATE "C";
 ALTER TABLE claims ADD COLUMN node TEXT COLLATE "C";
 CREATE TABLE node_jobs (node TEXT COLLATE "C" NOT NULL, job TEXT COLLATE "C" NOT NULL,
   hash TEXT NOT NULL, PRIMARY KEY (node, job));
+-- The last 64 KiB of each finished run's log, so that `cronvisor logs` works from any node (the
+-- node that ran it keeps the whole file).
+CREATE TABLE run_logs (run_id BIGINT PRIMARY KEY, tail BYTEA NOT NULL);
 -- The daemon row of an earlier version is dropped: no daemon ran on PostgreSQL before nodes.
 DELETE FROM daemon;

@@ -15,3 +15,6 @@ ALTER TABLE runs ADD COLUMN node TEXT;
 ALTER TABLE claims ADD COLUMN node TEXT;
 CREATE TABLE node_jobs (node TEXT NOT NULL, job TEXT NOT NULL, hash TEXT NOT NULL,
   PRIMARY KEY (node, job));
+-- The last 64 KiB of each finished run's log, kept by a shared store so that `cronvisor logs`
+-- works from any node (the node that ran it keeps the whole file). Unused with SQLite.
+CREATE TABLE run_logs (run_id INTEGER PRIMARY KEY, tail BLOB NOT NULL);
