@@ -140,7 +140,7 @@ export class Supervisor {
     // The runs start-up starts (@reboot, resumes, catch-ups) go in one batch.
     const batch = new TickBatch();
     try {
-      runs.offerAll(await watchJobs(rt, cfg, now, new Map()), batch);
+      runs.offerAll(await watchJobs(rt, rt.config, now, new Map()), batch);
       await adoptOrphans(rt, (row, job) => runs.reaped(row, job, batch), runs.ended);
       runs.offerAll(await catchUp(rt, now), batch);
     } finally {
@@ -154,7 +154,7 @@ export class Supervisor {
     // Monitors (HTTP, alerts) get their first beat now, not one interval later.
     rt.hook("beat", (h) => h.beat?.(store, rt.config, now));
     this.log(
-      `cronvisor: daemon ${process.pid} started with ${cfg.jobs.length} job(s), state in ${cfg.stateDir}`,
+      `cronvisor: daemon ${process.pid} started with ${rt.config.jobs.length} job(s), state in ${cfg.stateDir}`,
     );
   }
 
