@@ -82,7 +82,9 @@ test(
       async () => runs(raw2, "id = $1 AND status <> 'running'", [long.id]).then((r) => r[0] && r),
       "the long run's end",
       30_000,
-    );
+    ).catch((e) => {
+      throw new Error(`${e.message}\n${ds.map((d) => d.err).join("\n---\n")}`);
+    });
     assert.equal(done.status, "ok", done.reason);
     // Both nodes run jobs again.
     const since = Date.now();

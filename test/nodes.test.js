@@ -245,7 +245,17 @@ test(
     const marked = async (runId) =>
       (await raw.query("SELECT count(*)::int AS n FROM markers WHERE run_id = $1", [runId])).rows[0]
         .n;
-    await waitFor(async () => (await marked(first.id)) >= 5, "the first run's markers", 60_000);
+    await waitFor(
+      async () => (await marked(first.id)) >= 5,
+      "the first run's markers",
+      60_000,
+    ).catch((e) => {
+      const f = path.join(out, `marks-${first.id}`);
+      const marks = fs.existsSync(f) ? fs.readFileSync(f, "utf8").slice(-500) : "(no marks file)";
+      throw new Error(
+        `${e.message}\nmarks: ${marks}\n${[...ds.values()].map((d) => d.err).join("\n---\n")}`,
+      );
+    });
     const frozen = ds.get(first.node);
     frozen.kill("SIGSTOP");
     const next = await waitFor(

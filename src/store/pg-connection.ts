@@ -127,10 +127,13 @@ export class PgConn {
   /**
    * fn as one write transaction on a connection of its own: the lease's renewal, which must not
    * wait behind a tick's writes for a pooled connection (a node that renews late is taken over).
+   * Not fsync'd and not counted in data_version (whose row every other write holds until its
+   * commit is on disk): a renewal lost in a crash only makes the lease look older, which is the
+   * safe way to be wrong.
    */
   beat<T>(fn: (q: Q) => Promise<T>): Promise<T> {
     this.beatPool ??= this.newPool(1);
-    return this.tx("BEGIN", fn, false, true, this.beatPool);
+    return this.tx("BEGIN", fn, true, false, this.beatPool);
   }
 
   /** fn with every read in it seeing one snapshot. */
