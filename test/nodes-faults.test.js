@@ -66,14 +66,15 @@ test(
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
     const dir = tmpdir(t);
-    const ds = ["n1", "n2"].map((n) => startDaemon(t, nodeConfig(dir, n, url, JOBS, "8s")));
+    // A clean restart (no crash recovery to wait for) and a lease long enough for a busy machine.
+    const ds = ["n1", "n2"].map((n) => startDaemon(t, nodeConfig(dir, n, url, JOBS, "12s")));
     const long = await waitFor(
       async () => (await runs(raw, "job = 'long' AND status = 'running' AND pid IS NOT NULL"))[0],
       "the long job running",
       30_000,
     );
     await raw.end();
-    const up = await serverDown();
+    const up = await serverDown("fast");
     const downAt = Date.now();
     await waitFor(() => Date.now() - downAt >= 1500, "1.5 s of downtime", 5000, 50);
     await up();
@@ -85,7 +86,7 @@ test(
     ).catch((e) => {
       throw new Error(`${e.message}\n${ds.map((d) => d.err).join("\n---\n")}`);
     });
-    assert.equal(done.status, "ok", done.reason);
+    assert.equal(done.status, "ok", `${done.reason}\n${ds.map((d) => d.err).join("\n---\n")}`);
     // Both nodes run jobs again.
     const since = Date.now();
     await waitFor(

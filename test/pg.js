@@ -190,12 +190,13 @@ function stopServer(c, mode = "fast") {
 }
 
 /**
- * Take the cluster's server down (every connection dropped, as a restart or a crash does) until
- * the returned function starts it again. The data stays; databases are kept.
+ * Take the cluster's server down (every connection dropped) until the returned function starts
+ * it again: `immediate` is a crash (the start then recovers), `fast` a clean restart. The data
+ * stays; databases are kept.
  */
-export async function serverDown() {
+export async function serverDown(mode = "immediate") {
   const c = await pgCluster();
-  stopServer(c, "immediate");
+  stopServer(c, mode);
   await waitForExit(c.server);
   return () => startServer(c);
 }
