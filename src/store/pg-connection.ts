@@ -214,8 +214,11 @@ export async function openPgConn(url: string, opts: PgOpenOptions): Promise<PgCo
       application_name: "cronvisor",
     });
     // An idle client's error (the server restarted) must not crash the process; the next query
-    // on a fresh client reports it.
+    // on a fresh client reports it. A client checked out between two queries of a transaction
+    // emits its own 'error' (the pool only listens while it is idle): without a listener that is
+    // an uncaught exception; the transaction's next query fails and rolls back instead.
     pool.on("error", () => {});
+    pool.on("connect", (client) => client.on("error", () => {}));
     return pool;
   };
   const conn = new PgConn(
