@@ -28,7 +28,9 @@ export const lines = (file) =>
  *
  * The defaults are the root job of incidents.test.js. A `user:` job passes `dir` (a work dir its
  * user can traverse), `warehouse` (a file where that user can write), `path` (a PATH it can run)
- * and `jobKeys` (more YAML lines of the job, each indented four spaces, e.g. `user:`).
+ * and `jobKeys` (more YAML lines of the job, each indented four spaces, e.g. `user:`). A
+ * PostgreSQL store passes `top` (top-level YAML lines: `store:`, `node:`) and `query` (an async
+ * (sql, ...params) => rows on that store; the SQL here is written to run on both engines).
  * Returns { repeats, killed, dir }.
  */
 export async function killTest(
@@ -41,11 +43,14 @@ export async function killTest(
     warehouse = path.join(dir, "warehouse.txt"),
     path: jobPath = PATH,
     jobKeys = "",
+    top = "",
+    query = async (sql, ...params) => rows(dir, sql.replace(/\$\d+/g, "?"), ...params),
   },
 ) {
   const cfg = writeConfig(
     dir,
     `heartbeat: 1s
+${top}
 env: { PATH: "${jobPath}", WAREHOUSE: "${warehouse}", ITEMS: "${items}" }
 jobs:
   enrich:
@@ -59,7 +64,8 @@ ${jobKeys}`,
   while (killed < kills) {
     const d = startDaemon(t, cfg);
     const run = await waitFor(
-      () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+      async () =>
+        (await query("SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL"))[0],
       "a running run",
     );
     // A random point in the run: wait for a random number of new rows (items keep landing).
@@ -79,17 +85,20 @@ ${jobKeys}`,
   }
   const d = startDaemon(t, cfg);
   await waitFor(
-    () => rows(dir, "SELECT COUNT(*) n FROM markers WHERE job = 'enrich'")[0].n === items,
+    async () =>
+      (await query("SELECT CAST(COUNT(*) AS INTEGER) AS n FROM markers WHERE job = 'enrich'"))[0]
+        .n === items,
     `all ${items} items marked`,
     60_000,
   );
   // A further full run does no work: every key found done.
   const idle = await waitFor(
-    () =>
-      rows(
-        dir,
-        "SELECT * FROM runs WHERE job = 'enrich' AND status = 'ok' AND markers_skipped = ?",
-        items,
+    async () =>
+      (
+        await query(
+          "SELECT * FROM runs WHERE job = 'enrich' AND status = 'ok' AND markers_skipped = $1",
+          items,
+        )
       )[0],
     "a full run that only skips",
     60_000,
@@ -102,7 +111,9 @@ ${jobKeys}`,
   assert.equal(distinct.size, items, "every item done");
   const repeats = written.length - distinct.size;
   assert.ok(repeats <= killed, `repeats (${repeats}) <= kills (${killed})`);
-  const interrupted = rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'interrupted'")[0].n;
+  const [{ n: interrupted }] = await query(
+    "SELECT CAST(COUNT(*) AS INTEGER) AS n FROM runs WHERE status = 'interrupted'",
+  );
   assert.ok(interrupted >= 1, "kills are recorded as interrupted runs");
   return { repeats, killed, dir };
 }

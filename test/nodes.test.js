@@ -429,3 +429,20 @@ test("logs of a run of another node: the store keeps its last 64 KiB", { skip },
   await stopDaemon(d2);
   await stopDaemon(d1);
 });
+
+test(
+  "the seeds' kill test with the job's markers in PostgreSQL: 3 SIGKILLs of daemon and job, every item done, repeats <= kills",
+  { skip },
+  async (t) => {
+    const url = await freshDatabase();
+    const raw = await rawClient(url, t);
+    const { killTest } = await import("./kill-harness.js");
+    await killTest(t, {
+      kills: 3,
+      items: 100,
+      command: `[node, ${path.join(ROOT, "examples", "enrich.mjs")}]`,
+      top: `store: "${url}"\nnode: k1`,
+      query: async (sql, ...params) => (await raw.query(sql, params)).rows,
+    });
+  },
+);
