@@ -446,3 +446,70 @@ test(
     });
   },
 );
+
+test(
+  "after every node was down, catch-up follows the job's policy once, whichever node starts first",
+  { skip },
+  async (t) => {
+    const url = await freshDatabase();
+    const raw = await rawClient(url, t);
+    const dir = tmpdir(t);
+    const jobs = `  once:
+    schedule: "*/2 * * * * *"
+    command: "true"
+    catchup: once
+  every:
+    schedule: "*/2 * * * * *"
+    command: "true"
+    catchup: all
+  never:
+    schedule: "*/2 * * * * *"
+    command: "true"
+    catchup: skip
+`;
+    const cfgs = ["n1", "n2"].map((n) => nodeConfig(dir, n, url, jobs));
+    let ds = cfgs.map((c) => startDaemon(t, c));
+    await waitFor(
+      async () => (await runs(raw, "status = 'ok'")).length >= 3,
+      "runs before the downtime",
+      30_000,
+    );
+    for (const d of ds) await stopDaemon(d);
+    const downAt = Date.now();
+    await waitFor(() => Date.now() - downAt >= 7000, "7 s of downtime", 10_000, 100);
+    const upAt = Date.now();
+    ds = cfgs.map((c) => startDaemon(t, c));
+    await waitFor(
+      async () => (await runs(raw, "status = 'ok' AND started_at > $1", [upAt])).length >= 6,
+      "runs after the restart",
+      30_000,
+    );
+    for (const d of ds) await stopDaemon(d);
+    await assertEachSlotOnce(raw);
+    // The slots of the downtime: before the first start, after the last slot the nodes handled.
+    const down = async (job) =>
+      runs(raw, "job = $1 AND slot > $2 AND slot < $3", [job, downAt, upAt - 50]);
+    const once = await down("once");
+    assert.ok(once.length >= 3, JSON.stringify(once));
+    assert.equal(once.filter((r) => r.trigger === "catchup").length, 1, JSON.stringify(once));
+    assert.equal(once.filter((r) => r.status === "missed").length, once.length - 1);
+    const every = await down("every");
+    assert.ok(
+      every.every((r) => r.trigger === "catchup" && r.status === "ok"),
+      JSON.stringify(every),
+    );
+    const never = await down("never");
+    assert.ok(
+      never.every((r) => r.status === "missed"),
+      JSON.stringify(never),
+    );
+  },
+);
+
+/** No (job, slot) has more than one row: no slot ran or was recorded twice. */
+async function assertEachSlotOnce(raw) {
+  const twice = await raw.query(
+    "SELECT job, slot, count(*)::int AS n FROM runs WHERE slot IS NOT NULL AND attempt = 1 GROUP BY job, slot HAVING count(*) > 1",
+  );
+  assert.deepEqual(twice.rows, []);
+}
