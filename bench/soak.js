@@ -5,6 +5,7 @@
 //
 //   node bench/soak.js [--kills 100] [--duration 1h] [--items 200] [--item-ms 100]
 //                      [--tick-jobs 10] [--root DIR] [--keep] [--json FILE] [--seed N]
+//   node bench/soak.js --nodes     the many-hosts tests, long (see below)
 //
 // Checks, at the end:
 //   - every item of every round is done (marker present, side effect present);
@@ -13,7 +14,7 @@
 //   - every second of the soak has a disposition for every per-second job (ran/skipped/missed).
 // When a round of 200 items is done and time is left, the next round starts (new keys), so the
 // kills keep landing inside the item job. Exit 0 if every check holds, 1 otherwise.
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -30,6 +31,18 @@ const seconds = (s) => {
   if (!m) throw new Error(`bad duration ${s} (use 300, 300s, 5m, 1h)`);
   return Number(m[1]) * { s: 1, m: 60, h: 3600 }[m[2] ?? "s"];
 };
+// `--nodes`: the many-hosts tests (test/nodes*.test.js) in their long form instead: a minute of
+// per-second slots on three nodes, ten SIGKILLs of the node running a job.
+if (argv.includes("--nodes")) {
+  const files = ["nodes.test.js", "nodes-faults.test.js"].map((f) =>
+    path.join(HERE, "..", "test", f),
+  );
+  const r = spawnSync(process.execPath, ["--test", "--test-concurrency=1", ...files], {
+    stdio: "inherit",
+    env: { ...process.env, CRONVISOR_SOAK: "1" },
+  });
+  process.exit(r.status ?? 1);
+}
 const KILLS = Number(opt("kills", "100"));
 const DURATION_S = seconds(opt("duration", "1h"));
 const ITEMS = Number(opt("items", "200"));
