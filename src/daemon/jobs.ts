@@ -62,7 +62,8 @@ export async function catchUp(rt: Runtime, now: number): Promise<Offer[]> {
   const offers: Offer[] = [];
   for (const st of rt.jobs.values()) {
     const name = st.cfg.name;
-    const plan = planCatchUp(st.cfg, (await rt.store.job(name))?.scanned_to ?? null, now);
+    const scannedTo = (await rt.store.job(name))?.scanned_to ?? null;
+    const plan = planCatchUp(st.cfg, scannedTo, now);
     if (plan.kind === "future") {
       const detail = `last slot stamp ${new Date(plan.stamp).toISOString()} is in the future; continuing from now`;
       writes.push({
@@ -76,7 +77,9 @@ export async function catchUp(rt: Runtime, now: number): Promise<Offer[]> {
         `cronvisor: warning: job ${name} has a slot stamp in the future (clock was wrong?); continuing from now`,
       );
       st.next = nextSlotAt(st.cfg, now);
-    } else if (plan.kind === "passed") {
+    } else if (plan.kind === "passed" && scannedTo !== null) {
+      // Nodes sharing the store all plan it: only the one that moves the stamp first catches up.
+      if (!(await rt.store.claimCatchUp(name, scannedTo, now))) continue;
       const earlier =
         plan.earlier > 0
           ? `${plan.earlierCapped ? "more than " : ""}${plan.earlier} earlier slot(s) missed while the daemon was down (not listed one by one)`

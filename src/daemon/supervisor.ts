@@ -136,6 +136,9 @@ export class Supervisor {
     }
     const runs = new Runs(rt);
     this.live = { rt, runs };
+    // The lease is renewed from now on, not once start-up is done: adoption and catch-up can take
+    // longer than the two thirds of a short lease after which a node fences itself.
+    if (store.shared) this.lease = holdLease(rt, renewedFrom, () => this.arm());
     writeHeartbeatFile(cfg.stateDir, now);
     // The runs start-up starts (@reboot, resumes, catch-ups) go in one batch.
     const batch = new TickBatch();
@@ -150,7 +153,7 @@ export class Supervisor {
     this.lastWake = now;
     this.arm();
     this.beat = setInterval(() => void this.serially(() => this.heartbeat()), cfg.heartbeatMs);
-    if (store.shared) this.lease = holdLease(rt, renewedFrom, () => this.arm());
+
     // Monitors (HTTP, alerts) get their first beat now, not one interval later.
     rt.hook("beat", (h) => h.beat?.(store, rt.config, now));
     this.log(

@@ -126,6 +126,8 @@ export interface Store extends MarkerStore {
   setPaused(name: string, paused: boolean, now: number): Promise<void>;
   pausedJobs(): Promise<Set<string>>;
   setScannedTo(name: string, at: number): Promise<void>;
+  /** Take a job's catch-up: its slot stamp from `from` to `to`; false if another node did. */
+  claimCatchUp(name: string, from: number, to: number): Promise<boolean>;
   claimReboot(name: string, bootId: string, now: number): Promise<boolean>;
 
   // ---- runs, slots and the per-job lock

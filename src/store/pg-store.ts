@@ -142,6 +142,10 @@ export class PgStore extends PgMarkerStore implements Store {
     await this.c.write((q) => jobs.setScannedTo(q, name, at));
   }
 
+  async claimCatchUp(name: string, from: number, to: number) {
+    return this.c.write((q) => jobs.claimCatchUp(q, name, from, to));
+  }
+
   async claimReboot(name: string, bootId: string, now: number) {
     return this.c.write((q) => jobs.claimReboot(q, name, bootId, now));
   }

@@ -145,6 +145,10 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
     jobs.setScannedTo(this.c, name, at);
   }
 
+  async claimCatchUp(name: string, from: number, to: number) {
+    return this.c.write(() => jobs.claimCatchUp(this.c, name, from, to));
+  }
+
   async claimReboot(name: string, bootId: string, now: number) {
     return this.c.write(() => jobs.claimReboot(this.c, name, bootId, now));
   }

@@ -96,6 +96,21 @@ export async function setScannedTo(q: Q, name: string, at: number) {
   );
 }
 
+/**
+ * Take the catch-up of a job's slots in (from, to]: move its slot stamp from `from` to `to`, or
+ * false if another node moved it first (after a downtime every node plans the same catch-up;
+ * the one that takes it runs it, once).
+ */
+export async function claimCatchUp(q: Q, name: string, from: number, to: number) {
+  return (
+    (await q.run("UPDATE jobs SET scanned_to = $1 WHERE name = $2 AND scanned_to = $3", [
+      to,
+      name,
+      from,
+    ])) > 0
+  );
+}
+
 /** Record that @reboot ran for this boot; false if it already did. */
 export async function claimReboot(
   q: Q,

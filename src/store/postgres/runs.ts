@@ -23,13 +23,6 @@ export async function reserveRun(q: Q, a: ReserveRequest, node: string): Promise
   const now = nowOf(a);
   await ensureJob(q, a.job, now);
   const slot = a.claimSlot ? a.slot : null;
-  // A catch-up slot that finds the job locked is left unclaimed: after a downtime every node plans
-  // the same catch-ups, and the node whose catch-up run holds the lock runs the rest in turn
-  // (`catchup: all`); claimed here it would be recorded skipped by whichever node came second.
-  if (a.lock && a.trigger === "catchup") {
-    const holder = await reapDeadHolders(q, a.job, now, a.holderAlive, node);
-    if (holder) return { kind: "locked", holder };
-  }
   if (slot !== null) {
     const claimed = await q.run(
       "INSERT INTO slots (job, slot, run_id) VALUES ($1, $2, NULL) ON CONFLICT DO NOTHING",

@@ -51,6 +51,14 @@ export function setScannedTo(c: Conn, name: string, at: number): void {
   c.q("UPDATE jobs SET scanned_to = MAX(COALESCE(scanned_to, 0), ?) WHERE name = ?").run(at, name);
 }
 
+/** Take the catch-up of a job's slots in (from, to] (see ../postgres/jobs.ts). */
+export function claimCatchUp(c: Conn, name: string, from: number, to: number): boolean {
+  const r = c
+    .q("UPDATE jobs SET scanned_to = ? WHERE name = ? AND scanned_to = ?")
+    .run(to, name, from);
+  return r.changes > 0;
+}
+
 /** Record that @reboot ran for this boot; false if it already did. */
 export function claimReboot(c: Conn, name: string, bootId: string, now: number): boolean {
   const row = ensureJob(c, name, now);
