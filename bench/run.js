@@ -5,6 +5,7 @@
 //                     [--profile DIR] [--node-args "ARGS"]
 //
 // NAME: per-run lateness scheduler idle throughput markers marks-daemon status
+//       pg-claim nodes-paused failover (issue 14: PostgreSQL and several nodes; bench/nodes.js)
 // --quick      shorter windows (about 6 minutes instead of 8 to 10)
 // --root DIR   measure the cronvisor checkout in DIR (its dist/ and bin/), e.g. a patched copy
 // --tmp DIR    where state dirs go (default: the OS temp dir; the disk matters: every mark fsyncs)
@@ -25,6 +26,7 @@ import {
   tmpBase,
   ROOT,
 } from "./lib.js";
+import * as nodes from "./nodes.js";
 import * as rows from "./rows.js";
 
 const argv = process.argv.slice(2);
@@ -43,6 +45,9 @@ const ALL = [
   "markers",
   "marks-daemon",
   "status",
+  "pg-claim",
+  "nodes-paused",
+  "failover",
 ];
 const only = opt("only")?.split(",") ?? ALL;
 for (const n of only) {
@@ -59,14 +64,16 @@ if (profileDir) fs.mkdirSync(profileDir, { recursive: true });
 const started = Date.now();
 const log = (s) =>
   process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
-rows.configure({
+const options = {
   quick,
   log,
   nodeArgs: [
     ...(profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []),
     ...(opt("node-args") ?? "").split(" ").filter((a) => a !== ""),
   ],
-});
+};
+rows.configure(options);
+nodes.configure(options);
 
 process.on("SIGINT", () => {
   cleanup();
@@ -119,6 +126,9 @@ const plan = {
   markers: () => rows.markers(),
   "marks-daemon": () => rows.marksVsDaemon(stamps),
   status: () => rows.status(),
+  "pg-claim": () => nodes.pgClaim(),
+  "nodes-paused": () => nodes.nodesPaused(),
+  failover: () => nodes.failover(),
 };
 
 const results = [];
