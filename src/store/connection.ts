@@ -10,8 +10,7 @@
 // batch.
 import type Database from "better-sqlite3";
 import fs from "node:fs";
-import path from "node:path";
-import { StoreError } from "./errors.js";
+import { StoreError, storePath } from "./errors.js";
 import { LATEST, migrate } from "./migrate.js";
 import {
   createStoreFile,
@@ -27,8 +26,6 @@ import {
 
 export { StoreError };
 
-export const STORE_FILE = "cronvisor.db";
-
 export interface OpenOptions {
   /** Create the state dir and store if missing (writers: the daemon, `run`, `pause`, `mark --job`). */
   create: boolean;
@@ -41,10 +38,6 @@ export interface OpenOptions {
   readonly?: boolean;
   /** Run PRAGMA quick_check at open (the daemon does; a CLI call inside a job must be fast). */
   check?: boolean;
-}
-
-export function storePath(stateDir: string): string {
-  return path.join(stateDir, STORE_FILE);
 }
 
 export class Conn {
