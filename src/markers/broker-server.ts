@@ -9,7 +9,7 @@ import { EXIT } from "../core/exit.js";
 import { isAlive, processGroupOf, startTimeOf } from "../run/proc.js";
 import type { MarkerStore, MarkerWriter } from "../store/store.js";
 import { LINE_MAX, parseRequest, refusal, type Reply, type Request } from "./broker-protocol.js";
-import { isBusy } from "./markers.js";
+import { isBusy } from "./target.js";
 
 /** What the broker knows of one registered run. */
 export interface Registered {
