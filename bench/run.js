@@ -6,6 +6,8 @@
 //
 // NAME: per-run lateness scheduler idle throughput markers marks-daemon status
 //       pg-claim nodes-paused failover (issue 14: PostgreSQL and several nodes; bench/nodes.js)
+//   (idle: CPU and RSS at 1,000 and RSS at 10,000 hourly jobs; markers: `mark KEY` without and
+//   through the daemon's broker, `mark --stdin`, the library)
 // --quick      shorter windows (about 6 minutes instead of 8 to 10)
 // --root DIR   measure the cronvisor checkout in DIR (its dist/ and bin/), e.g. a patched copy
 // --tmp DIR    where state dirs go (default: the OS temp dir; the disk matters: every mark fsyncs)
@@ -30,6 +32,13 @@ import * as nodes from "./nodes.js";
 import * as rows from "./rows.js";
 
 const argv = process.argv.slice(2);
+if (argv.includes("--help") || argv.includes("-h")) {
+  // The usage is this file's opening comment.
+  const text = fs.readFileSync(new URL(import.meta.url), "utf8");
+  const usage = text.slice(0, text.indexOf("\nimport ")).replace(/^\/\/ ?/gm, "");
+  process.stdout.write(`${usage}\n`);
+  process.exit(0);
+}
 const flag = (name) => argv.includes(`--${name}`);
 const opt = (name) => {
   const i = argv.indexOf(`--${name}`);

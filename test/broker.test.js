@@ -492,3 +492,109 @@ jobs:
   );
   await stopDaemon(d2);
 });
+
+/** How many descriptors process `pid` holds on the store file itself (one per connection). */
+function storeConnections(pid, stateDir) {
+  const file = path.join(stateDir, "cronvisor.db");
+  const dir = `/proc/${pid}/fd`;
+  return fs.readdirSync(dir).filter((fd) => {
+    try {
+      return fs.readlinkSync(path.join(dir, fd)) === file;
+    } catch {
+      return false; // closed meanwhile
+    }
+  }).length;
+}
+
+test("the broker's store thread starts only when a run first marks (an idle daemon holds one connection)", async (t) => {
+  const { dir, out } = workDir(t, null);
+  const go = path.join(dir, "go");
+  // Each wait ends when told, or after a minute at most: a failed test leaves no job behind.
+  const job = script(
+    dir,
+    "job.sh",
+    `#!/bin/sh
+echo started > "$OUT/started"
+i=0; while [ ! -e "${go}" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+cronvisor mark k 2>>"$OUT/err"; echo "mark=$?" >> "$OUT/r"
+i=0; while [ ! -e "${go}.stop" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+echo end >> "$OUT/r"
+`,
+  );
+  const cfg = writeConfig(
+    dir,
+    `env: { PATH: "${path.join(ROOT, "bin")}:${NODE_DIR}:/usr/bin:/bin", OUT: "${out}" }
+jobs:
+  waits:
+    schedule: "@reboot"
+    command: [sh, ${job}]
+`,
+  );
+  const stateDir = path.join(dir, ".cronvisor");
+  const d = startDaemon(t, cfg);
+  await waitFor(() => fs.existsSync(path.join(out, "started")), "the job's start");
+  // The run is registered with the broker and may mark at any moment; nothing has marked yet.
+  assert.equal(storeConnections(d.pid, stateDir), 1, "the daemon's own connection only");
+  fs.writeFileSync(go, "");
+  await waitFor(() => results(path.join(out, "r")).mark !== undefined, "the job's mark");
+  assert.equal(
+    results(path.join(out, "r")).mark,
+    "0",
+    fs.readFileSync(path.join(out, "err"), "utf8"),
+  );
+  assert.equal(storeConnections(d.pid, stateDir), 2, "the store thread's connection too");
+  assert.deepEqual(
+    query(stateDir, "SELECT key FROM markers").map((k) => k.key),
+    ["k"],
+  );
+  fs.writeFileSync(`${go}.stop`, "");
+  await waitFor(() => done(path.join(out, "r")), "the job's end");
+  await stopDaemon(d);
+});
+
+test("the broker's store thread closes when no request came for a while, and the next request starts it again", async (t) => {
+  const dir = tmpdir(t);
+  const stateDir = path.join(dir, "state");
+  const { SqliteStore } = await import("../dist/store/sqlite-store.js");
+  const { startBroker } = await import("../dist/markers/broker.js");
+  const { BrokerClient } = await import("../dist/markers/broker-client.js");
+  const store = SqliteStore.open(stateDir, { create: true });
+  const { run } = await store.reserveRun({
+    job: "j",
+    slot: null,
+    claimSlot: false,
+    trigger: "manual",
+    attempt: 1,
+    now: Date.now(),
+    owner: { pid: process.pid, start: null },
+    lock: false,
+    holderAlive: () => true,
+    logPath: (id) => path.join(stateDir, `${id}.log`),
+  });
+  await store.close();
+  const logged = [];
+  const broker = await startBroker(stateDir, "idle.sock", (l) => logged.push(l), 1500);
+  t.after(() => broker.close());
+  const secret = broker.register({ job: "j", runId: run.id, fence: run.fence });
+  const w = { job: "j", run: { id: run.id, fence: run.fence } };
+  assert.equal(storeConnections(process.pid, stateDir), 0, "no thread before a request");
+  const mark = async (key) => {
+    const c = new BrokerClient(broker.socketPath, secret, "j");
+    try {
+      return await c.markDone(w, [key]);
+    } finally {
+      await c.close();
+    }
+  };
+  assert.equal(await mark("k1"), 1);
+  assert.equal(storeConnections(process.pid, stateDir), 1, "the thread holds its connection");
+  await waitFor(() => storeConnections(process.pid, stateDir) === 0, "the idle thread to close");
+  assert.equal(await mark("k2"), 1);
+  assert.deepEqual(
+    query(stateDir, "SELECT key FROM markers ORDER BY key").map((k) => k.key),
+    ["k1", "k2"],
+  );
+  await broker.close();
+  assert.equal(storeConnections(process.pid, stateDir), 0, "closed with the broker");
+  assert.deepEqual(logged, []);
+});

@@ -109,3 +109,55 @@ test("daemon signals: a failed reload is logged and the daemon keeps going; TERM
   assert.match(err, /cronvisor: SIGINT again: killing every run now/);
   assert.equal(out, "ready\nreload\nstop\nforce\n");
 });
+
+/**
+ * The modules a file loads before any of its code runs: its static imports, and theirs (dist/
+ * files relative to dist/, builtins as `node:x`). import() inside a function is not followed.
+ */
+function staticClosure(entry) {
+  const dist = path.join(ROOT, "dist");
+  const seen = new Set();
+  const walk = (file) => {
+    const rel = path.relative(dist, file);
+    if (seen.has(rel)) return;
+    seen.add(rel);
+    const src = fs.readFileSync(file, "utf8");
+    for (const m of src.matchAll(/^(?:import|export)\s(?:[^;]*?\sfrom\s)?\s*"([^"]+)"/gm)) {
+      if (m[1].startsWith(".")) walk(path.resolve(path.dirname(file), m[1]));
+      else seen.add(m[1]);
+    }
+  };
+  walk(path.join(dist, entry));
+  return [...seen].sort();
+}
+
+test("a marker command inside a job loads only its own path: no store engine before it is opened, no broker client without a broker", () => {
+  // Each module file and builtin is start-up time paid by every `mark` call (BENCHMARKS.md).
+  assert.deepEqual(staticClosure("markers/markers-cli.js"), [
+    "core/exit.js",
+    "core/printable.js",
+    "markers/markers-cli.js",
+    "markers/target.js",
+    "node:fs",
+    "node:module",
+    "node:path",
+    "store/errors.js",
+    "store/store.js",
+  ]);
+  // Through the broker, imported only when the run has one: the socket, never SQLite or crypto.
+  assert.deepEqual(staticClosure("markers/broker-client.js"), [
+    "core/exit.js",
+    "markers/broker-client.js",
+    "markers/broker-protocol.js",
+    "markers/target.js",
+    "node:module",
+    "node:net",
+    "node:path",
+    "store/errors.js",
+    "store/store.js",
+  ]);
+  // Without one, the store's marker path: no socket, worker thread, crypto or child process.
+  const local = staticClosure("store/sqlite-marker-store.js");
+  for (const heavy of ["node:net", "node:worker_threads", "node:crypto", "node:child_process"])
+    assert.ok(!local.includes(heavy), `${heavy} in ${local.join(" ")}`);
+});

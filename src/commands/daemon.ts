@@ -19,7 +19,7 @@ export async function daemon(o: { config?: string }): Promise<void> {
   const { startBroker, BrokerError } = await import("../markers/broker.js");
   const { storeTarget } = await import("../store/store.js");
   const broker = (stateDir: string) =>
-    startBroker(stateDir, "daemon.sock", undefined, storeTarget(config));
+    startBroker(stateDir, "daemon.sock", undefined, undefined, storeTarget(config));
   const sup = new Supervisor({
     config,
     hooks,

@@ -33,6 +33,7 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
       config.stateDir,
       `run-${process.pid}.sock`,
       undefined,
+      undefined,
       storeTarget(config),
     );
   } catch (e) {

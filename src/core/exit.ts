@@ -2,7 +2,7 @@
 // command) passes it on. The run codes are the ones shells and timeout(1) use, so a script that
 // calls cronvisor reads them as it would read the job's: 124 timed out, 126 cannot execute, 127 not
 // found, 128+N killed by signal N. In core: the CLI, the marker commands and the runner all need it.
-import { constants } from "node:os";
+import { createRequire } from "node:module";
 
 /** cronvisor's own exit codes (a run passes the job's code on instead, see runExitCode). */
 export const EXIT = {
@@ -32,12 +32,18 @@ export const EXIT = {
 /** Killed by signal N exits 128+N, as shells report it. */
 export const SIGNAL_EXIT_BASE = 128;
 
+let signals: Record<string, number | undefined> | null = null;
+
 /**
  * The signal's number on this platform (`SIGTERM` -> 15), or 0 for a name it does not know.
- * The one signal-name table is the platform's own (os.constants.signals), not a copy.
+ * The one signal-name table is the platform's own (os.constants.signals), not a copy. node:os is
+ * loaded at the first call, not with this module: every `mark` call imports the table above and
+ * never needs a signal (BENCHMARKS.md, "mark KEY").
  */
 export function signalNumber(name: string): number {
-  return (constants.signals as Record<string, number | undefined>)[name] ?? 0;
+  signals ??= (createRequire(import.meta.url)("node:os") as typeof import("node:os")).constants
+    .signals as Record<string, number | undefined>;
+  return signals[name] ?? 0;
 }
 
 /** The exit code a shell shows for a process killed by `signal`. */

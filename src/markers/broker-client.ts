@@ -1,43 +1,17 @@
 // The marker broker's client: `mark`, `check`, `once` and `progress` inside a run that was given
 // CRONVISOR_BROKER and CRONVISOR_SECRET. It implements the MarkerStore the commands already use,
 // over the broker's socket, so a job running as any user writes markers without the store's
-// files (and without loading SQLite: this path never opens a connection).
+// files (and without loading SQLite or any store module: this path never opens a connection).
 import net from "node:net";
 import { EXIT } from "../core/exit.js";
 import type { ClaimOutcome, MarkerStore, MarkerWriter, Owner } from "../store/store.js";
-import { openMarkerStore } from "../store/store.js";
 import { MARK_LINE_TARGET, type Reply } from "./broker-protocol.js";
-import type { MarkersTarget } from "./target.js";
-
-/** The broker refused a request or could not be reached; exitCode is what the command exits. */
-export class BrokerCallError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: number,
-  ) {
-    super(message);
-  }
-}
+import { BrokerCallError } from "./target.js";
 
 /** How long a reply may take (the broker waits up to 5 s for a busy store) before exit 69. */
 const REPLY_MS = 60_000;
 /** A connection unused this long is replaced: the broker closes idle ones after 30 s. */
 const REUSE_MS = 20_000;
-
-/**
- * The marker path of one command: through the broker inside a run that has one; the store
- * itself otherwise (an operator's `--job`, or a run started before the broker existed).
- */
-export async function openMarkerPath(
-  t: MarkersTarget,
-  inRun: boolean,
-  readonly = false,
-  env: NodeJS.ProcessEnv = process.env,
-): Promise<MarkerStore> {
-  const socket = env.CRONVISOR_BROKER;
-  if (inRun && socket) return new BrokerClient(socket, env.CRONVISOR_SECRET ?? "", t.job);
-  return openMarkerStore(t.stateDir, { create: false, readonly, busyTimeoutMs: 5000 });
-}
 
 export class BrokerClient implements MarkerStore {
   private sock: net.Socket | null = null;

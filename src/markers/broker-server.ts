@@ -1,15 +1,17 @@
-// The marker broker's server, inside its worker thread (broker-worker.ts): the only writer of
+// The marker broker's server, on the supervising process's main thread: the only writer of
 // markers for runs of the supervising process, whatever user a job runs as. A run is known by the
-// sha256 of its secret (registered by the main thread before the run is spawned, removed when its
-// end is recorded); a request with an unknown secret, or naming another job, is refused, and every
-// write is fenced again in the store (a run replaced or ended meanwhile writes nothing).
+// sha256 of its secret (registered before the run is spawned, removed when its end is recorded);
+// a request with an unknown secret, or naming another job, is refused, and every write is fenced
+// again in the store (a run replaced or ended meanwhile writes nothing). Its store is the broker's
+// store thread (broker-store.ts): the server only parses, authenticates and answers, and nothing
+// a client sends can throw out of it into the scheduler's loop.
 import net from "node:net";
 import { createHash } from "node:crypto";
 import { EXIT } from "../core/exit.js";
 import { isAlive, processGroupOf, startTimeOf } from "../run/proc.js";
 import type { MarkerStore, MarkerWriter } from "../store/store.js";
 import { LINE_MAX, parseRequest, refusal, type Reply, type Request } from "./broker-protocol.js";
-import { isBusy } from "./markers.js";
+import { isBusy } from "./target.js";
 
 /** What the broker knows of one registered run. */
 export interface Registered {
@@ -109,7 +111,7 @@ export class BrokerServer {
       this.server.once("error", reject);
       this.server.listen(socketPath, () => {
         this.server.off("error", reject);
-        this.server.on("error", () => {}); // accept errors (EMFILE) must not end the worker
+        this.server.on("error", () => {}); // accept errors (EMFILE) must not end the broker
         resolve();
       });
     });
@@ -142,7 +144,7 @@ export class BrokerServer {
     };
     this.conns.add(c);
     // Fired after the loop's poll phase (setImmediate): a first line that has arrived by then
-    // is taken, even when the worker was busy (a store's busy wait) past the deadline.
+    // is taken, even when the loop was busy (a tick spawning its runs) past the deadline.
     c.deadline = setTimeout(
       () =>
         setImmediate(() => {
@@ -157,7 +159,7 @@ export class BrokerServer {
     });
     s.on("drain", () => {
       c.blocked = false;
-      this.pump(c);
+      this.safely(c, () => this.pump(c));
     });
     s.setEncoding("utf8");
     s.on("data", (chunk: string) => {
@@ -167,7 +169,7 @@ export class BrokerServer {
         return;
       }
       c.buf += chunk;
-      this.pump(c);
+      this.safely(c, () => this.pump(c));
     });
   }
 
@@ -213,19 +215,35 @@ export class BrokerServer {
     if ("refused" in checked && checked.end) return this.refuse(c, checked.refused);
     if (!c.authed) this.authenticated(c);
     c.pending++;
-    c.chain = c.chain.then(async () => {
-      const reply = "refused" in checked ? checked.refused : await this.answer(checked);
-      c.pending--;
-      if (!c.s.destroyed && !c.s.writableEnded && !c.s.write(`${JSON.stringify(reply)}\n`))
-        c.blocked = true;
-      if (!c.scheduled) {
-        c.scheduled = true;
-        setImmediate(() => {
-          c.scheduled = false;
-          this.pump(c);
-        });
-      }
-    });
+    c.chain = c.chain
+      .then(async () => {
+        const reply = "refused" in checked ? checked.refused : await this.answer(checked);
+        c.pending--;
+        if (!c.s.destroyed && !c.s.writableEnded && !c.s.write(`${JSON.stringify(reply)}\n`))
+          c.blocked = true;
+        if (!c.scheduled) {
+          c.scheduled = true;
+          setImmediate(() => {
+            c.scheduled = false;
+            this.safely(c, () => this.pump(c));
+          });
+        }
+      })
+      .catch(() => {
+        c.s.destroy();
+      });
+  }
+
+  /**
+   * Run a step of a connection's work; if it throws (it should not: parsing is total and every
+   * store error is a reply), that connection is dropped and the supervising process goes on.
+   */
+  private safely(c: Conn, step: () => void): void {
+    try {
+      step();
+    } catch {
+      c.s.destroy();
+    }
   }
 
   private authenticated(c: Conn): void {
@@ -246,10 +264,14 @@ export class BrokerServer {
     c.buf = "";
     if (c.deadline) clearTimeout(c.deadline);
     c.deadline = null;
-    c.chain = c.chain.then(() => {
-      if (!c.s.destroyed) c.s.end(`${JSON.stringify(r)}\n`);
-      setTimeout(() => c.s.destroy(), LINGER_MS).unref();
-    });
+    c.chain = c.chain
+      .then(() => {
+        if (!c.s.destroyed) c.s.end(`${JSON.stringify(r)}\n`);
+        setTimeout(() => c.s.destroy(), LINGER_MS).unref();
+      })
+      .catch(() => {
+        c.s.destroy();
+      });
   }
 
   /** Make room: the oldest connection that has not authenticated goes (runs' own stay). */

@@ -11,9 +11,9 @@ import {
 } from "node:worker_threads";
 import { EXIT } from "../core/exit.js";
 import type { ClaimOutcome, MarkerWriter, Owner } from "../store/rows.js";
-import { BrokerCallError, chunks } from "./broker-client.js";
+import { chunks } from "./broker-client.js";
 import type { Reply } from "./broker-protocol.js";
-import { FenceError, UsageError, type SyncMarkerPath } from "./target.js";
+import { BrokerCallError, FenceError, UsageError, type SyncMarkerPath } from "./target.js";
 
 /** Longer than the client's own 60 s reply timeout, after which the worker answers 69. */
 const WAIT_MS = 65_000;

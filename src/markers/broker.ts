@@ -1,17 +1,18 @@
-// The marker broker, main-thread side: where its socket lives, and the handle the supervising
-// process (the daemon, or `cronvisor run`) uses to register each run before spawning it. The
-// server itself runs in a worker thread (broker-worker.ts) with its own store connection, so a
-// mark's fsync never sits on the scheduler's loop. See README "Markers in jobs that run as other
-// users" and DESIGN.md "Markers are durable and fenced".
+// The marker broker: where its socket lives, and the handle the supervising process (the daemon,
+// or `cronvisor run`) uses to register each run before spawning it. Its server
+// (broker-server.ts) answers on the supervising process's loop, which parses and authenticates a
+// request in microseconds; every store call, and so every mark's fsync, runs on the broker's
+// store thread (broker-store.ts, started only while marks come), never on the scheduler's loop.
+// See README "Markers in jobs that run as other users" and DESIGN.md "Markers are durable and
+// fenced".
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import { Worker } from "node:worker_threads";
-import { secretHash, type Registered } from "./broker-server.js";
-import type { FromWorker, ToWorker } from "./broker-worker.js";
+import { BrokerServer, secretHash } from "./broker-server.js";
+import { BrokerStore, STORE_IDLE_MS } from "./broker-store.js";
 import type { RunBroker } from "../core/types.js";
-import type { StoreTarget } from "../store/store.js";
 import { READ_NOFOLLOW, WRITE_NEW } from "../core/safe-path.js";
+import type { StoreTarget } from "../store/store.js";
 
 /** A Unix socket's path must fit sun_path (108 bytes with its NUL). */
 const SUN_PATH_MAX = 107;
@@ -93,11 +94,13 @@ export function dirProblem(
  * Start the broker of a state dir under `name` (`daemon.sock`, `run-PID.sock`). The caller holds
  * the state dir (the daemon's claim) or the name is its own pid's, so a socket left at that path
  * is stale and replaced. Rejects with BrokerError when the socket cannot be placed safely.
+ * `idleMs`: how long the store thread lives without a call.
  */
 export async function startBroker(
   stateDir: string,
   name: string,
   log: (line: string) => void = (l) => process.stderr.write(`${l}\n`),
+  idleMs = STORE_IDLE_MS,
   store: StoreTarget | null = null,
 ): Promise<RunBroker> {
   const uid = process.getuid?.() ?? 0;
@@ -105,60 +108,39 @@ export async function startBroker(
   const sock = socketPath(dir, name);
   prepareSocketDir(dir, uid);
   const key = runKey(stateDir);
-  // Kept here too, so that a worker that dies (it should not) is replaced with every live run.
-  const runs = new Map<number, { hash: string; run: Registered }>();
+  const server = new BrokerServer(new BrokerStore(stateDir, log, idleMs, store));
+  fs.rmSync(sock, { force: true }); // a socket left by a killed supervisor of this dir
+  try {
+    await server.listen(sock);
+  } catch (e) {
+    throw new BrokerError(`the marker broker cannot listen on ${sock}: ${(e as Error).message}`);
+  }
+  // Reached by any user: a run authenticates with its secret, not with file modes.
+  fs.chmodSync(sock, 0o666);
   let closing = false;
-  let worker = await spawnWorker(stateDir, sock, store);
-  const send = (m: ToWorker): void => worker.postMessage(m);
-  const watch = (w: Worker): void => {
-    w.on("exit", (code) => {
-      if (closing) return;
-      log(`cronvisor: the marker broker stopped (exit ${code}); starting it again`);
-      void spawnWorker(stateDir, sock, store).then(
-        (next) => {
-          worker = next;
-          watch(next);
-          for (const r of runs.values()) send({ type: "register", ...r });
-        },
-        (e: unknown) => log(`cronvisor: the marker broker cannot restart: ${(e as Error).message}`),
-      );
-    });
-  };
-  watch(worker);
   return {
     socketPath: sock,
     register(r) {
       const secret = runSecret(key, r.runId, r.fence);
-      const entry = { hash: secretHash(secret), run: { ...r, pgid: null } };
-      runs.set(r.runId, entry);
-      send({ type: "register", ...entry });
+      server.register(secretHash(secret), { ...r, pgid: null });
       return secret;
     },
     adopt(r) {
       // The run still holds the secret its own daemon derived: derive it again.
       const hash = secretHash(runSecret(key, r.runId, r.fence));
-      const entry = { hash, run: { job: r.job, runId: r.runId, fence: r.fence, pgid: r.pgid } };
-      runs.set(r.runId, entry);
-      send({ type: "register", ...entry });
+      server.register(hash, { job: r.job, runId: r.runId, fence: r.fence, pgid: r.pgid });
       return true;
     },
     setGroup(runId, pgid) {
-      const e = runs.get(runId);
-      if (e) e.run.pgid = pgid;
-      send({ type: "group", runId, pgid });
+      server.setGroup(runId, pgid);
     },
     unregister(runId) {
-      runs.delete(runId);
-      send({ type: "unregister", runId });
+      server.unregister(runId);
     },
     async close() {
       if (closing) return;
       closing = true;
-      const exited = new Promise((r) => worker.once("exit", r));
-      send({ type: "close" });
-      const timer = setTimeout(() => void worker.terminate(), 5000);
-      await exited;
-      clearTimeout(timer);
+      await server.close();
       fs.rmSync(sock, { force: true });
       // The directory goes with its last socket (another supervisor's may still be in it).
       try {
@@ -168,20 +150,6 @@ export async function startBroker(
       }
     },
   };
-}
-
-/** A worker serving the socket, once it listens; rejects with its reason when it cannot. */
-function spawnWorker(stateDir: string, sock: string, store: StoreTarget | null): Promise<Worker> {
-  const w = new Worker(new URL("./broker-worker.js", import.meta.url), {
-    workerData: { stateDir, socketPath: sock, store },
-  });
-  return new Promise((resolve, reject) => {
-    w.once("message", (m: FromWorker) => {
-      if (m.type === "ready") resolve(w);
-      else reject(new BrokerError(`the marker broker cannot start: ${m.message}`));
-    });
-    w.once("error", (e) => reject(new BrokerError(`the marker broker failed: ${e.message}`)));
-  });
 }
 
 /**

@@ -1,25 +1,30 @@
 // `mark`, `check`, `once`, `progress`: the commands a job calls, often thousands of times. This
-// entry point loads only the marker code and SQLite (no commander, croner or yaml) so a call
-// costs little more than Node's own start-up.
+// entry point loads only what its path needs, each module file and builtin costing start-up
+// (BENCHMARKS.md, "mark KEY"): at import, the arguments, the errors and the exit table; then
+// either the broker's client (node:net, no store module) or the store's marker path (SQLite);
+// `once`'s command and /proc only for `once`. Never commander, croner or yaml.
+import fs from "node:fs";
+import { EXIT } from "../core/exit.js";
+import { printable } from "../core/printable.js";
 import {
+  StoreError,
+  openMarkerStore,
+  storeFailure,
+  storePath,
+  type MarkerStore,
+} from "../store/store.js";
+import {
+  BrokerCallError,
   ClaimHeldError,
   FenceError,
   UsageError,
   checkKey,
   claimResult,
   isBusy,
-  runCommand,
   staleFence,
   targetFromEnv,
-  untilClaimed,
   type MarkersTarget,
-} from "./markers.js";
-import fs from "node:fs";
-import { EXIT } from "../core/exit.js";
-import { printable } from "../core/printable.js";
-import { isAlive, startTimeOf } from "../run/proc.js";
-import { StoreError, storeFailure, storePath, type MarkerStore } from "../store/store.js";
-import { BrokerCallError, openMarkerPath } from "./broker-client.js";
+} from "./target.js";
 
 /** The store and the writer (a run with its fence, or an operator) of one marker command. */
 interface Session {
@@ -132,6 +137,23 @@ export function parseMarkerArgs(cmd: string, args: string[]): Parsed {
   return { cmd: "progress", message: positional[0] ?? null };
 }
 
+/**
+ * The marker path of one command: through the broker inside a run that has one; the store
+ * itself otherwise (an operator's `--job`, or a run started before the broker existed).
+ */
+async function openMarkerPath(
+  t: MarkersTarget,
+  inRun: boolean,
+  readonly: boolean,
+): Promise<MarkerStore> {
+  const socket = process.env.CRONVISOR_BROKER;
+  if (inRun && socket) {
+    const { BrokerClient } = await import("./broker-client.js");
+    return new BrokerClient(socket, process.env.CRONVISOR_SECRET ?? "", t.job);
+  }
+  return openMarkerStore(t.stateDir, { create: false, readonly, busyTimeoutMs: 5000 });
+}
+
 /** A state dir that is a file (not a directory) cannot hold a store: said as such. */
 function checkStateDir(dir: string): void {
   let st: fs.Stats;
@@ -213,6 +235,10 @@ async function markStdin(m: Session): Promise<number> {
 }
 
 async function once(m: Session, key: string, argv: string[], wait: boolean): Promise<number> {
+  const [{ untilClaimed, runCommand }, { isAlive, startTimeOf }] = await Promise.all([
+    import("./once.js"),
+    import("../run/proc.js"),
+  ]);
   const me = { pid: process.pid, start: startTimeOf(process.pid) };
   const take = async (): Promise<"done" | "claimed"> =>
     claimResult(m.t, key, await m.store.takeClaim(m.t, key, me, Date.now(), isAlive));
@@ -220,7 +246,9 @@ async function once(m: Session, key: string, argv: string[], wait: boolean): Pro
     process.stderr.write(`cronvisor: ${key} already done; not running it again\n`);
     return EXIT.ok;
   }
-  const code = await runCommand(argv, (pid) => noteClaimCommand(m, key, me.pid, pid));
+  const code = await runCommand(argv, (pid) =>
+    noteClaimCommand(m, key, me.pid, { pid, start: startTimeOf(pid) }),
+  );
   if (code === EXIT.ok) {
     // Right after the side effect: nothing that comes later can undo this.
     if (!(await m.store.completeClaim(m.t, key, me.pid, Date.now()))) throw staleFence(m.t);
@@ -231,14 +259,15 @@ async function once(m: Session, key: string, argv: string[], wait: boolean): Pro
 }
 
 /** Record the process a claim's command runs in (see ClaimRow). Best effort. */
-function noteClaimCommand(m: Session, key: string, pid: number, cmdPid: number): void {
-  try {
-    m.store.setClaimCommand(m.t.job, key, pid, cmdPid, startTimeOf(cmdPid)).catch(() => {
-      // a busy or full store: the claim is still held by this process while it lives
-    });
-  } catch {
-    // startTimeOf failed: the claim is still held by this process while it lives
-  }
+function noteClaimCommand(
+  m: Session,
+  key: string,
+  pid: number,
+  cmd: { pid: number; start: string | null },
+): void {
+  m.store.setClaimCommand(m.t.job, key, pid, cmd.pid, cmd.start).catch(() => {
+    // a busy or full store: the claim is still held by this process while it lives
+  });
 }
 
 /**

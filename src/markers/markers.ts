@@ -3,15 +3,13 @@
 // synchronous=FULL) before a call returns; a run that is no longer its job's live, unrevoked run
 // (replaced, taken over, or a straggler) is refused and writes nothing.
 import os from "node:os";
-import { EXIT, signalExitCode } from "../core/exit.js";
 import { isAlive, startTimeOf } from "../run/proc.js";
 import { openConn, type Conn } from "../store/connection.js";
-import { StoreError } from "../store/errors.js";
 import type { ClaimOutcome, MarkerWriter, Owner } from "../store/rows.js";
 import * as sql from "../store/sqlite/markers.js";
 import { BrokerPath } from "./broker-sync.js";
+import { untilClaimed } from "./once.js";
 import {
-  ClaimHeldError,
   UsageError,
   checkKey,
   claimResult,
@@ -21,7 +19,8 @@ import {
   type SyncMarkerPath,
 } from "./target.js";
 
-// The errors, the key rule and the run from the environment, for importers of this module.
+// The errors, the key rule and the run from the environment, for importers of this module (the
+// library entry, src/index.ts).
 export * from "./target.js";
 
 /** The store itself: an operator's process, or a root job of a run that has no broker. */
@@ -176,46 +175,4 @@ export class Markers {
   list(): { key: string; run_id: number | null; created_at: number }[] {
     return this.path.list(this.target.job);
   }
-}
-
-/** Take a claim; with `wait`, try again every 100 ms while another live process holds it. */
-export async function untilClaimed(
-  take: () => "done" | "claimed" | Promise<"done" | "claimed">,
-  wait: boolean,
-): Promise<"done" | "claimed"> {
-  for (;;) {
-    try {
-      return await take();
-    } catch (e) {
-      if (!(e instanceof ClaimHeldError) || !wait) throw e;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-}
-
-/** Run argv with the terminal's stdio; resolves to its exit code (128+N when killed by signal N). */
-export async function runCommand(
-  argv: string[],
-  onSpawn: (pid: number) => void = () => {},
-): Promise<number> {
-  // Loaded here, not at the top: `mark KEY` pays for Node's start-up only (see BENCHMARKS.md).
-  const { spawn } = await import("node:child_process");
-  return new Promise((resolve) => {
-    const [cmd, ...args] = argv;
-    const child = spawn(cmd as string, args, { stdio: "inherit" });
-    if (child.pid !== undefined) onSpawn(child.pid);
-    child.on("error", (e) => {
-      process.stderr.write(`cronvisor: cannot run ${cmd}: ${e.message}\n`);
-      resolve((e as NodeJS.ErrnoException).code === "ENOENT" ? EXIT.notFound : EXIT.cannotExecute);
-    });
-    child.on("exit", (code, signal) => {
-      if (code !== null) resolve(code);
-      else resolve(signalExitCode(signal ?? ""));
-    });
-  });
-}
-
-export function isBusy(e: unknown): boolean {
-  const code = (e as { code?: string }).code ?? "";
-  return code.startsWith("SQLITE_BUSY") || (e instanceof StoreError && e.code === "busy");
 }

@@ -1,7 +1,9 @@
 // What every marker path shares, whatever it writes through (the store itself, or the marker
 // broker): the errors a marker call throws, the key rule, and the run a call writes for, read
-// from the environment a job receives. Imported by the library, the CLI and the broker alike.
+// from the environment a job receives. Imported by the library, the CLI and the broker alike, so
+// it imports nothing heavier than the exit table and the store's errors: every `mark` loads it.
 import { EXIT } from "../core/exit.js";
+import { StoreError } from "../store/store.js";
 import type { ClaimOutcome, MarkerWriter, Owner } from "../store/rows.js";
 
 /** The writer's fence is stale: a newer run holds the job, or this run has ended. Exit 3. */
@@ -15,6 +17,21 @@ export class ClaimHeldError extends Error {
 /** Bad arguments. Exit 2. */
 export class UsageError extends Error {
   readonly exitCode = EXIT.usage;
+}
+/** The broker refused a request or could not be reached; exitCode is what the command exits. */
+export class BrokerCallError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number,
+  ) {
+    super(message);
+  }
+}
+
+/** The store stayed busy past its timeout (SQLite's own error, or the store's name for it). */
+export function isBusy(e: unknown): boolean {
+  const code = (e as { code?: string }).code ?? "";
+  return code.startsWith("SQLITE_BUSY") || (e instanceof StoreError && e.code === "busy");
 }
 
 export interface MarkersTarget extends MarkerWriter {

@@ -10,8 +10,7 @@
 // batch.
 import type Database from "better-sqlite3";
 import fs from "node:fs";
-import path from "node:path";
-import { StoreError } from "./errors.js";
+import { StoreError, storePath } from "./errors.js";
 import { LATEST, migrate } from "./migrate.js";
 import {
   createStoreFile,
@@ -27,8 +26,6 @@ import {
 
 export { StoreError };
 
-export const STORE_FILE = "cronvisor.db";
-
 export interface OpenOptions {
   /** Create the state dir and store if missing (writers: the daemon, `run`, `pause`, `mark --job`). */
   create: boolean;
@@ -43,10 +40,6 @@ export interface OpenOptions {
   check?: boolean;
   /** The node this process writes as (its runs' `node`; default: the host name). */
   node?: string;
-}
-
-export function storePath(stateDir: string): string {
-  return path.join(stateDir, STORE_FILE);
 }
 
 export class Conn {

@@ -1,3 +1,14 @@
+// What a store failure is (StoreError), what SQLite's errors mean (storeFailure), and where a state
+// dir's store file is: a module with no other import, so a marker command that only names the
+// store in an error (through the broker) loads nothing of the engine.
+import path from "node:path";
+
+export const STORE_FILE = "cronvisor.db";
+
+export function storePath(stateDir: string): string {
+  return path.join(stateDir, STORE_FILE);
+}
+
 /**
  * The store cannot be used: absent, corrupt (empty, not SQLite, not cronvisor's, too new), at an
  * older schema that a read-only opener cannot bring forward, busy past its timeout, or unreadable.

@@ -208,18 +208,12 @@ export class PgStore extends PgMarkerStore implements Store {
 
   async finishRuns(list: readonly RunEnd[]) {
     if (list.length === 0) return;
+    const ids = list.map((e) => e.runId);
     await this.c.write(async (q) => {
-      await runs.lockRunJobs(
-        q,
-        list.map((e) => e.runId),
-      );
+      await runs.lockRunJobs(q, ids);
       for (const e of list) await runs.finishRun(q, e.runId, e.result);
       // Any node may be asked for this run's log: keep its tail here (the file stays on this node).
-      await runs.keepLogTails(
-        q,
-        list.map((e) => e.runId),
-        this.c.node,
-      );
+      await runs.keepLogTails(q, ids, this.c.node);
     });
   }
 

@@ -6,7 +6,6 @@
 // disk during a copy), not SQLite, or another program's database is refused and left untouched:
 // taking it for a new store would forget every marker, and `check` would answer "not marked".
 import type Database from "better-sqlite3";
-import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -20,8 +19,9 @@ import { migrate } from "./migrate.js";
  * opens the store, and must not pay for (or need to read) the native module.
  */
 let sqlite: typeof Database | null = null;
+const nodeRequire = createRequire(import.meta.url);
 export function loadSqlite(): typeof Database {
-  sqlite ??= createRequire(import.meta.url)("better-sqlite3") as typeof Database;
+  sqlite ??= nodeRequire("better-sqlite3") as typeof Database;
   return sqlite;
 }
 
@@ -107,6 +107,8 @@ export function createStoreFile(stateDir: string, file: string): void {
   const unsafe = makeDirs(stateDir, daemonTrust());
   if (unsafe.length > 0)
     throw new StoreError(`refusing the state dir ${stateDir}: ${unsafe.join("; ")}`, "io");
+  // node:crypto only here: it is most of a marker command's module loading otherwise.
+  const { randomBytes } = nodeRequire("node:crypto") as typeof import("node:crypto");
   const tmp = path.join(stateDir, `.${path.basename(file)}.new-${randomBytes(6).toString("hex")}`);
   try {
     const db = withPrivateUmask(() => new (loadSqlite())(tmp));

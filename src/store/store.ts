@@ -5,8 +5,9 @@ import type { MarkerStore, Store } from "./interface.js";
 import os from "node:os";
 import type { PgOpenOptions } from "./pg-connection.js";
 
-export { StoreError, storeFailure } from "./errors.js";
-export { STORE_FILE, storePath, type OpenOptions } from "./connection.js";
+// Loaded by every marker command: errors.js is its only import at run time (the rest is types).
+export { STORE_FILE, StoreError, storeFailure, storePath } from "./errors.js";
+export type { OpenOptions } from "./connection.js";
 export type * from "./rows.js";
 export type { MarkerStore, Store } from "./interface.js";
 export type { PgOpenOptions } from "./pg-connection.js";
