@@ -566,6 +566,7 @@ test("a minimal job gets every default", () => {
     env: {},
     heartbeatMs: 10_000,
     http: null,
+    httpLogs: false,
     alerts: [],
     jobs: [
       {

@@ -35,6 +35,7 @@ export function resolveConfig(raw: Raw, file: string, hostTimezone: string): Con
     env,
     heartbeatMs: top("heartbeat") as number,
     http: top("http") as Config["http"],
+    httpLogs: top("http_logs") as boolean,
     alerts: top("alerts") as AlertTarget[],
     jobs: (raw.jobs as RawJob[]).map((job) => resolveJob(job, defaults, { dir, timezone, env })),
   };

@@ -89,6 +89,8 @@ export interface Config {
   env: Record<string, string>;
   heartbeatMs: number;
   http: { host: string; port: number } | null;
+  /** Show runs' commands and log tails on the http endpoint's page (`http_logs`, default false). */
+  httpLogs: boolean;
   alerts: AlertTarget[];
   /** In file order. */
   jobs: JobConfig[];
