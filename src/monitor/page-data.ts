@@ -1,0 +1,117 @@
+// What the status page shows, read from the store through the same builders as `status`: the
+// report of every job (so the verdict is `status --check`'s), then, for the jobs shown, their
+// runs and slot dispositions in the time range and their recent successful durations. Runs in
+// the page's worker thread (page-worker.ts), never on the scheduler's loop.
+import { HEALTH_ORDER, WARNING_WORDS } from "../health/health.js";
+import {
+  buildStatus,
+  checkCode,
+  checkSummary,
+  type JobReport,
+  type StatusReport,
+} from "../health/status.js";
+import type { RunRow, Store } from "../store/store.js";
+import type { Config, JobConfig } from "../core/types.js";
+
+/** The timeline's ranges: the last 24 hours, or (the switch) the last 7 days. */
+export const RANGES = { "24h": 86_400_000, "7d": 7 * 86_400_000 } as const;
+export type RangeName = keyof typeof RANGES;
+
+/** How many finished runs the trend looks back over: the ones the p95 of `status` is taken from. */
+const TREND_RUNS = 20;
+
+/** What the page's URL asks for: `?q=TEXT&problems=1&range=7d`. */
+export interface PageQuery {
+  /** Show jobs whose name contains this (lower case; empty: all). */
+  q: string;
+  /** Show only jobs with a problem. */
+  problems: boolean;
+  range: RangeName;
+}
+
+export function pageQuery(query: URLSearchParams): PageQuery {
+  const range = query.get("range");
+  return {
+    q: (query.get("q") ?? "").trim().toLowerCase().slice(0, 200),
+    problems: query.get("problems") === "1",
+    range: range === "7d" ? "7d" : "24h",
+  };
+}
+
+/** The query as a URL's search part (`?q=x&range=7d`), defaults left out; `change` overrides. */
+export function querySearch(q: PageQuery, change: Partial<PageQuery> = {}): string {
+  const v = { ...q, ...change };
+  const p = new URLSearchParams();
+  if (v.q) p.set("q", v.q);
+  if (v.problems) p.set("problems", "1");
+  if (v.range !== "24h") p.set("range", v.range);
+  const s = p.toString();
+  return s ? `?${s}` : "";
+}
+
+export interface JobView {
+  job: JobConfig;
+  report: JobReport;
+  /** A problem: a WARNING word, or a problem sentence (a slow run) under another word. */
+  problem: boolean;
+  /** Runs and dispositions running now or finished in the range, oldest first. */
+  rows: RunRow[];
+  /** Durations (ms) of the recent successful runs, oldest first. */
+  trend: number[];
+}
+
+export interface PageModel {
+  now: number;
+  /** Where the timeline starts. */
+  from: number;
+  query: PageQuery;
+  /** Of every job: the verdict is the whole config's. */
+  report: StatusReport;
+  code: number;
+  verdict: string;
+  /** The jobs shown, problems first (worst first), then in the config's order. */
+  jobs: JobView[];
+}
+
+const isProblem = (r: JobReport): boolean =>
+  WARNING_WORDS.includes(r.health) || r.problems.length > 0;
+
+/** Problems first, the worst word first; otherwise the config's order (a stable sort). */
+function rank(r: JobReport): number {
+  if (WARNING_WORDS.includes(r.health)) return HEALTH_ORDER.indexOf(r.health);
+  return r.problems.length > 0 ? HEALTH_ORDER.length : HEALTH_ORDER.length + 1;
+}
+
+export async function pageModel(
+  config: Config,
+  store: Store,
+  now: number,
+  query: PageQuery,
+): Promise<PageModel> {
+  const report = await buildStatus(config, store, now);
+  const byName = new Map(config.jobs.map((j) => [j.name, j]));
+  const shown = report.jobs
+    .filter((r) => r.name.includes(query.q) && (!query.problems || isProblem(r)))
+    .sort((a, b) => rank(a) - rank(b));
+  const from = now - RANGES[query.range];
+  const jobs: JobView[] = [];
+  for (const r of shown) {
+    const job = byName.get(r.name);
+    if (!job) continue;
+    const rows = await store.runsRunningOrFinishedSince(r.name, from);
+    const trend = (await store.recentFinished(r.name, TREND_RUNS))
+      .filter((f) => f.status === "ok" && f.duration_ms !== null)
+      .map((f) => f.duration_ms as number)
+      .reverse();
+    jobs.push({ job, report: r, problem: isProblem(r), rows, trend });
+  }
+  return {
+    now,
+    from,
+    query,
+    report,
+    code: checkCode(report),
+    verdict: checkSummary(report),
+    jobs,
+  };
+}
