@@ -69,10 +69,12 @@ ol.jobs > li { display: grid; grid-template-columns: minmax(260px, 34%) 1fr; gap
 .trend polyline { fill: none; stroke: var(--ok); stroke-width: 1.5; vector-effect: non-scaling-stroke; }
 .trend circle { fill: var(--ok); }
 .trend .p95 { stroke: var(--timeout); stroke-width: 1; stroke-dasharray: 3 2; vector-effect: non-scaling-stroke; }
-.s-ok { fill: var(--ok); } .s-failed { fill: var(--failed); } .s-timeout { fill: var(--timeout); }
-.s-killed { fill: var(--killed); } .s-interrupted { fill: var(--interrupted); }
-.s-spawn_failed { fill: var(--spawn_failed); } .s-running { fill: var(--running); }
-.s-fenced { fill: var(--fenced); }
+.bar { stroke-width: 2; vector-effect: non-scaling-stroke; }
+.s-ok { fill: var(--ok); stroke: var(--ok); } .s-failed { fill: var(--failed); stroke: var(--failed); }
+.s-timeout { fill: var(--timeout); stroke: var(--timeout); } .s-killed { fill: var(--killed); stroke: var(--killed); }
+.s-interrupted { fill: var(--interrupted); stroke: var(--interrupted); }
+.s-spawn_failed { fill: var(--spawn_failed); stroke: var(--spawn_failed); }
+.s-running { fill: var(--running); stroke: var(--running); } .s-fenced { fill: var(--fenced); stroke: var(--fenced); }
 .s-skipped { fill: var(--skipped); } .s-missed { fill: var(--missed); }
 .tick { opacity: 0.9; }
 .tl a:focus { outline: none; }

@@ -165,8 +165,7 @@ function logPart(r: RunRow, stateDir: string, follow: boolean): Markup {
         </p>`
       : "";
   return h`${toggle}${cut}
-    <pre class="log" id="log" data-live-part tabindex="0" aria-label="The end of the log">
-${trusted(escLines(tail.text))}</pre>`;
+    <pre class="log" id="log" data-live-part tabindex="0" aria-label="The end of the log">${trusted(escLines(tail.text))}</pre>`;
 }
 
 const GATED = h`<p>

@@ -1,6 +1,7 @@
 // A job's timeline and duration trend as inline SVG, pure. The timeline spans the page's range
 // (the last 24 hours or 7 days) in 1,000 units: each run is a bar from its start to its end (a
-// running run to now, so it grows at every refresh), coloured by status; each skipped or missed
+// running run to now, so it grows at every refresh), coloured by status, its width its true
+// length (a stroke of the same colour, in screen pixels, keeps a short run visible); each skipped or missed
 // slot is a thin tick at the slot's instant. Every bar and tick is a link to `why` for its slot
 // (a manual run, which has no slot, to its run page), named by a <title> that shows on hover and
 // is read out as the link's name. Positions are SVG attributes, never inline styles, so the page's
@@ -12,12 +13,12 @@ import type { RunRow } from "../store/store.js";
 
 const W = 1000;
 const H = 24;
-/** The narrowest bar drawn (a run of a few seconds in 24 hours is still seen, and clicked). */
-const MIN_BAR = 2;
+/** A bar is never narrower than this (an SVG rect of width 0 is not drawn at all). */
+const MIN_BAR = 0.001;
 const TICK = 1.5;
 
 const iso = (t: number): string => new Date(t).toISOString();
-const fixed = (n: number): string => n.toFixed(2).replace(/\.?0+$/, "");
+const fixed = (n: number): string => n.toFixed(3).replace(/\.?0+$/, "");
 
 /** The `why` of a job's slot at `at` (ISO UTC: every character of it is safe in a query). */
 export const whyHref = (job: string, at: string): string =>
