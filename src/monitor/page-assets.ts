@@ -51,9 +51,9 @@ form.filter button { font: inherit; padding: 3px 10px; }
 .range a[aria-current] { font-weight: 700; color: var(--fg); text-decoration: none; }
 .count { color: var(--muted); margin: 6px 0; }
 ol.jobs { list-style: none; padding: 0; margin: 0; }
-ol.jobs > li { display: grid; grid-template-columns: minmax(260px, 34%) 1fr; gap: 4px 16px;
+ol.jobs > li { content-visibility: auto; contain-intrinsic-size: auto 110px; display: grid; grid-template-columns: minmax(260px, 34%) 1fr; gap: 4px 16px;
   padding: 8px 0; border-bottom: 1px solid var(--line); }
-@media (max-width: 760px) { ol.jobs > li { grid-template-columns: 1fr; } }
+@media (max-width: 760px) { ol.jobs > li, .jobs-head { grid-template-columns: 1fr; } }
 .health { display: inline-block; padding: 0 6px; border-radius: 10px; font-size: 12px; font-weight: 600;
   border: 1px solid currentColor; margin-left: 6px; }
 .h-ok { color: var(--ok); } .h-failing, .h-stuck { color: var(--failed); }
@@ -61,9 +61,12 @@ ol.jobs > li { display: grid; grid-template-columns: minmax(260px, 34%) 1fr; gap
 .problems { margin: 4px 0; padding-left: 18px; color: var(--failed); }
 .facts { display: grid; grid-template-columns: max-content 1fr; gap: 0 8px; margin: 4px 0 0; font-size: 13px; }
 .sched { color: var(--muted); margin-left: 6px; }
-.tl { display: block; width: 100%; height: 26px; background: var(--panel); border: 1px solid var(--line); border-radius: 3px; }
-.tl .grid { stroke: var(--line); stroke-width: 1; vector-effect: non-scaling-stroke; }
+.tl { display: block; width: 100%; height: 26px; border: 1px solid var(--line); border-radius: 3px;
+  background: var(--panel) linear-gradient(to right, transparent calc(100% - 1px), var(--line) 0) 0 0 / 25% 100%; }
+.tl-7d { background-size: calc(100% / 7) 100%; }
 .axis { display: flex; justify-content: space-between; color: var(--muted); font-size: 11px; }
+.jobs-head { position: sticky; top: 0; z-index: 1; background: var(--bg); display: grid;
+  grid-template-columns: minmax(260px, 34%) 1fr; gap: 4px 16px; padding: 2px 0; border-bottom: 1px solid var(--line); }
 .trendrow { display: flex; gap: 8px; align-items: center; font-size: 12px; color: var(--muted); margin-top: 4px; }
 .trend { width: 160px; height: 24px; background: var(--panel); border: 1px solid var(--line); border-radius: 3px; }
 .trend polyline { fill: none; stroke: var(--ok); stroke-width: 1.5; vector-effect: non-scaling-stroke; }

@@ -99,7 +99,9 @@ export async function pageModel(
     const job = byName.get(r.name);
     if (!job) continue;
     const rows = await store.runsRunningOrFinishedSince(r.name, from);
-    const trend = (await store.recentFinished(r.name, TREND_RUNS))
+    // (A job that never finished a run has no trend: no read for it.)
+    const recent = r.last_finished_run ? await store.recentFinished(r.name, TREND_RUNS) : [];
+    const trend = recent
       .filter((f) => f.status === "ok" && f.duration_ms !== null)
       .map((f) => f.duration_ms as number)
       .reverse();

@@ -140,22 +140,62 @@ export function notice(status: number, title: string, sentence: string): HttpRes
   });
 }
 
-/** `2026-03-29 02:00:00` in `zone` (en-CA gives ISO-like dates), with the zone's short name. */
+/** Intl formatters are slow to make (a page shows thousands of times): one per zone and form. */
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+function formatter(zone: string, seconds: boolean): Intl.DateTimeFormat {
+  const key = `${zone} ${seconds}`;
+  let f = formatters.get(key);
+  if (!f) {
+    f = new Intl.DateTimeFormat("en-CA", {
+      timeZone: zone,
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      ...(seconds ? { second: "2-digit" } : {}),
+      hourCycle: "h23",
+      timeZoneName: "short",
+    });
+    formatters.set(key, f);
+  }
+  return f;
+}
+
+/** Recent answers of localTime: 1,000 jobs share a few next fires (formatToParts is slow). */
+const shown = new Map<string, string>();
+
+/** `2026-03-29 02:00:00 CEST`: an instant in `zone` (en-CA writes ISO-like dates). */
 export function localTime(t: number, zone: string, seconds = false): string {
-  const f = new Intl.DateTimeFormat("en-CA", {
-    timeZone: zone,
-    year: "numeric",
-    month: "2-digit",
-    day: "2-digit",
-    hour: "2-digit",
-    minute: "2-digit",
-    ...(seconds ? { second: "2-digit" } : {}),
-    hourCycle: "h23",
-    timeZoneName: "short",
-  });
-  const parts = Object.fromEntries(f.formatToParts(new Date(t)).map((x) => [x.type, x.value]));
-  const time = `${parts.hour}:${parts.minute}${seconds ? `:${parts.second}` : ""}`;
-  return `${parts.year}-${parts.month}-${parts.day} ${time} ${parts.timeZoneName}`;
+  const key = `${t} ${zone} ${seconds}`;
+  let text = shown.get(key);
+  if (text === undefined) {
+    if (shown.size >= 10_000) shown.clear();
+    text = formatLocalTime(t, zone, seconds);
+    shown.set(key, text);
+  }
+  return text;
+}
+
+function formatLocalTime(t: number, zone: string, seconds: boolean): string {
+  let year = "",
+    month = "",
+    day = "",
+    hour = "",
+    minute = "",
+    second = "",
+    name = "";
+  for (const x of formatter(zone, seconds).formatToParts(t)) {
+    if (x.type === "year") year = x.value;
+    else if (x.type === "month") month = x.value;
+    else if (x.type === "day") day = x.value;
+    else if (x.type === "hour") hour = x.value;
+    else if (x.type === "minute") minute = x.value;
+    else if (x.type === "second") second = x.value;
+    else if (x.type === "timeZoneName") name = x.value;
+  }
+  return `${year}-${month}-${day} ${hour}:${minute}${seconds ? `:${second}` : ""} ${name}`;
 }
 
 /** A <time> element: the instant in `zone` for people, ISO UTC for machines (and tests). */

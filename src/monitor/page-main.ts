@@ -6,7 +6,7 @@
 import { formatDurationRounded, formatSeconds } from "../core/duration.js";
 import { h, page, timeEl, trusted, type Markup } from "./page-html.js";
 import { querySearch, type JobView, type PageModel } from "./page-data.js";
-import { rowHref, statusText, timelineSvg, trendSvg } from "./page-timeline.js";
+import { axisLabels, rowHref, statusText, timelineSvg, trendSvg } from "./page-timeline.js";
 import type { HttpResponse } from "./http.js";
 import type { DaemonReport } from "../health/status.js";
 
@@ -91,59 +91,40 @@ function lastRun(j: JobView): Markup {
     ended ${timeEl(ended, j.job.timezone)}`;
 }
 
+// The per-job templates are written compactly: a page of 1,000 jobs carries them 1,000 times.
+
+function runningFact(r: JobView["report"], zone: string): Markup | "" {
+  const run = r.running;
+  if (!run) return "";
+  const progress = run.progress_age_s === null ? "none" : `${age(run.progress_age_s)} ago`;
+  const message = run.progress_message === null ? "" : h`: ${run.progress_message}`;
+  return h`<dt>running</dt><dd><a href="/runs/${run.run_id}">run ${run.run_id}</a> since ${timeEl(run.started_at, zone)}, last progress ${progress}${message}${run.slow ? " (slow)" : ""}</dd>`;
+}
+
 function facts(j: JobView): Markup {
   const r = j.report;
   const zone = j.job.timezone;
-  const next = r.paused ? h`paused` : h`${timeEl(r.next_slot, zone)}`;
-  const running = r.running
-    ? h`<dt>running</dt>
-        <dd>
-          <a href="/runs/${r.running.run_id}">run ${r.running.run_id}</a> since
-          ${timeEl(r.running.started_at, zone)}, last progress
-          ${r.running.progress_age_s === null ? "none" : `${age(r.running.progress_age_s)} ago`}${r.running.progress_message === null ? "" : h`: ${r.running.progress_message}`}${r.running.slow ? " (slow)" : ""}
-        </dd>`
-    : "";
+  const next = r.paused ? h`paused` : timeEl(r.next_slot, zone);
   const markers =
     r.markers_new_last_run === null
       ? h`${r.markers} in its namespace`
-      : h`last run ${r.markers_new_last_run} new, ${r.markers_skipped_last_run} already done;
-        ${r.markers} in its namespace`;
-  return h`<dl class="facts">
-    <dt>next</dt>
-    <dd>${next}</dd>
-    <dt>last success</dt>
-    <dd>${timeEl(r.last_success_at, zone)}</dd>
-    <dt>last run</dt>
-    <dd>${lastRun(j)}</dd>
-    ${running}
-    <dt>markers</dt>
-    <dd>${markers}</dd>
-  </dl>`;
+      : h`last run ${r.markers_new_last_run} new, ${r.markers_skipped_last_run} already done; ${r.markers} in its namespace`;
+  return h`<dl class="facts"><dt>next</dt><dd>${next}</dd><dt>last success</dt><dd>${timeEl(r.last_success_at, zone)}</dd><dt>last run</dt><dd>${lastRun(j)}</dd>${runningFact(r, zone)}<dt>markers</dt><dd>${markers}</dd></dl>`;
 }
 
 function jobItem(j: JobView, m: PageModel): Markup {
   const r = j.report;
   const problems = r.problems.length
-    ? h`<ul class="problems">
-        ${r.problems.map((p) => h`<li>${p}</li>`)}
-      </ul>`
+    ? h`<ul class="problems">${r.problems.map((p) => h`<li>${p}</li>`)}</ul>`
     : "";
   const latest = j.rows.length ? j.rows[j.rows.length - 1] : undefined;
   const why = latest ? rowHref(r.name, latest) : `/why/${encodeURIComponent(r.name)}`;
-  return h`<li
-    id="job-${r.name}"
-    data-name="${r.name}"
-    data-health="${r.health}"
-    data-problem="${j.problem ? "1" : "0"}"
-  >
-    <div>
-      <h2><a href="${why}">${r.name}</a></h2>
-      <span class="health h-${r.health}">${r.health}</span><code class="sched">${r.schedule}</code>
-      <span class="sched">${r.timezone}</span>
-      ${problems}${facts(j)}
-    </div>
-    <div>${timelineSvg(j, m.from, m.now, m.query.range)} ${trendSvg(j)}</div>
-  </li>`;
+  return h`<li id="job-${r.name}" data-name="${r.name}" data-health="${r.health}" data-problem="${j.problem ? "1" : "0"}">
+<div><h2><a href="${why}">${r.name}</a></h2><span class="health h-${r.health}">${r.health}</span><code class="sched">${r.schedule}</code> <span class="sched">${r.timezone}</span>
+${problems}${facts(j)}</div>
+<div>${timelineSvg(j, m.from, m.now, m.query.range)}${trendSvg(j)}</div>
+</li>
+`;
 }
 
 const LEGEND = trusted(
@@ -167,6 +148,7 @@ export function renderMain(m: PageModel, configZone: string): HttpResponse {
       a run, each tick a skipped or missed slot; each links to why.
     </p>
     ${LEGEND}
+    <div class="jobs-head" aria-hidden="true"><span>job</span>${axisLabels(m.query.range)}</div>
     <ol id="jobs" class="jobs" data-live-part>
       ${list}
     </ol>
