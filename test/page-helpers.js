@@ -40,11 +40,20 @@ export async function pageDaemon(t, dir, lines, { port = null, env = {} } = {}) 
   );
   const d = startDaemon(t, cfg, env);
   const get = (path, opts = {}) => request(port, { path, ...opts });
+  let last = null;
   await waitFor(
-    async () => (await get("/").catch(() => ({}))).status === 200,
+    async () => {
+      if (d.exitCode !== null) throw new Error(`the daemon exited ${d.exitCode}`);
+      last = await get("/").catch((e) => ({ status: e.message }));
+      return last.status === 200;
+    },
     `the page on port ${port}`,
     30_000,
-  );
+  ).catch((e) => {
+    throw new Error(
+      `${e.message}; last answer ${last?.status} ${last?.body ?? ""}; daemon: ${d.err}`,
+    );
+  });
   return { cfg, port, d, get };
 }
 
