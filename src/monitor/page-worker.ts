@@ -64,7 +64,15 @@ async function request(m: Extract<ToPageWorker, { type: "request" }>): Promise<H
       `The page cannot open the store: ${(e as Error).message}`,
     );
   }
-  return answer({ config, store: s, stateDir, now: m.now }, m.path, new URLSearchParams(m.query));
+  const t0 = performance.now();
+  const r = await answer(
+    { config, store: s, stateDir, now: m.now },
+    m.path,
+    new URLSearchParams(m.query),
+  );
+  // How long the page took to build, for a browser's developer tools (and the tests).
+  const ms = (performance.now() - t0).toFixed(1);
+  return { ...r, headers: { ...r.headers, "Server-Timing": `build;dur=${ms}` } };
 }
 
 port?.on("message", (m: ToPageWorker) => {
