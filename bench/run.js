@@ -4,7 +4,7 @@
 //   node bench/run.js [--quick] [--only NAME[,NAME...]] [--json FILE] [--root DIR] [--tmp DIR]
 //                     [--profile DIR] [--node-args "ARGS"]
 //
-// NAME: per-run lateness scheduler idle throughput markers marks-daemon status
+// NAME: per-run lateness scheduler idle throughput markers marks-daemon status page
 // --quick      shorter windows (about 6 minutes instead of 8 to 10)
 // --root DIR   measure the cronvisor checkout in DIR (its dist/ and bin/), e.g. a patched copy
 // --tmp DIR    where state dirs go (default: the OS temp dir; the disk matters: every mark fsyncs)
@@ -26,6 +26,7 @@ import {
   ROOT,
 } from "./lib.js";
 import * as rows from "./rows.js";
+import * as pageRows from "./page.js";
 
 const argv = process.argv.slice(2);
 const flag = (name) => argv.includes(`--${name}`);
@@ -43,6 +44,7 @@ const ALL = [
   "markers",
   "marks-daemon",
   "status",
+  "page",
 ];
 const only = opt("only")?.split(",") ?? ALL;
 for (const n of only) {
@@ -59,14 +61,16 @@ if (profileDir) fs.mkdirSync(profileDir, { recursive: true });
 const started = Date.now();
 const log = (s) =>
   process.stderr.write(`[${((Date.now() - started) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
-rows.configure({
+const options = {
   quick,
   log,
   nodeArgs: [
     ...(profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []),
     ...(opt("node-args") ?? "").split(" ").filter((a) => a !== ""),
   ],
-});
+};
+rows.configure(options);
+pageRows.configure(options);
 
 process.on("SIGINT", () => {
   cleanup();
@@ -119,6 +123,7 @@ const plan = {
   markers: () => rows.markers(),
   "marks-daemon": () => rows.marksVsDaemon(stamps),
   status: () => rows.status(),
+  page: () => pageRows.page(stamps),
 };
 
 const results = [];
