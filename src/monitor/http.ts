@@ -13,7 +13,8 @@ import os from "node:os";
 export interface HttpResponse {
   status: number;
   contentType: string;
-  body: string;
+  /** Text, or its UTF-8 bytes (a page built in a worker arrives as bytes, not copied again). */
+  body: string | Uint8Array;
   /** More headers (a page's Content-Security-Policy). */
   headers?: Readonly<Record<string, string>>;
 }
@@ -254,7 +255,10 @@ export function text(status: number, body: string): HttpResponse {
 }
 
 function send(res: http.ServerResponse, req: http.IncomingMessage, r: HttpResponse): void {
-  const body = Buffer.from(r.body, "utf8");
+  const body =
+    typeof r.body === "string"
+      ? Buffer.from(r.body, "utf8")
+      : Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength);
   res.writeHead(r.status, {
     ...r.headers,
     "Content-Type": r.contentType,

@@ -131,6 +131,11 @@ export const PAGE_JS = `
     return u;
   }
 
+  function note(problem) {
+    var s = document.getElementById("live");
+    if (s && every > 0) s.textContent = problem || "Live: updated every " + every + " s.";
+  }
+
   function later(ms) {
     clearTimeout(timer);
     if (every > 0) timer = setTimeout(refresh, ms);
@@ -148,7 +153,10 @@ export const PAGE_JS = `
     var log = document.getElementById("log");
     var atEnd = log && log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
     fetch(location.href, { cache: "no-store", headers: { Accept: "text/html" } })
-      .then(function (r) { return r.text(); })
+      .then(function (r) {
+        if (!r.ok) throw new Error(String(r.status));
+        return r.text();
+      })
       .then(function (text) {
         var doc = new DOMParser().parseFromString(text, "text/html");
         var parts = document.querySelectorAll("[data-live-part]");
@@ -160,12 +168,12 @@ export const PAGE_JS = `
         var next = doc.getElementById("main");
         if (next && !next.getAttribute("data-live")) every = 0;
         filter();
+        note("");
         var log2 = document.getElementById("log");
         if (log2 && atEnd) log2.scrollTop = log2.scrollHeight;
       })
       .catch(function () {
-        var s = document.getElementById("live");
-        if (s) s.textContent = "live updates failed; retrying";
+        note("the last live update failed; retrying");
       })
       .then(function () { busy = false; later(every * 1000); });
   }
@@ -181,8 +189,7 @@ export const PAGE_JS = `
     q.addEventListener("input", changed);
     if (only) only.addEventListener("change", changed);
   }
-  var live = document.getElementById("live");
-  if (live && every > 0) live.textContent = "live: updated every " + every + " s";
+  note("");
   var log0 = document.getElementById("log");
   if (log0 && main.getAttribute("data-follow")) log0.scrollTop = log0.scrollHeight;
   document.addEventListener("visibilitychange", function () { if (!document.hidden) later(0); });

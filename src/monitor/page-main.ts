@@ -139,7 +139,7 @@ export function renderMain(m: PageModel, configZone: string): HttpResponse {
     : h`<li class="count">No job matches.</li>`;
   const body = h`<header id="top" data-live-part>
       <h1>cronvisor</h1>
-      <p class="verdict v-${m.code}" role="status">${m.verdict}</p>
+      <p class="verdict v-${m.code}">${m.verdict}</p>
       ${daemonPart(m.report.daemon, configZone)}
     </header>
     ${filterForm(m)}
