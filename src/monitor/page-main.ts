@@ -3,10 +3,17 @@
 // filter (a GET form: it works without the script, which filters as the user types) and one
 // entry per job, problems first: its health word and problem sentences, next fire in its own
 // time zone, last success, markers, its timeline and its duration trend.
-import { formatDurationRounded, formatSeconds } from "../core/duration.js";
+import { formatDurationRounded } from "../core/duration.js";
 import { h, page, timeEl, trusted, type Markup } from "./page-html.js";
 import { querySearch, type JobView, type PageModel } from "./page-data.js";
-import { axisLabels, rowHref, statusText, timelineSvg, trendSvg } from "./page-timeline.js";
+import {
+  axisLabels,
+  rowHref,
+  statusText,
+  timelineSvg,
+  runLength,
+  trendSvg,
+} from "./page-timeline.js";
 import type { HttpResponse } from "./http.js";
 import type { DaemonReport } from "../health/status.js";
 
@@ -86,7 +93,7 @@ function lastRun(j: JobView): Markup {
   const last = j.report.last_finished_run;
   if (!last) return h`none yet`;
   const ended = last.finished_at ?? last.started_at;
-  const took = last.duration_ms === null ? "" : `, took ${formatSeconds(last.duration_ms)}`;
+  const took = last.duration_ms === null ? "" : `, took ${runLength(last.duration_ms)}`;
   return h`<a href="/runs/${last.run_id}">run ${last.run_id}</a> ${statusText(last)}${took},
     ended ${timeEl(ended, j.job.timezone)}`;
 }

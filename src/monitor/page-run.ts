@@ -5,10 +5,9 @@
 // fetches it again every 2 s; without the script the page reloads itself).
 import fs from "node:fs";
 import path from "node:path";
-import { formatSeconds } from "../core/duration.js";
 import { READ_NOFOLLOW } from "../core/safe-path.js";
 import { escLines, h, notice, page, timeEl, trusted, type Markup } from "./page-html.js";
-import { rowHref, statusText } from "./page-timeline.js";
+import { rowHref, statusText, runLength } from "./page-timeline.js";
 import type { HttpResponse } from "./http.js";
 import type { RunRow, Store } from "../store/store.js";
 import type { Config, JobConfig } from "../core/types.js";
@@ -86,9 +85,9 @@ function facts(r: RunRow, zone: string, now: number): Markup {
   const end = r.finished_at;
   const duration =
     r.duration_ms !== null
-      ? formatSeconds(r.duration_ms)
+      ? runLength(r.duration_ms)
       : end === null
-        ? `running for ${formatSeconds(now - r.started_at, 0)}`
+        ? `running for ${runLength(now - r.started_at)}`
         : "-";
   const exit =
     r.signal !== null

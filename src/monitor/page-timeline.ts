@@ -18,6 +18,10 @@ const MIN_BAR = 0.001;
 const TICK = 1.5;
 
 const iso = (t: number): string => new Date(t).toISOString();
+
+/** A run's length: `1.2s` (tenths) up to two minutes, then `8m`, `3h` (as `status` rounds ages). */
+export const runLength = (ms: number): string =>
+  ms < 120_000 ? formatSeconds(ms) : formatDurationRounded(ms);
 const fixed = (n: number): string => n.toFixed(3).replace(/\.?0+$/, "");
 
 /** The `why` of a job's slot at `at` (ISO UTC: every character of it is safe in a query). */
@@ -51,7 +55,7 @@ function barTitle(r: RunRow, zone: string, now: number): string {
   const took =
     r.finished_at === null
       ? `running for ${formatDurationRounded(now - r.started_at)}`
-      : formatSeconds(end - r.started_at);
+      : runLength(end - r.started_at);
   const slot = r.slot === null ? "no slot" : `slot ${localTime(r.slot, zone, true)}`;
   return `run ${r.id}: ${statusText(r)}, ${r.trigger ?? "schedule"}, ${slot}, started ${localTime(r.started_at, zone, true)}, ${took}`;
 }
@@ -108,7 +112,7 @@ export function trendSvg(v: JobView): Markup {
   const p95 = v.report.p95_duration_ms;
   if (d.length < 2) {
     return trusted(
-      `<div class="trendrow">duration trend: ${d.length === 1 ? `one successful run (${esc(formatSeconds(d[0] as number))})` : "no successful run yet"}</div>`,
+      `<div class="trendrow">duration trend: ${d.length === 1 ? `one successful run (${esc(runLength(d[0] as number))})` : "no successful run yet"}</div>`,
     );
   }
   const top = Math.max(...d, p95 ?? 0) * 1.15 || 1;
@@ -118,8 +122,8 @@ export function trendSvg(v: JobView): Markup {
   const line =
     p95 === null ? "" : `<line class="p95" x1="0" x2="100" y1="${y(p95)}" y2="${y(p95)}"/>`;
   const last = d[d.length - 1] as number;
-  const words = `last ${formatSeconds(last)}, p95 ${p95 === null ? "not known yet (fewer than 5 successes)" : formatSeconds(p95)}`;
-  const label = `Durations of the last ${d.length} successful runs of ${v.job.name}: ${d.map((ms) => formatSeconds(ms)).join(", ")}`;
+  const words = `last ${runLength(last)}, p95 ${p95 === null ? "not known yet (fewer than 5 successes)" : runLength(p95)}`;
+  const label = `Durations of the last ${d.length} successful runs of ${v.job.name}: ${d.map(runLength).join(", ")}`;
   return trusted(
     `<div class="trendrow"><svg class="trend" viewBox="0 0 100 ${H}" preserveAspectRatio="none" role="img" aria-label="${esc(label)}"><title>${esc(label)}</title><polyline points="${points}"/>${line}</svg><span>${esc(words)}</span></div>`,
   );
