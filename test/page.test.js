@@ -44,6 +44,21 @@ test("http_logs: false by default, true when set, and nothing but a boolean", ()
   );
 });
 
+test("the page's worker: a store it cannot open answers 503 with the reason, and the client closes it", async () => {
+  const { PageClient } = await import("../dist/monitor/page-client.js");
+  const logged = [];
+  const client = new PageClient("/nonexistent/cvx-state", (l) => logged.push(l));
+  const { config } = parseConfig(
+    'jobs: { a: { schedule: "@daily", command: "true" } }',
+    "/srv/jobs.yaml",
+  );
+  const r = await client.answer(config, { path: "/", query: new URLSearchParams() }, Date.now());
+  assert.equal(r.status, 503);
+  assert.match(Buffer.from(r.body).toString("utf8"), /cannot open the store/);
+  await client.close();
+  assert.deepEqual(logged, []);
+});
+
 const HOSTILE_LOG = `printf '%s\\n' '<script>alert(1)</script>' "it's \\"quoted\\"" "$(printf 'ctl\\033[31mred')"`;
 
 function jobs(node, bin) {
