@@ -344,6 +344,11 @@ export class PgStore extends PgMarkerStore implements Store {
     return history.runsRunningOrFinishedSince(this.c.one, job, since);
   }
 
+  async timelines(jobs: readonly string[], since: number) {
+    // One statement: one snapshot.
+    return history.timelines(this.c.one, jobs, since);
+  }
+
   async maxRunId(job: string) {
     return history.maxRunId(this.c.one, job);
   }
