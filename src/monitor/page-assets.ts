@@ -128,6 +128,7 @@ export const PAGE_JS = `
     var u = new URL(location.href);
     if (q) { if (q.value.trim()) u.searchParams.set("q", q.value.trim()); else u.searchParams.delete("q"); }
     if (only) { if (only.checked) u.searchParams.set("problems", "1"); else u.searchParams.delete("problems"); }
+    u.searchParams.delete("page");
     return u;
   }
 

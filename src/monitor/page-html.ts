@@ -26,8 +26,14 @@ const ESCAPES: Record<string, string> = {
   "'": "&#39;",
 };
 
+/** Any character `esc` changes: markup, or one that printable() shows as an escape. */
+// eslint-disable-next-line no-control-regex
+const SPECIAL = /[&<>"'\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]/u;
+
 /** Text for element content or a quoted attribute: control characters shown, `& < > " '` escaped. */
 export function esc(text: string): string {
+  // Most text (times, numbers, job names) has none: one scan, no new string.
+  if (!SPECIAL.test(text)) return text;
   return printable(text).replace(/[&<>"']/g, (c) => ESCAPES[c] as string);
 }
 

@@ -5,7 +5,7 @@
 // time zone, last success, markers, its timeline and its duration trend.
 import { formatDurationRounded } from "../core/duration.js";
 import { h, page, timeEl, trusted, type Markup } from "./page-html.js";
-import { querySearch, type JobView, type PageModel } from "./page-data.js";
+import { PAGE_JOBS, querySearch, type JobView, type PageModel } from "./page-data.js";
 import {
   axisLabels,
   rowHref,
@@ -66,7 +66,7 @@ function filterForm(m: PageModel): Markup {
   const q = m.query;
   const range = (name: "24h" | "7d", label: string): Markup =>
     h`<a
-      href="/${querySearch(q, { range: name })}"
+      href="/${querySearch(q, { range: name, page: 1 })}"
       ${q.range === name ? trusted(' aria-current="page"') : ""}
       >${label}</a
     >`;
@@ -138,6 +138,24 @@ const LEGEND = trusted(
   `<div class="legend" aria-hidden="true"><span><i class="k-ok"></i>ok</span><span><i class="k-failed"></i>failed</span><span><i class="k-timeout"></i>timeout</span><span><i class="k-killed"></i>killed</span><span><i class="k-interrupted"></i>interrupted</span><span><i class="k-running"></i>running</span><span><i class="k-skipped"></i>skipped slot</span><span><i class="k-missed"></i>missed slot</span></div>`,
 );
 
+/** How many jobs are shown of how many, and the links to the pages before and after. */
+function countLine(m: PageModel, total: number): Markup {
+  const q = m.query;
+  const first = m.jobs.length ? m.offset + 1 : 0;
+  const last = m.offset + m.jobs.length;
+  const of = m.matching === total ? `${total} jobs` : `${m.matching} matching jobs (of ${total})`;
+  const range = m.matching > PAGE_JOBS ? ` (${first}–${last})` : "";
+  const prev =
+    q.page > 1
+      ? h` <a href="/${querySearch(q, { page: q.page - 1 })}" rel="prev">previous ${PAGE_JOBS}</a>`
+      : "";
+  const next =
+    last < m.matching
+      ? h` <a href="/${querySearch(q, { page: q.page + 1 })}" rel="next">next ${PAGE_JOBS}</a>`
+      : "";
+  return h`<p class="count" id="count" data-live-part>Showing <span id="shown">${m.jobs.length}</span> of ${of}${range}, problems first.${prev}${next} Each bar is a run, each tick a skipped or missed slot; each links to why.</p>`;
+}
+
 /** The whole status page. */
 export function renderMain(m: PageModel, configZone: string): HttpResponse {
   const total = m.report.jobs.length;
@@ -150,10 +168,7 @@ export function renderMain(m: PageModel, configZone: string): HttpResponse {
       ${daemonPart(m.report.daemon, configZone)}
     </header>
     ${filterForm(m)}
-    <p class="count">
-      Showing <span id="shown">${m.jobs.length}</span> of ${total} jobs, problems first. Each bar is
-      a run, each tick a skipped or missed slot; each links to why.
-    </p>
+    ${countLine(m, total)}
     ${LEGEND}
     <div class="jobs-head" aria-hidden="true"><span>job</span>${axisLabels(m.query.range)}</div>
     <ol id="jobs" class="jobs" data-live-part>
