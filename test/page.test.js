@@ -5,9 +5,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { esc, h, trusted } from "../dist/monitor/page-html.js";
-import { routeFor } from "../dist/monitor/http.js";
+import { routeFor, startHttp, text } from "../dist/monitor/http.js";
 import { parseConfig } from "../dist/config/parse.js";
-import { BIN, cli, statusJson, tmpdir, waitFor } from "./helpers.js";
+import { BIN, cli, freePort, request, statusJson, tmpdir, waitFor } from "./helpers.js";
 import { elements, pageDaemon, reloadWith, statusUntil, textOf } from "./page-helpers.js";
 
 test("esc and h: markup characters and control characters never reach the HTML raw", () => {
@@ -31,6 +31,16 @@ test("routes: exact paths, and prefixes for /runs/ID and /why/JOB", () => {
   assert.equal(routeFor(routes, "/runs/"), 3); // its handler says there is no run ""
   assert.equal(routeFor(routes, "/statusx"), undefined);
   assert.equal(routeFor(routes, "/nope/x"), undefined);
+});
+
+test("an answer that takes longer to build than a silent connection may last still arrives", async (t) => {
+  // A connection silent for 2 s is dropped; one whose request is being answered is not.
+  const slow = () => new Promise((r) => setTimeout(() => r(text(200, "built\n")), 2600));
+  const port = await freePort();
+  const server = await startHttp({ host: "127.0.0.1", port }, { "/": slow }, () => {});
+  t.after(() => server.close());
+  const r = await request(port, { path: "/" });
+  assert.deepEqual([r.status, r.body], [200, "built\n"]);
 });
 
 test("http_logs: false by default, true when set, and nothing but a boolean", () => {

@@ -54,6 +54,8 @@ export interface HttpEndpoint {
 /** A client must send its whole request head within this; checked every 500 ms. */
 const HEADERS_TIMEOUT_MS = 2_000;
 const IDLE_TIMEOUT_MS = 2_000;
+/** How long a request whose head has arrived may wait for its answer (the page's own limit is 30 s). */
+const ANSWER_TIMEOUT_MS = 35_000;
 
 const WILDCARDS = new Set(["0.0.0.0", "::", "[::]", ""]);
 
@@ -202,7 +204,12 @@ export function startHttp(
     const route = routeFor(routes, request.path);
     if (!route)
       return send(res, req, text(404, `not found; try ${Object.keys(routes).join(" ")}\n`));
-    send(res, req, await route(request));
+    // An answer may take longer to build (a page of 1,000 jobs) than a silent connection may
+    // last: the connection waits for it, then is held to IDLE_TIMEOUT_MS again.
+    req.socket.setTimeout(ANSWER_TIMEOUT_MS);
+    const answer = await route(request);
+    req.socket.setTimeout(IDLE_TIMEOUT_MS);
+    send(res, req, answer);
   }
 
   // Small, read-only answers: no slow clients holding sockets, no request bodies. A connection
