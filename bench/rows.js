@@ -51,13 +51,14 @@ function row(what, cvx, base, baseName, target, pass, note = "", unit = "") {
 /**
  * Run cronvisor with `jobs` per-second jobs for `seconds`, measured from the middle of a second
  * to the middle of a second (so the window holds whole seconds of steady work). `during` may
- * start load (mark loops) for the window and returns its stopper.
+ * start load (mark loops) for the window and returns its stopper; `top` adds top-level config
+ * keys (`http`).
  */
-async function cvxSegment({ jobs, command, seconds, stamps, during }) {
+export async function cvxSegment({ jobs, command, seconds, stamps, during, top = {} }) {
   const dir = tmpdir();
   const stampFile = path.join(dir, "stamps.txt");
   const argv = stamps ? stamps.argv(stampFile) : command;
-  const cfg = writeConfig(dir, { jobs: perSecond(jobs, argv) });
+  const cfg = writeConfig(dir, { jobs: perSecond(jobs, argv), top });
   const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs });
   const state = path.join(dir, "state");
   try {
@@ -147,7 +148,7 @@ async function bareSegment({ jobs, command, seconds, stamps }) {
 }
 
 /** Alternate cronvisor and a baseline for `rounds` rounds (A B, B A, ...). */
-async function alternate(rounds, a, b) {
+export async function alternate(rounds, a, b) {
   const ra = [];
   const rb = [];
   for (let r = 0; r < rounds; r++) {
@@ -898,11 +899,15 @@ export async function marksVsDaemon(stamps) {
 
 // ---- status ---------------------------------------------------------------------------------
 
-/** A store with `jobs` jobs and `runs` finished runs (some failed) plus markers, by bulk insert. */
-export async function fillStore(dir, jobs, runs) {
+/**
+ * A store with `jobs` jobs and `runs` finished runs (some failed) plus markers, by bulk insert;
+ * `top` adds top-level config keys (`http`).
+ */
+export async function fillStore(dir, jobs, runs, top = {}) {
   const schedule = "0 * * * *";
   const cfg = writeConfig(dir, {
     jobs: range(jobs).map((i) => ({ name: jobName(i), schedule, command: ["/bin/true"] })),
+    top,
   });
   const state = path.join(dir, "state");
   const { openStore } = await importDist("store/store.js");

@@ -4,7 +4,7 @@
 //   node bench/run.js [--quick] [--only NAME[,NAME...]] [--json FILE] [--root DIR] [--tmp DIR]
 //                     [--profile DIR] [--node-args "ARGS"]
 //
-// NAME: per-run lateness scheduler idle throughput markers marks-daemon status
+// NAME: per-run lateness scheduler idle throughput markers marks-daemon status page
 //       pg-claim nodes-paused failover (issue 14: PostgreSQL and several nodes; bench/nodes.js)
 //   (idle: CPU and RSS at 1,000 and RSS at 10,000 hourly jobs; markers: `mark KEY` without and
 //   through the daemon's broker, `mark --stdin`, the library)
@@ -30,6 +30,7 @@ import {
 } from "./lib.js";
 import * as nodes from "./nodes.js";
 import * as rows from "./rows.js";
+import * as pageRows from "./page.js";
 
 const argv = process.argv.slice(2);
 if (argv.includes("--help") || argv.includes("-h")) {
@@ -57,6 +58,7 @@ const ALL = [
   "pg-claim",
   "nodes-paused",
   "failover",
+  "page",
 ];
 const only = opt("only")?.split(",") ?? ALL;
 for (const n of only) {
@@ -83,6 +85,7 @@ const options = {
 };
 rows.configure(options);
 nodes.configure(options);
+pageRows.configure(options);
 
 process.on("SIGINT", () => {
   cleanup();
@@ -138,6 +141,7 @@ const plan = {
   "pg-claim": () => nodes.pgClaim(),
   "nodes-paused": () => nodes.nodesPaused(),
   failover: () => nodes.failover(),
+  page: () => pageRows.page(stamps),
 };
 
 const results = [];

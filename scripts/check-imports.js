@@ -22,7 +22,7 @@ const from = (...folders) => Object.fromEntries(folders.map((f) => [f, ANY]));
 // folder gets a line here (and in ARCHITECTURE.md's "who may import whom") when it is made.
 const IMPORTERS = {
   core: ANY, // types and durations: everything may use them, and they import nothing
-  schedule: from("config", "daemon", "health", "commands"),
+  schedule: from("config", "daemon", "health", "monitor", "commands"), // monitor: the page's `why` reads a TIME
   store: from("daemon", "markers", "health", "monitor", "run", "commands"),
   // process handling: markers and health judge a run's liveness (proc.ts); alert commands get a
   // job-like environment (env.ts)

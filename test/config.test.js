@@ -621,6 +621,7 @@ test("a minimal job gets every default", () => {
     node: null,
     leaseMs: 30_000,
     http: null,
+    httpLogs: false,
     alerts: [],
     jobs: [
       {

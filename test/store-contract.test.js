@@ -400,6 +400,7 @@ contract("history: lastRun, historyRow, recentFinished, scans", async (_t, { sto
   out.all = await store.history(null, 2);
   out.after = await store.runsAfter("a", a1.run.id, 10);
   out.since = await store.runsRunningOrFinishedSince("a", 1150);
+  out.timelines = Object.fromEntries(await store.timelines(["a", "zzz"], 1150));
   out.maxRunId = [await store.maxRunId("a"), await store.maxRunId("zzz")];
   out.maxIds = await store.maxIds();
   out.changed = await store.jobsChangedSince(a1.run.id, 0);
@@ -412,6 +413,25 @@ contract("history: lastRun, historyRow, recentFinished, scans", async (_t, { sto
     [a1.run.id],
   );
   assert.deepEqual(out.changed.jobs, ["a", "b"]);
+  // The timeline rows are the same rows as runsRunningOrFinishedSince, in its columns.
+  const columns = Object.keys(out.timelines.a[0] ?? {}).sort();
+  assert.deepEqual(columns, [
+    "duration_ms",
+    "exit_code",
+    "finished_at",
+    "id",
+    "reason",
+    "signal",
+    "slot",
+    "started_at",
+    "status",
+    "trigger",
+  ]);
+  assert.deepEqual(
+    out.timelines.a,
+    out.since.map((r) => Object.fromEntries(columns.map((k) => [k, r[k]]))),
+  );
+  assert.deepEqual(out.timelines.zzz, []);
   assert.deepEqual(out.unchanged.jobs, []);
   return out;
 });

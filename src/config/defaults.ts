@@ -40,6 +40,7 @@ export function resolveConfig(raw: Raw, file: string, hostTimezone: string): Con
     node: (raw.node as string | undefined) ?? null,
     leaseMs: top("lease") as number,
     http: top("http") as Config["http"],
+    httpLogs: top("http_logs") as boolean,
     alerts: top("alerts") as AlertTarget[],
     jobs: (raw.jobs as RawJob[]).map((job) => resolveJob(job, defaults, { dir, timezone, env })),
   };

@@ -259,7 +259,12 @@ export const KEYS: Readonly<Record<string, KeySpec>> = {
     kind: "hostport",
     nullable: true,
     default: null,
-    doc: "HOST:PORT for GET /healthz /status /metrics. Default: off.",
+    doc: "HOST:PORT for the status page (GET /) and GET /healthz /status /metrics. Default: off.",
+  },
+  http_logs: {
+    kind: "bool",
+    default: false,
+    doc: "Show each run's command and log tail on the status page (GET /runs/ID). Default false: any local user can reach the http port, while logs are 0600 on disk.",
   },
   alerts: {
     kind: "alerts",

@@ -100,6 +100,8 @@ export interface Config {
   /** How long a silent node keeps its jobs on a shared store. */
   leaseMs: number;
   http: { host: string; port: number } | null;
+  /** Show runs' commands and log tails on the http endpoint's page (`http_logs`, default false). */
+  httpLogs: boolean;
   alerts: AlertTarget[];
   /** In file order. */
   jobs: JobConfig[];

@@ -35,7 +35,9 @@ export class Endpoint {
     }
     this.down = null;
     const host = this.bind.host.includes(":") ? `[${this.bind.host}]` : this.bind.host;
-    this.log(`cronvisor: http: serving /healthz /status /metrics on ${host}:${this.server.port}`);
+    this.log(
+      `cronvisor: http: serving /healthz /status /metrics on ${host}:${this.server.port}, and the status page at http://${host}:${this.server.port}/`,
+    );
     return true;
   }
 

@@ -1,4 +1,4 @@
-// The read-only HTTP endpoint: GET /healthz, /status, /metrics.
+// The read-only HTTP endpoint: GET / (the status page), /healthz, /status, /metrics.
 //
 // Safe by default: it binds where the config says (loopback in every example), answers only GET
 // and HEAD (405 otherwise), changes nothing, and refuses (403) any request whose Host header is not
@@ -13,11 +13,36 @@ import os from "node:os";
 export interface HttpResponse {
   status: number;
   contentType: string;
-  body: string;
+  /** Text, or its UTF-8 bytes (a page built in a worker arrives as bytes, not copied again). */
+  body: string | Uint8Array;
+  /** More headers (a page's Content-Security-Policy). */
+  headers?: Readonly<Record<string, string>>;
 }
 
-/** One handler per path; each reads, none writes. */
-export type Routes = Record<string, () => HttpResponse | Promise<HttpResponse>>;
+/** What a handler is told of its request: the path as sent (not decoded) and the query. */
+export interface HttpRequest {
+  path: string;
+  query: URLSearchParams;
+}
+
+export type Handler = (req: HttpRequest) => HttpResponse | Promise<HttpResponse>;
+
+/**
+ * One handler per path; each reads, none writes. A key ending in "/" (other than "/" itself) is a
+ * prefix: `/runs/` answers `/runs/12`.
+ */
+export type Routes = Record<string, Handler>;
+
+/** The handler for `path`: its exact key, else the longest prefix key that leads to it. */
+export function routeFor(routes: Routes, path: string): Handler | undefined {
+  if (Object.hasOwn(routes, path)) return routes[path];
+  let best: string | null = null;
+  for (const key of Object.keys(routes)) {
+    if (key === "/" || !key.endsWith("/") || !path.startsWith(key) || path === key) continue;
+    if (best === null || key.length > best.length) best = key;
+  }
+  return best === null ? undefined : routes[best];
+}
 
 export interface HttpEndpoint {
   /** The address actually bound. */
@@ -29,6 +54,8 @@ export interface HttpEndpoint {
 /** A client must send its whole request head within this; checked every 500 ms. */
 const HEADERS_TIMEOUT_MS = 2_000;
 const IDLE_TIMEOUT_MS = 2_000;
+/** How long a request whose head has arrived may wait for its answer (the page's own limit is 30 s). */
+const ANSWER_TIMEOUT_MS = 35_000;
 
 const WILDCARDS = new Set(["0.0.0.0", "::", "[::]", ""]);
 
@@ -173,11 +200,16 @@ export function startHttp(
         text(405, "method not allowed: this endpoint is read-only (GET, HEAD)\n"),
       );
     }
-    const path = (req.url ?? "/").split("?")[0] as string;
-    const route = Object.hasOwn(routes, path) ? routes[path] : undefined;
+    const request = parseTarget(req.url ?? "/");
+    const route = routeFor(routes, request.path);
     if (!route)
       return send(res, req, text(404, `not found; try ${Object.keys(routes).join(" ")}\n`));
-    send(res, req, await route());
+    // An answer may take longer to build (a page of 1,000 jobs) than a silent connection may
+    // last: the connection waits for it, then is held to IDLE_TIMEOUT_MS again.
+    req.socket.setTimeout(ANSWER_TIMEOUT_MS);
+    const answer = await route(request);
+    req.socket.setTimeout(IDLE_TIMEOUT_MS);
+    send(res, req, answer);
   }
 
   // Small, read-only answers: no slow clients holding sockets, no request bodies. A connection
@@ -216,13 +248,26 @@ export function startHttp(
   });
 }
 
+/** A request target (`/why/a?at=2026-03-29T02:00Z`) as its path, not decoded, and its query. */
+export function parseTarget(url: string): HttpRequest {
+  const q = url.indexOf("?");
+  return {
+    path: q < 0 ? url : url.slice(0, q),
+    query: new URLSearchParams(q < 0 ? "" : url.slice(q + 1)),
+  };
+}
+
 export function text(status: number, body: string): HttpResponse {
   return { status, contentType: "text/plain; charset=utf-8", body };
 }
 
 function send(res: http.ServerResponse, req: http.IncomingMessage, r: HttpResponse): void {
-  const body = Buffer.from(r.body, "utf8");
+  const body =
+    typeof r.body === "string"
+      ? Buffer.from(r.body, "utf8")
+      : Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength);
   res.writeHead(r.status, {
+    ...r.headers,
     "Content-Type": r.contentType,
     "Content-Length": body.length,
     "Cache-Control": "no-store",

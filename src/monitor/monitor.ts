@@ -31,10 +31,12 @@ import type { Assessment, HealthWord } from "../health/health.js";
 import { Endpoint } from "./endpoint.js";
 import { Metrics } from "./metrics.js";
 import { monitorRoutes } from "./routes.js";
+import { PageClient } from "./page-client.js";
 import { inspectJob } from "../health/status.js";
 import type { RunRow, Store } from "../store/store.js";
 import type { SupervisorHooks } from "../daemon/supervisor.js";
 import type { AlertTarget, Config, JobConfig } from "../core/types.js";
+import { storeTarget } from "../store/store.js";
 
 /** Time a beat may spend judging jobs before it yields to the scheduler (the rest: next beat). */
 const BEAT_BUDGET_MS = 50;
@@ -87,6 +89,8 @@ export class Monitor {
   private readonly pings = new Map<string, Outbox<PingItem>>();
   /** The `http:` endpoint, when configured. */
   private endpoint: Endpoint | null = null;
+  /** The status page's worker (with the endpoint). */
+  private pages: PageClient | null = null;
   readonly metrics: Metrics;
 
   constructor(config: Config, opts: MonitorOptions = {}) {
@@ -153,11 +157,13 @@ export class Monitor {
   async start(): Promise<void> {
     const bind = this.config.http;
     if (!bind) return;
+    this.pages = new PageClient(storeTarget(this.config), this.log);
     const routes = monitorRoutes({
       store: () => this.store,
       config: () => this.config,
       now: this.now,
       metrics: this.metrics,
+      pages: this.pages,
     });
     this.endpoint = new Endpoint(bind, routes, this.log);
     await this.endpoint.ensure(this.now());
@@ -364,6 +370,7 @@ export class Monitor {
   async stop(): Promise<void> {
     await this.work; // no store work after the daemon closes the store
     await this.endpoint?.close();
+    await this.pages?.close();
     const boxes = [...this.targets.map((t) => t.box), ...this.pings.values()];
     const left = await Promise.all(boxes.map((b) => b.drain(STOP_DRAIN_MS)));
     const n = left.reduce((a, b) => a + b, 0);

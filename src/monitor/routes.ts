@@ -1,10 +1,13 @@
 // The monitor's HTTP endpoints: /healthz (is the daemon beating), /status (the same report as
-// `cronvisor status --json`) and /metrics. Each reads the store the daemon holds at that moment.
+// `cronvisor status --json`) and /metrics, each reading the store the daemon holds at that
+// moment; and the status page (`/`, `/runs/ID`, `/why/JOB`), built off the loop by the page's
+// worker (page-client.ts) from its own connection to the same store.
 import { formatDurationRounded } from "../core/duration.js";
 import { beating } from "../health/health.js";
 import { buildStatus } from "../health/status.js";
-import { text, type HttpResponse } from "./http.js";
+import { text, type HttpRequest, type Routes } from "./http.js";
 import type { Metrics } from "./metrics.js";
+import type { PageClient } from "./page-client.js";
 import type { Store } from "../store/store.js";
 import type { Config } from "../core/types.js";
 
@@ -14,13 +17,19 @@ export interface RouteSource {
   config: () => Config;
   now: () => number;
   metrics: Metrics;
+  /** The status page's worker. */
+  pages: PageClient;
 }
 
-export function monitorRoutes(
-  src: RouteSource,
-): Record<string, () => HttpResponse | Promise<HttpResponse>> {
+export function monitorRoutes(src: RouteSource): Routes {
   const starting = text(503, "starting: the daemon has not recorded a heartbeat yet\n");
+  // Not before the daemon's first beat: until then the store may not be made or migrated.
+  const page = (req: HttpRequest) =>
+    src.store()?.isOpen() ? src.pages.answer(src.config(), req, src.now()) : starting;
   return {
+    "/": page,
+    "/runs/": page,
+    "/why/": page,
     "/healthz": async () => {
       const store = src.store();
       if (!store?.isOpen()) return starting;

@@ -38,6 +38,7 @@ import type {
   StatusJob,
   StatusRows,
   TickOutcome,
+  TimelineRow,
   TickWrite,
 } from "./rows.js";
 import type { RunResult } from "../core/types.js";
@@ -194,6 +195,11 @@ export interface Store extends MarkerStore {
   repeatingKeysAll(limit: number): Promise<Map<string, AttemptRow[]>>;
   runsAfter(job: string, afterId: number, limit: number): Promise<RunRow[]>;
   runsRunningOrFinishedSince(job: string, since: number): Promise<RunRow[]>;
+  /**
+   * Each job's rows (runs and dispositions) running now or finished at or after `since`, oldest
+   * first, only the columns a timeline draws, in one snapshot: the status page's timelines.
+   */
+  timelines(jobs: readonly string[], since: number): Promise<Map<string, TimelineRow[]>>;
   maxRunId(job: string): Promise<number>;
   jobsChangedSince(
     runId: number,

@@ -17,6 +17,10 @@ export class PgMarkerStore implements MarkerStore {
     return true;
   }
 
+  isOpen(): boolean {
+    return this.c.open;
+  }
+
   /** The node this connection writes as. */
   get node(): string {
     return this.c.node;

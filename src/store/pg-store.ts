@@ -43,11 +43,7 @@ export class PgStore extends PgMarkerStore implements Store {
     return new PgStore(await openPgConn(url, opts));
   }
 
-  isOpen(): boolean {
-    return this.c.open;
-  }
-
-  // ---- the daemon singleton
+  // ---- the daemon rows (one per node)
 
   async daemon() {
     return daemon.daemonRow(this.c.one, this.c.node);
@@ -367,6 +363,11 @@ export class PgStore extends PgMarkerStore implements Store {
 
   async runsRunningOrFinishedSince(job: string, since: number) {
     return history.runsRunningOrFinishedSince(this.c.one, job, since);
+  }
+
+  async timelines(jobs: readonly string[], since: number) {
+    // One statement: one snapshot.
+    return history.timelines(this.c.one, jobs, since);
   }
 
   async maxRunId(job: string) {

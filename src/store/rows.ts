@@ -56,6 +56,21 @@ export type HistoryRow = Pick<
   | "node"
 >;
 
+/** The columns of a run the status page's timeline draws (a run's bar, a disposition's tick). */
+export type TimelineRow = Pick<
+  RunRow,
+  | "id"
+  | "slot"
+  | "trigger"
+  | "status"
+  | "reason"
+  | "exit_code"
+  | "signal"
+  | "started_at"
+  | "finished_at"
+  | "duration_ms"
+>;
+
 /** The columns of a run that health is judged from. */
 export type RunFacts = Pick<
   RunRow,

@@ -340,6 +340,10 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
     return history.runsRunningOrFinishedSince(this.c, job, since);
   }
 
+  async timelines(jobs: readonly string[], since: number) {
+    return this.c.read(() => history.timelines(this.c, jobs, since));
+  }
+
   async maxRunId(job: string) {
     return history.maxRunId(this.c, job);
   }

@@ -2,7 +2,7 @@
 // Table-group functions: they run in their caller's transaction (a snapshot when the caller
 // opened one) and never open one.
 import type { Q } from "../pg-connection.js";
-import type { HistoryRow, RunFacts, RunRow } from "../rows.js";
+import type { HistoryRow, RunFacts, RunRow, TimelineRow } from "../rows.js";
 
 const HISTORY_COLUMNS = `id, job, slot, trigger, status, reason, exit_code, signal, attempt, started_at,
   finished_at, duration_ms, markers_new, markers_skipped, pid, log_path`;
@@ -67,6 +67,25 @@ export async function runsRunningOrFinishedSince(q: Q, job: string, since: numbe
     "SELECT * FROM runs WHERE job = $1 AND (status = 'running' OR finished_at >= $2) ORDER BY id",
     [job, since],
   );
+}
+
+const TIMELINE_COLUMNS =
+  "id, slot, trigger, status, reason, exit_code, signal, started_at, finished_at, duration_ms";
+
+/** Each job's rows running or finished at or after `since`, oldest first: one query for all. */
+export async function timelines(
+  q: Q,
+  jobs: readonly string[],
+  since: number,
+): Promise<Map<string, TimelineRow[]>> {
+  const rows = await q.all<TimelineRow & { job: string }>(
+    `SELECT job, ${TIMELINE_COLUMNS} FROM runs
+     WHERE job = ANY($1) AND (status = 'running' OR finished_at >= $2) ORDER BY id`,
+    [jobs, since],
+  );
+  const out = new Map<string, TimelineRow[]>(jobs.map((j) => [j, []]));
+  for (const { job, ...row } of rows) out.get(job)?.push(row);
+  return out;
 }
 
 /** The highest row id of a job (0 if none). */

@@ -2,7 +2,7 @@
 // from, and the monitor's scans. Table-group functions: they run in their caller's transaction
 // (a snapshot when the caller opened one) and never open one.
 import type { Conn } from "../connection.js";
-import type { HistoryRow, RunFacts, RunRow } from "../rows.js";
+import type { HistoryRow, RunFacts, RunRow, TimelineRow } from "../rows.js";
 import type { RunStatus } from "../../core/types.js";
 
 const HISTORY_COLUMNS = `id, job, slot, trigger, status, reason, exit_code, signal, attempt, started_at,
@@ -91,6 +91,42 @@ export function runsRunningOrFinishedSince(c: Conn, job: string, since: number):
   return c
     .q("SELECT * FROM runs WHERE job = ? AND (status = 'running' OR finished_at >= ?) ORDER BY id")
     .all(job, since) as RunRow[];
+}
+
+const TIMELINE_COLUMNS =
+  "id, slot, trigger, status, reason, exit_code, signal, started_at, finished_at, duration_ms";
+
+/**
+ * Each job's rows running or finished at or after `since`, oldest first, as TimelineRows. Raw
+ * rows made into objects here, as recentFinished does: the page reads thousands of them.
+ */
+export function timelines(
+  c: Conn,
+  jobs: readonly string[],
+  since: number,
+): Map<string, TimelineRow[]> {
+  const out = new Map<string, TimelineRow[]>(jobs.map((j) => [j, []]));
+  const q = c.q(
+    `SELECT job, ${TIMELINE_COLUMNS} FROM runs
+     WHERE job = ? AND (status = 'running' OR finished_at >= ?) ORDER BY id`,
+    true,
+  );
+  const rows = jobs.flatMap((job) => q.all(job, since) as unknown[][]);
+  for (const r of rows as unknown[][]) {
+    out.get(r[0] as string)?.push({
+      id: r[1] as number,
+      slot: r[2] as number | null,
+      trigger: r[3] as TimelineRow["trigger"],
+      status: r[4] as TimelineRow["status"],
+      reason: r[5] as string | null,
+      exit_code: r[6] as number | null,
+      signal: r[7] as string | null,
+      started_at: r[8] as number,
+      finished_at: r[9] as number | null,
+      duration_ms: r[10] as number | null,
+    });
+  }
+  return out;
 }
 
 /** The highest row id of a job (0 if none). */
