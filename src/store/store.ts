@@ -2,7 +2,7 @@
 // which load their engine (better-sqlite3 or pg) only when called. Importers outside src/store/ import from here.
 import type { OpenOptions } from "./connection.js";
 import type { MarkerStore, Store } from "./interface.js";
-import os from "node:os";
+import { createRequire } from "node:module";
 import type { PgOpenOptions } from "./pg-connection.js";
 
 // Loaded by every marker command: errors.js is its only import at run time (the rest is types).
@@ -57,7 +57,10 @@ export function storeTarget(config: {
     stateDir: config.stateDir,
     url: config.store,
     passwordFile: config.passwordFile,
-    node: config.node ?? os.hostname(),
+    // node:os only here: a marker command inside a job imports this module and never asks.
+    node:
+      config.node ??
+      (createRequire(import.meta.url)("node:os") as typeof import("node:os")).hostname(),
     // A quarter of the lease: a node learns in time that the store does not answer.
     timeoutMs: Math.max(500, Math.min(10_000, Math.floor(config.leaseMs / 4))),
   };
