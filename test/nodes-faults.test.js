@@ -4,56 +4,13 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import net from "node:net";
-import path from "node:path";
 import test from "node:test";
-import { ROOT, cli, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import { cli, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
+import { alive, assertEachSlotOnce, nodeConfig, runs, started } from "./nodes-helpers.js";
 import { freshDatabase, pgSkip, rawClient, serverDown, serverSocket } from "./pg.js";
 
 const skip = pgSkip();
-const NODE_DIR = path.dirname(process.execPath);
 const FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
-
-function nodeConfig(dir, name, url, jobs, lease = "3s") {
-  return writeConfig(
-    dir,
-    `store: "${url}"
-node: ${name}
-state_dir: ./state-${name}
-heartbeat: 1s
-lease: ${lease}
-env: { PATH: "${path.join(ROOT, "bin")}:${NODE_DIR}:/usr/bin:/bin" }
-jobs:
-${jobs}`,
-    `${name}.yaml`,
-  );
-}
-
-async function runs(raw, where = "TRUE", params = []) {
-  return (await raw.query(`SELECT * FROM runs WHERE ${where} ORDER BY id`, params)).rows.map(
-    (r) => ({ ...r, id: Number(r.id), slot: r.slot === null ? null : Number(r.slot) }),
-  );
-}
-
-/** Both daemons have started (their start-up is done, their jobs watched). */
-const started = (ds) =>
-  waitFor(() => ds.every((d) => /daemon \d+ started/.test(d.err)), "the daemons started", 30_000);
-
-/** No (job, slot) has more than one row: no slot ran or was recorded twice. */
-async function assertEachSlotOnce(raw) {
-  const twice = await raw.query(
-    "SELECT job, slot, count(*)::int AS n FROM runs WHERE slot IS NOT NULL AND attempt = 1 AND trigger IN ('schedule', 'catchup') GROUP BY job, slot HAVING count(*) > 1",
-  );
-  assert.deepEqual(twice.rows, []);
-}
-
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return e.code === "EPERM";
-  }
-};
 
 const JOBS = `  tick:
     schedule: "* * * * * *"

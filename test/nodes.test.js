@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import test from "node:test";
-import { ROOT, cli, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import { ROOT, cli, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
+import { alive, assertEachSlotOnce, nodeConfig, runs } from "./nodes-helpers.js";
 import { freshDatabase, pgSkip, rawClient } from "./pg.js";
 
 const skip = pgSkip();
@@ -13,31 +14,6 @@ const skip = pgSkip();
 const SOAK = process.env.CRONVISOR_SOAK === "1";
 const KILLS = SOAK ? 10 : 2;
 const WINDOW_MS = SOAK ? 60_000 : 12_000;
-const NODE_DIR = path.dirname(process.execPath);
-
-/** A config for node `name` on the store `url`, its state in dir/name. */
-function nodeConfig(dir, name, url, jobs, top = "", lease = "3s") {
-  return writeConfig(
-    dir,
-    `store: "${url}"
-node: ${name}
-state_dir: ./state-${name}
-heartbeat: 1s
-lease: ${lease}
-${top}
-env: { PATH: "${path.join(ROOT, "bin")}:${NODE_DIR}:/usr/bin:/bin" }
-jobs:
-${jobs}`,
-    `${name}.yaml`,
-  );
-}
-
-/** The runs table, as a list of rows. */
-async function runs(raw, where = "TRUE", params = []) {
-  return (await raw.query(`SELECT * FROM runs WHERE ${where} ORDER BY id`, params)).rows.map(
-    (r) => ({ ...r, id: Number(r.id), slot: r.slot === null ? null : Number(r.slot) }),
-  );
-}
 
 test(
   "three daemons on one store, 30 per-second jobs: every slot has exactly one disposition and at most one run",
@@ -54,7 +30,7 @@ test(
     // suite runs it on two busy cores.
     const nodes = ["n1", "n2", "n3"].map((n) => ({
       n,
-      cfg: nodeConfig(dir, n, url, jobs, "", "6s"),
+      cfg: nodeConfig(dir, n, url, jobs, "6s"),
     }));
     const ds = nodes.map(({ cfg }) => startDaemon(t, cfg));
     // Every node claims slots: wait until each has started a run.
@@ -103,16 +79,6 @@ test(
     assert.equal(byNode.rows.length, 3, JSON.stringify(byNode.rows));
   },
 );
-
-/** Is a process alive? */
-const alive = (pid) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return e.code === "EPERM";
-  }
-};
 
 test(
   `SIGKILL of the node running a job, ${KILLS} times: another node takes the job over within the lease, the old run is recorded fenced, and no slot runs twice`,
@@ -538,11 +504,3 @@ test(
     );
   },
 );
-
-/** No (job, slot) has more than one row: no slot ran or was recorded twice. */
-async function assertEachSlotOnce(raw) {
-  const twice = await raw.query(
-    "SELECT job, slot, count(*)::int AS n FROM runs WHERE slot IS NOT NULL AND attempt = 1 GROUP BY job, slot HAVING count(*) > 1",
-  );
-  assert.deepEqual(twice.rows, []);
-}
