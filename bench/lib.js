@@ -283,3 +283,9 @@ export function machine() {
     disk,
   };
 }
+
+/** One row of the table: cronvisor's figure next to its baseline's, and their ratio. */
+export function row(what, cvx, base, baseName, target, pass, note = "", unit = "") {
+  const ratio = Number.isFinite(cvx) && Number.isFinite(base) && base > 0 ? cvx / base : NaN;
+  return { what, cvx, base, baseName, unit, ratio, target, pass, note };
+}

@@ -25,6 +25,7 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  row,
 } from "./lib.js";
 import { freshDatabase, pgMissing, rawClient } from "../test/pg.js";
 
@@ -34,11 +35,6 @@ const range = (n) => Array.from({ length: n }, (_, i) => i);
 let O = { quick: false, log: () => {}, nodeArgs: [] };
 export function configure(o) {
   O = { ...O, ...o };
-}
-
-function row(what, cvx, base, baseName, target, pass, note = "", unit = "") {
-  const ratio = Number.isFinite(cvx) && Number.isFinite(base) && base > 0 ? cvx / base : NaN;
-  return { what, cvx, base, baseName, unit, ratio, target, pass, note };
 }
 
 /** A row that could not be measured here (no PostgreSQL binaries): not judged, with the reason. */

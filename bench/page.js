@@ -14,17 +14,13 @@ import {
   timeRun,
   tmpdir,
   waitFor,
+  row,
 } from "./lib.js";
 import { alternate, cvxSegment, fillStore } from "./rows.js";
 
 let O = { quick: false, log: () => {}, nodeArgs: [] };
 export function configure(o) {
   O = { ...O, ...o };
-}
-
-function row(what, cvx, base, baseName, target, pass, note = "", unit = "") {
-  const ratio = Number.isFinite(cvx) && Number.isFinite(base) && base > 0 ? cvx / base : NaN;
-  return { what, cvx, base, baseName, unit, ratio, target, pass, note };
 }
 
 /** A loopback port nobody listens on now (the daemon binds it a moment later). */

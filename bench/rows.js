@@ -28,6 +28,7 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  row,
 } from "./lib.js";
 
 const importDist = (file) => import(pathToFileURL(dist(file)).href);
@@ -39,11 +40,6 @@ const perSecond = (n, command, extra) =>
 let O = { quick: false, log: () => {}, nodeArgs: [] };
 export function configure(o) {
   O = { ...O, ...o };
-}
-
-function row(what, cvx, base, baseName, target, pass, note = "", unit = "") {
-  const ratio = Number.isFinite(cvx) && Number.isFinite(base) && base > 0 ? cvx / base : NaN;
-  return { what, cvx, base, baseName, unit, ratio, target, pass, note };
 }
 
 // ---- the 50-job daemons: cronvisor and the bare croner+spawn daemon ---------------------------
