@@ -168,7 +168,7 @@ export class PgStore extends PgMarkerStore implements Store {
         else
           out.push({
             kind: "recorded",
-            recorded: await runs.insertDisposition(q, w.dispose, w.now),
+            recorded: await runs.insertDisposition(q, w.dispose, w.now, this.c.node),
           });
       }
       return out;
@@ -223,7 +223,7 @@ export class PgStore extends PgMarkerStore implements Store {
     return this.c.write(async (q) => {
       await jobs.ensureLocked(q, [job]);
       await jobs.ensureJob(q, job, now);
-      return runs.insertDisposition(q, { job, slot, status: st, reason }, now);
+      return runs.insertDisposition(q, { job, slot, status: st, reason }, now, this.c.node);
     });
   }
 
@@ -240,7 +240,7 @@ export class PgStore extends PgMarkerStore implements Store {
       );
       for (const e of evs) await events.insertEvent(q, now, e.job, e.kind, e.detail);
       const out: boolean[] = [];
-      for (const s of slots) out.push(await runs.insertDisposition(q, s, now));
+      for (const s of slots) out.push(await runs.insertDisposition(q, s, now, this.c.node));
       return out;
     });
   }

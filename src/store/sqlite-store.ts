@@ -164,7 +164,10 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
     return this.c.write(() =>
       items.map((w): TickOutcome => {
         if ("reserve" in w) return runs.reserveRun(this.c, w.reserve, this.node);
-        return { kind: "recorded", recorded: runs.insertDisposition(this.c, w.dispose, w.now) };
+        return {
+          kind: "recorded",
+          recorded: runs.insertDisposition(this.c, w.dispose, w.now, this.node),
+        };
       }),
     );
   }
@@ -208,7 +211,7 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
   ) {
     return this.c.write(() => {
       jobs.ensureJob(this.c, job, now);
-      return runs.insertDisposition(this.c, { job, slot, status, reason }, now);
+      return runs.insertDisposition(this.c, { job, slot, status, reason }, now, this.node);
     });
   }
 
@@ -220,7 +223,7 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
     if (slots.length === 0 && evs.length === 0) return [];
     return this.c.write(() => {
       for (const e of evs) events.insertEvent(this.c, now, e.job, e.kind, e.detail);
-      return slots.map((s) => runs.insertDisposition(this.c, s, now));
+      return slots.map((s) => runs.insertDisposition(this.c, s, now, this.node));
     });
   }
 

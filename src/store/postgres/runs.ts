@@ -41,7 +41,7 @@ export async function reserveRun(q: Q, a: ReserveRequest, node: string): Promise
     if (holder) {
       if (slot !== null) {
         const reason = `overlap: run ${holder.id} holds the lock`;
-        await dispositionRow(q, { job: a.job, slot, status: "skipped", reason }, now);
+        await dispositionRow(q, { job: a.job, slot, status: "skipped", reason }, now, node);
       }
       return { kind: "locked", holder };
     }
@@ -156,12 +156,12 @@ export async function finishRun(q: Q, runId: number, r: RunResult) {
 }
 
 /** The run row of a disposition whose slot row the caller has claimed. */
-async function dispositionRow(q: Q, s: SlotRecord, now: number) {
+async function dispositionRow(q: Q, s: SlotRecord, now: number, node: string) {
   await q.run(
     `INSERT INTO runs (job, slot, trigger, status, reason, attempt, started_at, finished_at,
-       duration_ms)
-     VALUES ($1, $2, 'schedule', $3, $4, 1, $5, $5, 0)`,
-    [s.job, s.slot, s.status, s.reason, now],
+       duration_ms, node)
+     VALUES ($1, $2, 'schedule', $3, $4, 1, $5, $5, 0, $6)`,
+    [s.job, s.slot, s.status, s.reason, now, node],
   );
   await setScannedTo(q, s.job, s.slot);
 }
@@ -170,13 +170,18 @@ async function dispositionRow(q: Q, s: SlotRecord, now: number) {
  * A slot that did not run: `skipped` (overlap, paused) or `missed` (daemon down). False if the
  * slot already has a disposition (it is never recorded twice: the slot's unique key).
  */
-export async function insertDisposition(q: Q, s: SlotRecord, now: number): Promise<boolean> {
+export async function insertDisposition(
+  q: Q,
+  s: SlotRecord,
+  now: number,
+  node: string,
+): Promise<boolean> {
   const claimed = await q.run(
     "INSERT INTO slots (job, slot, run_id) VALUES ($1, $2, NULL) ON CONFLICT DO NOTHING",
     [s.job, s.slot],
   );
   if (claimed === 0) return false;
-  await dispositionRow(q, s, now);
+  await dispositionRow(q, s, now, node);
   return true;
 }
 

@@ -30,7 +30,7 @@ export function reserveRun(c: Conn, a: ReserveRequest, node: string): ReserveOut
     if (holder) {
       if (slot !== null) {
         const reason = `overlap: run ${holder.id} holds the lock`;
-        insertDisposition(c, { job: a.job, slot, status: "skipped", reason }, now);
+        insertDisposition(c, { job: a.job, slot, status: "skipped", reason }, now, node);
       }
       return { kind: "locked", holder };
     }
@@ -127,15 +127,15 @@ export function finishRun(c: Conn, runId: number, r: RunResult): void {
  * A slot that did not run: `skipped` (overlap, paused) or `missed` (daemon down). False if the
  * slot already has a disposition (it is never recorded twice).
  */
-export function insertDisposition(c: Conn, s: SlotRecord, now: number): boolean {
+export function insertDisposition(c: Conn, s: SlotRecord, now: number, node: string): boolean {
   const claimed = c
     .q("INSERT INTO slots (job, slot, run_id) VALUES (?, ?, NULL) ON CONFLICT DO NOTHING")
     .run(s.job, s.slot);
   if (claimed.changes === 0) return false;
   c.q(
-    `INSERT INTO runs (job, slot, trigger, status, reason, attempt, started_at, finished_at, duration_ms)
-     VALUES (?, ?, 'schedule', ?, ?, 1, ?, ?, 0)`,
-  ).run(s.job, s.slot, s.status, s.reason, now, now);
+    `INSERT INTO runs (job, slot, trigger, status, reason, attempt, started_at, finished_at, duration_ms, node)
+     VALUES (?, ?, 'schedule', ?, ?, 1, ?, ?, 0, ?)`,
+  ).run(s.job, s.slot, s.status, s.reason, now, now, node);
   setScannedTo(c, s.job, s.slot);
   return true;
 }
