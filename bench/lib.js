@@ -4,7 +4,7 @@ import { execFileSync, spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 export const BENCH = path.dirname(fileURLToPath(import.meta.url));
 /** The cronvisor checkout under test (`--root DIR` measures another build, e.g. a patched one). */
@@ -14,6 +14,10 @@ export function setRoot(dir) {
 }
 export const bin = () => path.join(ROOT, "bin", "cronvisor");
 export const dist = (file) => path.join(ROOT, "dist", file);
+/** A module of the measured build's dist/. */
+export const importDist = (file) => import(pathToFileURL(dist(file)).href);
+/** 0, 1, ..., n - 1. */
+export const range = (n) => Array.from({ length: n }, (_, i) => i);
 
 /** Where temp dirs go (`--tmp DIR`); default the OS temp dir, which is what a user would see. */
 let TMP = os.tmpdir();

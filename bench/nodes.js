@@ -10,9 +10,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 import {
-  dist,
   jobName,
   median,
   pct,
@@ -25,12 +23,11 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  importDist,
+  range,
   row,
 } from "./lib.js";
 import { freshDatabase, pgMissing, rawClient } from "../test/pg.js";
-
-const importDist = (file) => import(pathToFileURL(dist(file)).href);
-const range = (n) => Array.from({ length: n }, (_, i) => i);
 
 let O = { quick: false, log: () => {}, nodeArgs: [] };
 export function configure(o) {

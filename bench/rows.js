@@ -5,13 +5,11 @@
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 import {
   BENCH,
   ROOT,
   bin,
   cleanEnv,
-  dist,
   jobName,
   median,
   nextPhase,
@@ -28,11 +26,11 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  importDist,
+  range,
   row,
 } from "./lib.js";
 
-const importDist = (file) => import(pathToFileURL(dist(file)).href);
-const range = (n) => Array.from({ length: n }, (_, i) => i);
 const perSecond = (n, command, extra) =>
   range(n).map((i) => ({ name: jobName(i), schedule: "* * * * * *", command, extra }));
 

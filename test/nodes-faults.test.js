@@ -9,6 +9,8 @@ import { cli, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
 import { alive, assertEachSlotOnce, nodeConfig, runs, started } from "./nodes-helpers.js";
 import { freshDatabase, pgSkip, rawClient, serverDown, serverSocket } from "./pg.js";
 
+// Skipped, with the reason, only where PostgreSQL's binaries are missing outside CI; under CI
+// (.ci/run installs them) a missing server fails these tests instead (test/pg.js).
 const skip = pgSkip();
 const FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 

@@ -9,6 +9,8 @@ import { ROOT, cli, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.j
 import { alive, assertEachSlotOnce, nodeConfig, runs } from "./nodes-helpers.js";
 import { freshDatabase, pgSkip, rawClient } from "./pg.js";
 
+// Skipped, with the reason, only where PostgreSQL's binaries are missing outside CI; under CI
+// (.ci/run installs them) a missing server fails these tests instead (test/pg.js).
 const skip = pgSkip();
 /** `npm run soak -- --nodes` runs these longer: a minute of slots, ten kills. */
 const SOAK = process.env.CRONVISOR_SOAK === "1";

@@ -149,7 +149,8 @@ export class Supervisor {
     } finally {
       await runs.flush(batch);
     }
-    await store.setJobHashes(jobHashes(rt.config));
+    // Definitions are compared across nodes: a store of one node (SQLite) has nothing to compare.
+    if (store.shared) await store.setJobHashes(jobHashes(rt.config));
     this.lastWake = now;
     this.arm();
     this.beat = setInterval(() => void this.serially(() => this.heartbeat()), cfg.heartbeatMs);
@@ -316,7 +317,7 @@ export class Supervisor {
     const mine = forNode(config, rt.store.node);
     const offers = await watchJobs(rt, mine, this.now(), new Map(rt.jobs));
     rt.config = mine;
-    await rt.store.setJobHashes(jobHashes(mine));
+    if (rt.store.shared) await rt.store.setJobHashes(jobHashes(mine));
     const batch = new TickBatch();
     runs.offerAll(offers, batch);
     await runs.flush(batch);
