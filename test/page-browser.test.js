@@ -148,6 +148,13 @@ test(
     assert.equal(colours.bar, colours.failed);
     assert.equal(colours.okBar, colours.ok);
     assert.notEqual(colours.failed, colours.ok);
+    // The legend names every run status the timeline colours, fenced (a shared store's) too.
+    assert.match(await page.textContent(".legend"), /interrupted\s*fenced\s*running/);
+    // On top, the store's one node (a shared store's table: test/page-nodes.test.js).
+    assert.match(
+      await page.textContent("#nodes"),
+      /^store: SQLite, one node: \S+ \(running, version /,
+    );
 
     // Its log opens, by keyboard: the bar (a link to why) with Enter, then the run it names.
     await page.focus("#job-broken svg a:has(rect.s-failed)");

@@ -229,3 +229,100 @@ test("GET /why/JOB says what `cronvisor why` says; bad paths and times are refus
     statusJson(p.cfg).jobs.map((j) => j.name),
   );
 });
+
+test("the page's verdict: --check's first line while it is short; with many jobs, counted and cut to three names", async () => {
+  const { pageVerdict, VERDICT_CHARS } = await import("../dist/monitor/page-verdict.js");
+  const { checkSummary } = await import("../dist/health/status.js");
+  const daemon = {
+    state: "running",
+    heartbeat_age_s: 1,
+    config_error: null,
+    http_error: null,
+    config_accepted_at: null,
+    config_file_errors: null,
+  };
+  const report = (jobs, over = {}) => ({
+    daemon,
+    nodes: [],
+    shared: false,
+    jobs: jobs.map(([name, health]) => ({ name, health, problems: [], definition_differs_on: [] })),
+    ...over,
+  });
+  const { config } = parseConfig(
+    'jobs: { a: { schedule: "@daily", command: "true" } }',
+    "/srv/jobs.yaml",
+  );
+  const few = report([
+    ["a", "failing"],
+    ["b", "ok"],
+    ["c", "late"],
+  ]);
+  assert.equal(pageVerdict(few, config), checkSummary(few, config));
+  assert.equal(pageVerdict(few, config), "WARNING: a failing, c late");
+
+  const many = Array.from({ length: 1000 }, (_, i) => [`job-${i}`, "failing"]);
+  const failing = report(many, { daemon: { ...daemon, http_error: "EADDRINUSE" } });
+  assert.ok(checkSummary(failing, config).length > 10_000, "--check names every job");
+  assert.equal(
+    pageVerdict(failing, config),
+    "WARNING: 1000 jobs failing: job-0, job-1, job-2 and 997 more, http endpoint down (EADDRINUSE)",
+  );
+  const mixed = report(many.map(([n], i) => [n, i % 4 === 1 ? "late" : "failing"]));
+  assert.equal(
+    pageVerdict(mixed, config),
+    "WARNING: 1000 jobs with problems (750 failing, 250 late): job-0 failing, job-1 late, job-2 failing and 997 more",
+  );
+
+  // A shared store where no running node may run the jobs: CRITICAL, counted the same way.
+  const hosts = Array.from(
+    { length: 1000 },
+    (_, i) => `  j${i}: { schedule: "@daily", command: "true", hosts: [gone] }`,
+  );
+  const shared = parseConfig(["jobs:", ...hosts].join("\n"), "/srv/jobs.yaml").config;
+  const node = { name: "n1", state: "running", clock_offset_ms: 0 };
+  const critical = report(
+    hosts.map((_, i) => [`j${i}`, "ok"]),
+    { shared: true, nodes: [node] },
+  );
+  assert.match(checkSummary(critical, shared), /^CRITICAL: no running node may run j0, j1, /);
+  assert.equal(
+    pageVerdict(critical, shared),
+    "CRITICAL: no running node may run 1000 jobs: j0, j1, j2 and 997 more",
+  );
+  // Whatever the names, the line stays short.
+  const long = report(many.map(([n]) => [n.padEnd(300, "x"), "failing"]));
+  assert.ok(pageVerdict(long, config).length <= VERDICT_CHARS, pageVerdict(long, config));
+});
+
+test("one node on SQLite: the page says so on top, the verdict of 12 failing jobs is short, a run's page names its node", async (t) => {
+  const dir = tmpdir(t);
+  const names = Array.from({ length: 12 }, (_, i) => `failing-job-${String(i).padStart(2, "0")}`);
+  const p = await pageDaemon(t, dir, [
+    "jobs:",
+    ...names.map((n) => `  ${n}: { schedule: "* * * * * *", command: "exit 1" }`),
+  ]);
+  const st = await statusUntil(
+    p.cfg,
+    (j) => names.every((n) => j.get(n)?.health === "failing"),
+    "every job failing",
+  );
+  const check = cli(["status", "--check", "-c", p.cfg]).stdout.split("\n")[0];
+  assert.equal(check, `WARNING: ${names.map((n) => `${n} failing`).join(", ")}`);
+  const page = await waitFor(async () => {
+    const r = await p.get("/");
+    return r.body.includes('id="nodes"') && /failing-job-02 and 9 more/.test(r.body) ? r : null;
+  }, "the page with its nodes line and a short verdict");
+  assert.equal(
+    textOf(elements(page.body, "p", 'class="verdict')[0]),
+    "WARNING: 12 jobs failing: failing-job-00, failing-job-01, failing-job-02 and 9 more",
+  );
+  const [node] = statusJson(p.cfg).nodes;
+  const line = textOf(elements(page.body, "p", 'id="nodes"')[0]);
+  assert.equal(
+    line.replace(/\s+/g, " ").trim(),
+    `store: SQLite, one node: ${node.name} (${node.state}, version ${node.version})`,
+  );
+  const runId = st.get("failing-job-00").last_finished_run.run_id;
+  const run = textOf((await p.get(`/runs/${runId}`)).body);
+  assert.match(run, new RegExp(`node\\s+${node.name.replace(/[.]/g, "\\.")}\\n`));
+});

@@ -340,3 +340,49 @@ test("parseIsoTime refuses what is not an ISO-8601 time", () => {
     offsetMs: 0,
   });
 });
+
+test("fenced, taken over: the run's node in JSON, and a sentence naming the node that took the job over", () => {
+  const r = row({
+    slot: SLOT,
+    started_at: SLOT + 5,
+    finished_at: SLOT + 4005,
+    duration_ms: 4000,
+    status: "fenced",
+    reason: "node n2's lease ran out; node n1 took the job over",
+    exit_code: null,
+    node: "n2",
+  });
+  const w = why(job(), facts({ runs: [r], claim: { run_id: r.id } }));
+  assert.deepEqual([w.disposition, w.run_id, w.node], ["ran", r.id, "n2"]);
+  assert.match(w.explanation[1], /^Run \d+ \(schedule\) fenced \(node n2's lease ran out; node n1/);
+  assert.equal(
+    w.explanation[2],
+    `Fenced: node n2's lease ran out while run ${r.id} ran, and node n1 took the job over; from then on none of the run's marker writes was applied (health, alerts and catch-up count it as interrupted).`,
+  );
+});
+
+test("fenced by its own node: the node that could not renew its lease stopped the run", () => {
+  const r = row({
+    slot: SLOT,
+    started_at: SLOT,
+    finished_at: SLOT + 3000,
+    duration_ms: 3000,
+    status: "fenced",
+    reason: "fenced: node n2 could not renew its lease for 2s",
+    exit_code: null,
+    signal: "SIGTERM",
+    node: "n2",
+  });
+  const w = why(job(), facts({ runs: [r] }));
+  assert.equal(w.node, "n2");
+  assert.equal(
+    w.explanation[2],
+    `Fenced: node n2 could not renew its lease for 2s, so it stopped run ${r.id} before the lease ran out, leaving the job to the nodes that hold theirs (health, alerts and catch-up count it as interrupted).`,
+  );
+});
+
+test("a disposition's node: the node that recorded the skipped slot", () => {
+  const r = row({ slot: SLOT, started_at: SLOT, status: "skipped", reason: "paused", node: "n3" });
+  const w = why(job({ paused: true }), facts({ runs: [r] }));
+  assert.deepEqual([w.disposition, w.node], ["skipped", "n3"]);
+});

@@ -75,7 +75,9 @@ test("why: ran, skipped by overlap, paused, not_a_slot, not_due, a bad TIME, an 
   assert.equal(w.slot, iso(ran.slot));
   assert.equal(w.disposition, "ran");
   assert.equal(w.run_id, ran.id);
-  assert.equal(w.node, null);
+  // The node that ran it (on SQLite, the store's one node: the host's name or `node:`).
+  assert.ok(ran.node, "runs carry their node");
+  assert.equal(w.node, ran.node);
   assert.equal(w.reason, null);
   assert.equal(w.timezone, "Europe/Berlin");
   assert.equal(w.previous_slot, iso(ran.slot - 1000));

@@ -9,6 +9,8 @@ import type { DaemonState } from "./health.js";
 import { formatDuration, formatDurationRounded, formatSeconds } from "../core/duration.js";
 import type { RunStatus } from "../core/types.js";
 
+import { fencedSentence } from "./why-fenced.js";
+
 export { resolveTarget, type Target, type WhyJob } from "./why-time.js";
 
 export type Disposition =
@@ -21,7 +23,8 @@ export interface WhyReport {
   disposition: Disposition;
   /** The slot's run (its latest attempt), or null when no process ran for it. */
   run_id: number | null;
-  /** The node that ran it: the store records none yet (many hosts will), so always null. */
+  /** The node that ran the slot's run (its latest attempt) or recorded its disposition; null
+   * when no row says (no row yet, or one from before rows carried their node). */
   node: string | null;
   /** The recorded reason (`overlap: run 12 holds the lock`, `paused`, `daemon down`, `exit 3`). */
   reason: string | null;
@@ -58,7 +61,7 @@ export function explainWhy(w: WhyInput): WhyReport {
     slot: iso(slot),
     disposition: told.disposition,
     run_id: told.runId,
-    node: null,
+    node: told.node ?? null,
     reason: told.reason,
     explanation: [head, ...(target.note ? [target.note] : []), ...told.sentences],
     timezone: job.timezone,
@@ -86,6 +89,8 @@ const NO_FACTS: SlotFacts = {
 interface Told {
   disposition: Disposition;
   runId: number | null;
+  /** The node of the row it is told from (none: no row). */
+  node?: string | null;
   reason: string | null;
   sentences: string[];
 }
@@ -173,8 +178,11 @@ function ran(c: Ctx, disposition: "ran" | "running" | "caught_up"): Told {
     sentences.push(
       `The daemon was down at the slot: ${downWindow(c, c.f.firstAfter)}. When it started, catchup: ${c.job.catchup} ran the slot.`,
     );
-  runs.forEach((r, i) => sentences.push(runSentence(c, r, i === 0)));
-  return { disposition, runId: last.id, reason: last.reason, sentences };
+  runs.forEach((r, i) => {
+    sentences.push(runSentence(c, r, i === 0));
+    if (r.status === "fenced") sentences.push(fencedSentence(r));
+  });
+  return { disposition, runId: last.id, node: last.node, reason: last.reason, sentences };
 }
 
 function skipped(c: Ctx): Told {
@@ -184,7 +192,7 @@ function skipped(c: Ctx): Told {
   if (reason === "paused") sentences.push(pausedSentence(c));
   else if (reason?.startsWith("overlap") && c.f.holder) sentences.push(...heldBy(c, c.f.holder));
   else sentences.push(`Skipped: ${reason ?? "no reason recorded"}.`);
-  return { disposition: "skipped", runId: null, reason, sentences };
+  return { disposition: "skipped", runId: null, node: row.node, reason, sentences };
 }
 
 function pausedSentence(c: Ctx): string {
@@ -227,7 +235,7 @@ function missed(c: Ctx): Told {
       `Missed: the daemon's timer fired late (a suspend or a clock step), and it recorded the slot missed at ${c.at(row.started_at)}.`,
     );
   } else sentences.push(`Missed: ${reason ?? "no reason recorded"}.`);
-  return { disposition: "missed", runId: null, reason, sentences };
+  return { disposition: "missed", runId: null, node: row.node, reason, sentences };
 }
 
 function catchUpSentence(c: Ctx): string {

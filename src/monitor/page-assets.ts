@@ -14,7 +14,7 @@ export const PAGE_CSS = `
   --bg: #ffffff; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --panel: #f6f8fa;
   --focus: #0969da; --link: #0550ae;
   --ok: #1a7f37; --failed: #cf222e; --timeout: #bc4c00; --killed: #8250df;
-  --interrupted: #9a6700; --spawn_failed: #a40e26; --running: #0969da; --fenced: #6e7781;
+  --interrupted: #9a6700; --spawn_failed: #a40e26; --running: #0969da; --fenced: #1b7c83;
   --skipped: #9a6700; --missed: #cf222e; --warn-bg: #fff8c5; --bad-bg: #ffebe9; --ok-bg: #dafbe1;
 }
 @media (prefers-color-scheme: dark) {
@@ -22,7 +22,7 @@ export const PAGE_CSS = `
     --bg: #0d1117; --fg: #e6edf3; --muted: #9198a1; --line: #3d444d; --panel: #151b23;
     --focus: #4493f8; --link: #4493f8;
     --ok: #3fb950; --failed: #f85149; --timeout: #db6d28; --killed: #a371f7;
-    --interrupted: #d29922; --spawn_failed: #ff7b72; --running: #58a6ff; --fenced: #8b949e;
+    --interrupted: #d29922; --spawn_failed: #ff7b72; --running: #58a6ff; --fenced: #39c5cf;
     --skipped: #d29922; --missed: #f85149; --warn-bg: #3b2e00; --bad-bg: #3c1618; --ok-bg: #12261e;
   }
 }
@@ -43,6 +43,12 @@ code, pre, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, m
 .daemon dt, .facts dt { color: var(--muted); }
 .daemon dd, .facts dd { margin: 0; }
 .err { white-space: pre-wrap; color: var(--failed); }
+.nodes { border-collapse: collapse; margin: 0 0 12px; font-size: 13px; }
+.nodes caption { text-align: left; color: var(--muted); padding-bottom: 2px; }
+.nodes th, .nodes td { text-align: left; padding: 1px 12px 1px 0; font-weight: normal; }
+.nodes th[scope=col] { color: var(--muted); }
+p.nodes { color: var(--muted); }
+.n-running { color: var(--ok); } .n-late { color: var(--timeout); } .n-gone { color: var(--failed); }
 form.filter { display: flex; flex-wrap: wrap; gap: 8px 16px; align-items: center; padding: 8px 0;
   border-top: 1px solid var(--line); border-bottom: 1px solid var(--line); }
 form.filter input[type=search] { font: inherit; padding: 4px 8px; min-width: 16em;
@@ -86,7 +92,7 @@ ol.jobs > li { content-visibility: auto; contain-intrinsic-size: auto 110px; dis
 .legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: -1px; }
 .legend .k-ok { background: var(--ok); } .legend .k-failed { background: var(--failed); }
 .legend .k-timeout { background: var(--timeout); } .legend .k-killed { background: var(--killed); }
-.legend .k-interrupted { background: var(--interrupted); } .legend .k-running { background: var(--running); }
+.legend .k-interrupted { background: var(--interrupted); } .legend .k-fenced { background: var(--fenced); } .legend .k-running { background: var(--running); }
 .legend .k-skipped { background: var(--skipped); width: 3px; } .legend .k-missed { background: var(--missed); width: 3px; }
 .run { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; }
 .run dt { color: var(--muted); } .run dd { margin: 0; }

@@ -3,15 +3,10 @@
 // runs and slot dispositions in the time range and their recent successful durations. Runs in
 // the page's worker thread (page-worker.ts), never on the scheduler's loop.
 import { HEALTH_ORDER, WARNING_WORDS } from "../health/health.js";
-import {
-  buildStatus,
-  checkCode,
-  checkSummary,
-  type JobReport,
-  type StatusReport,
-} from "../health/status.js";
+import { buildStatus, checkCode, type JobReport, type StatusReport } from "../health/status.js";
 import type { RunFacts, Store, TimelineRow } from "../store/store.js";
 import type { Config, JobConfig } from "../core/types.js";
+import { pageVerdict } from "./page-verdict.js";
 
 /** The timeline's ranges: the last 24 hours, or (the switch) the last 7 days. */
 export const RANGES = { "24h": 86_400_000, "7d": 7 * 86_400_000 } as const;
@@ -59,13 +54,16 @@ export function querySearch(q: PageQuery, change: Partial<PageQuery> = {}): stri
   return s ? `?${s}` : "";
 }
 
+/** A timeline's row; on a shared store with the node that ran (or recorded) it. */
+export type PageRow = TimelineRow & { node?: string | null };
+
 export interface JobView {
   job: JobConfig;
   report: JobReport;
   /** A problem: a WARNING word, or a problem sentence (a slow run) under another word. */
   problem: boolean;
   /** Runs and dispositions running now or finished in the range, oldest first. */
-  rows: TimelineRow[];
+  rows: PageRow[];
   /** Durations (ms) of the recent successful runs, oldest first. */
   trend: number[];
 }
@@ -113,6 +111,21 @@ async function recentRuns(
   return r.last_finished_run ? store.recentFinished(r.name, TREND_RUNS) : [];
 }
 
+/**
+ * The rows of the jobs' timelines. A shared store's carry their node (a bar says which node ran
+ * it): read as whole rows, since the timeline's columns have none.
+ */
+async function timelinesOf(
+  store: Store,
+  jobs: string[],
+  from: number,
+): Promise<Map<string, PageRow[]>> {
+  if (!store.shared) return store.timelines(jobs, from);
+  const out = new Map<string, PageRow[]>();
+  for (const job of jobs) out.set(job, await store.runsRunningOrFinishedSince(job, from));
+  return out;
+}
+
 export async function pageModel(
   config: Config,
   store: Store,
@@ -127,7 +140,8 @@ export async function pageModel(
   const offset = (query.page - 1) * PAGE_JOBS;
   const shown = matching.slice(offset, offset + PAGE_JOBS);
   const from = now - RANGES[query.range];
-  const timelines = await store.timelines(
+  const timelines = await timelinesOf(
+    store,
     shown.map((r) => r.name),
     from,
   );
@@ -148,8 +162,8 @@ export async function pageModel(
     from,
     query,
     report,
-    code: checkCode(report),
-    verdict: checkSummary(report),
+    code: checkCode(report, config),
+    verdict: pageVerdict(report, config),
     jobs,
     matching: matching.length,
     offset,

@@ -15,7 +15,8 @@ import {
   trendSvg,
 } from "./page-timeline.js";
 import type { HttpResponse } from "./http.js";
-import type { DaemonReport } from "../health/status.js";
+import type { DaemonReport, StatusReport } from "../health/status.js";
+import { CLOCK_OFF_MS, type NodeReport } from "../health/nodes.js";
 
 /** How often the script fetches the page again (seconds). */
 export const LIVE_EVERY_S = 5;
@@ -62,6 +63,42 @@ function daemonPart(d: DaemonReport, zone: string): Markup {
   </dl>`;
 }
 
+/** `+0.1s`, as `status` writes a clock's offset from the store's. */
+const signed = (ms: number): string =>
+  `${ms <= -50 ? "-" : "+"}${(Math.abs(ms) / 1000).toFixed(1)}s`;
+
+function nodeRow(n: NodeReport): Markup {
+  const beat = n.heartbeat_age_s === null ? "never" : `${age(n.heartbeat_age_s)} ago`;
+  const off = n.clock_offset_ms;
+  const far = off !== null && n.state !== "gone" && Math.abs(off) > CLOCK_OFF_MS;
+  const clock =
+    off === null
+      ? "-"
+      : far
+        ? h`<strong class="err">${signed(off)}</strong> (over 2 s)`
+        : signed(off);
+  return h`<tr><th scope="row">${n.name}</th><td class="n-${n.state}">${n.state}</td><td>${beat}</td><td>${clock}</td><td>${n.version ?? "-"}</td></tr>`;
+}
+
+/**
+ * The nodes of the store, as `status` lists them: a table on a shared store (every name and
+ * version there was written by another node: escaped like everything else), one line with SQLite.
+ */
+function nodesPart(r: StatusReport): Markup {
+  if (!r.shared) {
+    const n = r.nodes[0];
+    const who = n
+      ? h`one node: ${n.name} (${n.state}, version ${n.version ?? "unknown"})`
+      : "no node recorded yet";
+    return h`<p class="nodes" id="nodes">store: SQLite, ${who}</p>`;
+  }
+  return h`<table class="nodes" id="nodes">
+    <caption>nodes of the store (PostgreSQL): a slot runs on one of them</caption>
+    <tr><th scope="col">node</th><th scope="col">state</th><th scope="col">heartbeat</th><th scope="col">clock offset</th><th scope="col">version</th></tr>
+    ${r.nodes.map(nodeRow)}
+  </table>`;
+}
+
 function filterForm(m: PageModel): Markup {
   const q = m.query;
   const range = (name: "24h" | "7d", label: string): Markup =>
@@ -89,26 +126,31 @@ function filterForm(m: PageModel): Markup {
   </form>`;
 }
 
-function lastRun(j: JobView): Markup {
+/** ` on node app01`, on a shared store (with one node, every run is its). */
+const on = (shared: boolean, node: string | null): string =>
+  shared && node !== null ? ` on node ${node}` : "";
+
+function lastRun(j: JobView, shared: boolean): Markup {
   const last = j.report.last_finished_run;
   if (!last) return h`none yet`;
   const ended = last.finished_at ?? last.started_at;
   const took = last.duration_ms === null ? "" : `, took ${runLength(last.duration_ms)}`;
-  return h`<a href="/runs/${last.run_id}">run ${last.run_id}</a> ${statusText(last)}${took},
+  return h`<a href="/runs/${last.run_id}">run ${last.run_id}</a>${on(shared, last.node)} ${statusText(last)}${took},
     ended ${timeEl(ended, j.job.timezone)}`;
 }
 
 // The per-job templates are written compactly: a page of 1,000 jobs carries them 1,000 times.
 
-function runningFact(r: JobView["report"], zone: string): Markup | "" {
+function runningFact(r: JobView["report"], zone: string, shared: boolean): Markup | "" {
   const run = r.running;
   if (!run) return "";
+  const lock = r.lock?.run_id === run.run_id ? " (it holds the job's lock)" : "";
   const progress = run.progress_age_s === null ? "none" : `${age(run.progress_age_s)} ago`;
   const message = run.progress_message === null ? "" : h`: ${run.progress_message}`;
-  return h`<dt>running</dt><dd><a href="/runs/${run.run_id}">run ${run.run_id}</a> since ${timeEl(run.started_at, zone)}, last progress ${progress}${message}${run.slow ? " (slow)" : ""}</dd>`;
+  return h`<dt>running</dt><dd><a href="/runs/${run.run_id}">run ${run.run_id}</a>${on(shared, run.node)} since ${timeEl(run.started_at, zone)}${lock}, last progress ${progress}${message}${run.slow ? " (slow)" : ""}</dd>`;
 }
 
-function facts(j: JobView): Markup {
+function facts(j: JobView, shared: boolean): Markup {
   const r = j.report;
   const zone = j.job.timezone;
   const next = r.paused ? h`paused` : timeEl(r.next_slot, zone);
@@ -116,7 +158,7 @@ function facts(j: JobView): Markup {
     r.markers_new_last_run === null
       ? h`${r.markers} in its namespace`
       : h`last run ${r.markers_new_last_run} new, ${r.markers_skipped_last_run} already done; ${r.markers} in its namespace`;
-  return h`<dl class="facts"><dt>next</dt><dd>${next}</dd><dt>last success</dt><dd>${timeEl(r.last_success_at, zone)}</dd><dt>last run</dt><dd>${lastRun(j)}</dd>${runningFact(r, zone)}<dt>markers</dt><dd>${markers}</dd></dl>`;
+  return h`<dl class="facts"><dt>next</dt><dd>${next}</dd><dt>last success</dt><dd>${timeEl(r.last_success_at, zone)}</dd><dt>last run</dt><dd>${lastRun(j, shared)}</dd>${runningFact(r, zone, shared)}<dt>markers</dt><dd>${markers}</dd></dl>`;
 }
 
 function jobItem(j: JobView, m: PageModel): Markup {
@@ -128,14 +170,14 @@ function jobItem(j: JobView, m: PageModel): Markup {
   const why = latest ? rowHref(r.name, latest) : `/why/${encodeURIComponent(r.name)}`;
   return h`<li id="job-${r.name}" data-name="${r.name}" data-health="${r.health}" data-problem="${j.problem ? "1" : "0"}">
 <div><h2><a href="${why}">${r.name}</a></h2><span class="health h-${r.health}">${r.health}</span><code class="sched">${r.schedule}</code> <span class="sched">${r.timezone}</span>
-${problems}${facts(j)}</div>
+${problems}${facts(j, m.report.shared)}</div>
 <div>${timelineSvg(j, m.from, m.now, m.query.range)}${trendSvg(j)}</div>
 </li>
 `;
 }
 
 const LEGEND = trusted(
-  `<div class="legend" aria-hidden="true"><span><i class="k-ok"></i>ok</span><span><i class="k-failed"></i>failed</span><span><i class="k-timeout"></i>timeout</span><span><i class="k-killed"></i>killed</span><span><i class="k-interrupted"></i>interrupted</span><span><i class="k-running"></i>running</span><span><i class="k-skipped"></i>skipped slot</span><span><i class="k-missed"></i>missed slot</span></div>`,
+  `<div class="legend" aria-hidden="true"><span><i class="k-ok"></i>ok</span><span><i class="k-failed"></i>failed</span><span><i class="k-timeout"></i>timeout</span><span><i class="k-killed"></i>killed</span><span><i class="k-interrupted"></i>interrupted</span><span><i class="k-fenced"></i>fenced</span><span><i class="k-running"></i>running</span><span><i class="k-skipped"></i>skipped slot</span><span><i class="k-missed"></i>missed slot</span></div>`,
 );
 
 /** How many jobs are shown of how many, and the links to the pages before and after. */
@@ -166,6 +208,7 @@ export function renderMain(m: PageModel, configZone: string): HttpResponse {
       <h1>cronvisor</h1>
       <p class="verdict v-${m.code}">${m.verdict}</p>
       ${daemonPart(m.report.daemon, configZone)}
+      ${nodesPart(m.report)}
     </header>
     ${filterForm(m)}
     ${countLine(m, total)}

@@ -8,6 +8,7 @@ import path from "node:path";
 import { READ_NOFOLLOW } from "../core/safe-path.js";
 import { escLines, h, notice, page, timeEl, trusted, type Markup } from "./page-html.js";
 import { rowHref, statusText, runLength } from "./page-timeline.js";
+import { fencing } from "../health/why-fenced.js";
 import type { HttpResponse } from "./http.js";
 import type { RunRow, Store } from "../store/store.js";
 import type { Config, JobConfig } from "../core/types.js";
@@ -73,8 +74,21 @@ export function readLogTail(
   }
 }
 
-/** The node that ran it: runs carry none on one host (the many-hosts store adds `node`). */
-const nodeOf = (r: RunRow): string | null => (r as RunRow & { node?: string | null }).node ?? null;
+const AS_INTERRUPTED = "health, alerts and catch-up treat it as interrupted";
+
+/** What `fenced` means for this run: who took the job over, or why its own node stopped it. */
+function fencedMeaning(r: RunRow): Markup | "" {
+  if (r.status !== "fenced") return "";
+  const f = fencing(r.reason);
+  const meaning =
+    f.kind === "taken_over"
+      ? `taken over by node ${f.by} after node ${f.lost}'s lease ran out: from then on none of the run's marker writes was applied; ${AS_INTERRUPTED}`
+      : f.kind === "self"
+        ? `node ${f.node} could not renew its lease for ${f.silent}, so it stopped the run before the lease ran out, and another node may take the job over; ${AS_INTERRUPTED}`
+        : `taken over by another node after this node's lease ran out; ${AS_INTERRUPTED}`;
+  return h`<dt>fenced</dt>
+    <dd>${meaning}</dd>`;
+}
 
 function facts(r: RunRow, zone: string, now: number): Markup {
   const slot =
@@ -106,12 +120,13 @@ function facts(r: RunRow, zone: string, now: number): Markup {
         >${statusText(r)}</strong
       >
     </dd>
+    ${fencedMeaning(r)}
     <dt>trigger</dt>
     <dd>${r.trigger ?? "-"}, attempt ${r.attempt}</dd>
     <dt>slot</dt>
     <dd>${slot}</dd>
     <dt>node</dt>
-    <dd>${nodeOf(r) ?? "this host (one node)"}</dd>
+    <dd>${r.node ?? "not recorded"}</dd>
     <dt>started</dt>
     <dd>${timeEl(new Date(r.started_at).toISOString(), zone, true)}</dd>
     <dt>ended</dt>
