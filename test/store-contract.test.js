@@ -13,7 +13,7 @@ import { openPgStore, openStore, StoreError } from "../dist/store/store.js";
 import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
 import { tmpdir } from "./helpers.js";
 
-const LATEST = 5;
+const LATEST = 6;
 
 test("migrations: one numbering, a file per engine for each step", () => {
   const names = migrationFiles();
@@ -767,3 +767,136 @@ test(
     assert.equal(tables.rows[0].n, 0, "nothing written");
   },
 );
+
+// ---- issue 16: status from the jobs' own rows ------------------------------------------------
+
+const SUMMARY_CONFIG = `state_dir: /nonexistent
+jobs:
+  many: { schedule: "* * * * *", command: "true" }
+  allow: { schedule: "* * * * *", command: "true", overlap: allow }
+  marked: { schedule: "* * * * *", command: "true", health: { repeat_limit: 1 } }
+  unrun: { schedule: "* * * * *", command: "true" }
+  dispositions: { schedule: "* * * * *", command: "true" }
+  pruned: { schedule: "* * * * *", command: "true" }
+  reaped: { schedule: "* * * * *", command: "true" }
+`;
+
+/**
+ * The old reader, kept as the oracle: statusRows computed from the runs and markers tables
+ * through the Store's per-query methods (what status read before migration 006).
+ */
+function fromRuns(store) {
+  return new Proxy(store, {
+    get(target, prop) {
+      if (prop !== "statusRows") {
+        const v = target[prop];
+        return typeof v === "function" ? v.bind(target) : v;
+      }
+      return async (jobs, recentLimit) => {
+        const out = new Map();
+        for (const j of jobs) {
+          const recent = await target.recentFinished(j.name, recentLimit);
+          const since = recent[0]?.started_at ?? 0;
+          const last = await target.lastRun(j.name);
+          const newest = recent[0];
+          out.set(j.name, {
+            row: await target.job(j.name),
+            running: await target.runningRuns(j.name),
+            recent,
+            attempts: await target.repeatingKeysSince(j.name, j.repeatLimit, since),
+            last,
+            lastFinished:
+              newest === undefined
+                ? null
+                : last?.id === newest.id
+                  ? last
+                  : await target.historyRow(newest.id),
+            markers: await target.markerCount(j.name),
+          });
+        }
+        return { daemon: await target.daemon(), nodes: await target.nodes(), jobs: out };
+      };
+    },
+  });
+}
+
+/** A history with every kind of row status reads: the summary must give what the runs gave. */
+async function variedHistory(store) {
+  let t = 100_000;
+  const start = async (job, slot, over = {}) => {
+    const r = await store.reserveRun(req(job, slot, { now: (t += 1000), ...over }));
+    if (r.kind === "started") await store.setRunProcess(r.run.id, 4242, "s", 4242);
+    return r.run;
+  };
+  const end = (run, status, over = {}) =>
+    store.finishRuns([{ runId: run.id, result: result(status, run.started_at, (t += 500), over) }]);
+  // 25 runs, some failed, a timeout, a retry: more than the summary keeps.
+  for (let i = 0; i < 25; i++) {
+    const run = await start("many", i * 60_000, { attempt: i % 7 === 3 ? 2 : 1 });
+    const status = i % 6 === 5 ? "failed" : i === 11 ? "timeout" : "ok";
+    await end(run, status, i === 11 ? { reason: "timeout 1s", signal: "SIGKILL", exitCode: null } : {});
+  }
+  await store.progress((await store.lastRun("many")).id, "after the end", (t += 1));
+  await start("many", 25 * 60_000); // still running: last_run is it, last_finished_run is not
+  // overlap: allow: two running at once, ending out of order.
+  const a1 = await start("allow", 60_000, { lock: false });
+  const a2 = await start("allow", 120_000, { lock: false });
+  const a3 = await start("allow", 180_000, { lock: false });
+  await end(a2, "ok");
+  await end(a1, "failed");
+  void a3;
+  // Markers: new, skipped, removed, attempts; and markers of a job that never ran.
+  const m = await start("marked", 60_000);
+  await store.markDone(writer(m), ["k1", "k2", "k3"], (t += 1));
+  await store.isDone(writer(m), "k1");
+  await store.removeMarker("marked", "k2", (t += 1), "test");
+  for (let i = 0; i < 3; i++) await store.takeClaim?.(writer(m), "hard", ME, (t += 1), () => false);
+  await end(m, "ok");
+  await store.markDone({ job: "unrun", run: null }, ["outside"], (t += 1));
+  // Dispositions only, then a run among them.
+  await store.recordDisposition("dispositions", 60_000, "missed", "daemon down", (t += 1));
+  await store.recordDisposition("dispositions", 120_000, "skipped", "paused", (t += 1));
+  await end(await start("dispositions", 180_000), "ok");
+  await store.recordDisposition("dispositions", 240_000, "skipped", "paused", (t += 1));
+  // Pruned down to dispositions: the last finished run is gone.
+  await end(await start("pruned", 60_000), "ok");
+  await end(await start("pruned", 120_000), "failed");
+  await store.recordDisposition("pruned", 180_000, "skipped", "paused", (t += 1));
+  await store.pruneRuns("pruned", 1);
+  // A dead holder reaped (interrupted) by the next reservation, which is then fenced.
+  await start("reaped", 60_000);
+  const r2 = await start("reaped", 120_000, { holderAlive: () => false });
+  await end(r2, "fenced", { reason: "its node lost its lease", exitCode: null });
+  return t + 1000;
+}
+
+contract("status: the jobs' summary rows give the status the runs gave", async (_t, { store }) => {
+  const { parseConfig } = await import("../dist/config/parse.js");
+  const { buildStatus } = await import("../dist/health/status.js");
+  const { renderStatus } = await import("../dist/health/render.js");
+  const { config } = parseConfig(SUMMARY_CONFIG, "/nonexistent/jobs.yaml", { hostTimezone: "UTC" });
+  assert.ok(config, "the test's config parses");
+  const now = await variedHistory(store);
+  const out = {};
+  for (const only of [null, "many", "allow", "marked", "unrun", "pruned"]) {
+    const want = await buildStatus(config, fromRuns(store), now, only);
+    const got = await buildStatus(config, store, now, only);
+    assert.equal(JSON.stringify(got, null, 2), JSON.stringify(want, null, 2), `status ${only}`);
+    const detail = only ? await store.history(only, 10) : [];
+    assert.equal(
+      renderStatus(got, detail, { color: false, now }),
+      renderStatus(want, detail, { color: false, now }),
+    );
+    out[only ?? "all"] = got.jobs.map((j) => [j.name, j.health, j.markers, j.last_run?.run_id]);
+  }
+  // The history is what it should be, so that the comparison above is not between two empties.
+  const all = (await buildStatus(config, store, now)).jobs;
+  const job = (n) => all.find((j) => j.name === n);
+  assert.equal(job("many").last_run.status, "running");
+  assert.equal(job("many").last_finished_run.status, "ok");
+  assert.equal(job("marked").markers, 2);
+  assert.equal(job("unrun").markers, 1);
+  assert.equal(job("pruned").last_finished_run, null);
+  assert.ok(job("many").p95_duration_ms !== null);
+  return out;
+});
