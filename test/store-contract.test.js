@@ -12,6 +12,7 @@ import { PG_LATEST, pgMigrationFiles } from "../dist/store/pg-connection.js";
 import { openPgStore, openStore, StoreError } from "../dist/store/store.js";
 import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
 import { tmpdir } from "./helpers.js";
+import { fromRuns } from "./status-oracle.js";
 
 const LATEST = 6;
 
@@ -781,45 +782,6 @@ jobs:
   reaped: { schedule: "* * * * *", command: "true" }
 `;
 
-/**
- * The old reader, kept as the oracle: statusRows computed from the runs and markers tables
- * through the Store's per-query methods (what status read before migration 006).
- */
-function fromRuns(store) {
-  return new Proxy(store, {
-    get(target, prop) {
-      if (prop !== "statusRows") {
-        const v = target[prop];
-        return typeof v === "function" ? v.bind(target) : v;
-      }
-      return async (jobs, recentLimit) => {
-        const out = new Map();
-        for (const j of jobs) {
-          const recent = await target.recentFinished(j.name, recentLimit);
-          const since = recent[0]?.started_at ?? 0;
-          const last = await target.lastRun(j.name);
-          const newest = recent[0];
-          out.set(j.name, {
-            row: await target.job(j.name),
-            running: await target.runningRuns(j.name),
-            recent,
-            attempts: await target.repeatingKeysSince(j.name, j.repeatLimit, since),
-            last,
-            lastFinished:
-              newest === undefined
-                ? null
-                : last?.id === newest.id
-                  ? last
-                  : await target.historyRow(newest.id),
-            markers: await target.markerCount(j.name),
-          });
-        }
-        return { daemon: await target.daemon(), nodes: await target.nodes(), jobs: out };
-      };
-    },
-  });
-}
-
 /** A history with every kind of row status reads: the summary must give what the runs gave. */
 async function variedHistory(store) {
   let t = 100_000;
@@ -834,7 +796,11 @@ async function variedHistory(store) {
   for (let i = 0; i < 25; i++) {
     const run = await start("many", i * 60_000, { attempt: i % 7 === 3 ? 2 : 1 });
     const status = i % 6 === 5 ? "failed" : i === 11 ? "timeout" : "ok";
-    await end(run, status, i === 11 ? { reason: "timeout 1s", signal: "SIGKILL", exitCode: null } : {});
+    await end(
+      run,
+      status,
+      i === 11 ? { reason: "timeout 1s", signal: "SIGKILL", exitCode: null } : {},
+    );
   }
   await store.progress((await store.lastRun("many")).id, "after the end", (t += 1));
   await start("many", 25 * 60_000); // still running: last_run is it, last_finished_run is not
