@@ -223,6 +223,7 @@ export async function buildStatus(
   now: number,
   only: string | null = null,
   fileErrors: string[] | null = null,
+  recentOut?: Map<string, RunFacts[]>,
 ): Promise<StatusReport> {
   // One snapshot: the rows read for every job belong together (and a run cannot be pruned
   // between reading a job's recent runs and its last finished one).
@@ -238,6 +239,8 @@ export async function buildStatus(
     await store.jobHashes(),
     new Set(nodes.filter((n) => n.state !== "gone").map((n) => n.name)),
   );
+  // The status page draws its trends from the finished runs health was judged from.
+  if (recentOut) for (const [name, r] of rows.jobs) recentOut.set(name, r.recent);
   const jobs = wanted.map((job) => ({
     ...jobReport(job, rows.jobs.get(job.name) as StatusJobRows, now, alive),
     definition_differs_on: differs.get(job.name) ?? [],

@@ -95,31 +95,15 @@ function rank(r: JobReport): number {
   return r.problems.length > 0 ? HEALTH_ORDER.length : HEALTH_ORDER.length + 1;
 }
 
-const DISPOSITIONS: ReadonlySet<string> = new Set(["running", "skipped", "missed"]);
-
-/**
- * The job's newest TREND_RUNS finished runs, newest first (what `status` takes the p95 from):
- * from its timeline's rows when the range holds that many, else read (a job that never
- * finished a run needs no read).
- */
-async function recentRuns(
-  store: Store,
-  r: JobReport,
-  rows: readonly TimelineRow[],
-): Promise<Pick<RunFacts, "status" | "duration_ms">[]> {
-  const finished = rows.filter((x) => !DISPOSITIONS.has(x.status));
-  if (finished.length >= TREND_RUNS)
-    return finished.sort((a, b) => b.id - a.id).slice(0, TREND_RUNS);
-  return r.last_finished_run ? store.recentFinished(r.name, TREND_RUNS) : [];
-}
-
 export async function pageModel(
   config: Config,
   store: Store,
   now: number,
   query: PageQuery,
 ): Promise<PageModel> {
-  const report = await buildStatus(config, store, now);
+  // The newest finished runs of every job, as status read them (its p95's): the trends.
+  const recent = new Map<string, RunFacts[]>();
+  const report = await buildStatus(config, store, now, null, null, recent);
   const byName = new Map(config.jobs.map((j) => [j.name, j]));
   const matching = report.jobs
     .filter((r) => r.name.includes(query.q) && (!query.problems || isProblem(r)))
@@ -136,8 +120,8 @@ export async function pageModel(
     const job = byName.get(r.name);
     if (!job) continue;
     const rows = timelines.get(r.name) ?? [];
-    const recent = await recentRuns(store, r, rows);
-    const trend = recent
+    const trend = (recent.get(r.name) ?? [])
+      .slice(0, TREND_RUNS)
       .filter((f) => f.status === "ok" && f.duration_ms !== null)
       .map((f) => f.duration_ms as number)
       .reverse();

@@ -8,6 +8,8 @@
 ALTER TABLE jobs ADD COLUMN recent_runs TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE jobs ADD COLUMN last_finished TEXT;
 ALTER TABLE jobs ADD COLUMN marker_count BIGINT NOT NULL DEFAULT 0;
+-- The status page's timelines (see sqlite/006_job_summary.sql).
+CREATE INDEX runs_by_job_finish ON runs(job, finished_at);
 CREATE VIEW job_summary AS
 SELECT j.name AS job,
   COALESCE((SELECT json_agg(json_build_array(id, status, reason, started_at, finished_at,

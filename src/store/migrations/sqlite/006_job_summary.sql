@@ -11,6 +11,9 @@
 ALTER TABLE jobs ADD COLUMN recent_runs TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE jobs ADD COLUMN last_finished TEXT;
 ALTER TABLE jobs ADD COLUMN marker_count INTEGER NOT NULL DEFAULT 0;
+-- The status page's timelines read each shown job's runs finished in the range over this index,
+-- in one query (runs_by_job would visit every row the job has kept).
+CREATE INDEX runs_by_job_finish ON runs(job, finished_at);
 CREATE VIEW job_summary AS
 SELECT j.name AS job,
   (SELECT json_group_array(json_array(id, status, reason, started_at, finished_at, duration_ms,
