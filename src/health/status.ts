@@ -40,11 +40,7 @@ const ISO_END = 253_402_300_800_000;
 const dayPrefixes = new Map<number, string>();
 const pad = (n: number, width: number): string => String(n).padStart(width, "0");
 
-/**
- * `new Date(t).toISOString()`, the same string, without a Date per call: the day's
- * "YYYY-MM-DDT" is made once per day and the time of day by arithmetic. `status` formats some
- * 8,000 times for 1,000 jobs, and toISOString was 5% of its profile.
- */
+/** toISOString's string without a Date per call (8,000 calls for 1,000 jobs: 5% of `status`). */
 export function iso(t: number | null | undefined): string | null {
   if (t === null || t === undefined) return null;
   if (!Number.isInteger(t) || t < 0 || t >= ISO_END) return new Date(t).toISOString();
