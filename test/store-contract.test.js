@@ -4,6 +4,7 @@
 // two engines gave the same ones. The PostgreSQL-only cases at the end race two PgStore
 // instances (two pools) on the writes SQLite serialises with BEGIN IMMEDIATE.
 import assert from "node:assert/strict";
+import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
@@ -866,3 +867,103 @@ contract("status: the jobs' summary rows give the status the runs gave", async (
   assert.ok(job("many").p95_duration_ms !== null);
   return out;
 });
+
+/** An old store's rows, as literal SQL both engines take: runs of every kind, markers. */
+function oldRows() {
+  const sql = ["INSERT INTO jobs (name, first_seen_at) VALUES ('a', 1), ('b', 1), ('c', 1)"];
+  for (let i = 0; i < 30; i++) {
+    const job = ["a", "b"][i % 2];
+    const status = i % 5 === 0 ? "failed" : i % 7 === 0 ? "skipped" : i === 29 ? "running" : "ok";
+    const end = status === "running" ? "NULL" : i * 1000 + 900;
+    const dur = status === "running" ? "NULL" : 900 - i;
+    const reason = status === "ok" ? "NULL" : "'exit 1'";
+    sql.push(`INSERT INTO runs (job, slot, trigger, status, reason, exit_code, attempt, started_at,
+      finished_at, duration_ms, pid, log_path, progress_at, markers_new, markers_skipped)
+      VALUES ('${job}', ${i * 1000}, 'schedule', '${status}', ${reason}, ${status === "ok" ? 0 : 1},
+      ${1 + (i % 3)}, ${i * 1000}, ${end}, ${dur}, 7, '/l/${i}', ${i * 1000 + 5}, ${i % 4}, ${i % 2})`);
+  }
+  sql.push("INSERT INTO markers (job, key, created_at) VALUES ('b', 'x', 1), ('b', 'y', 1)");
+  return sql;
+}
+
+const OLD_ENGINES = [
+  {
+    name: "sqlite",
+    skip: false,
+    async old(t) {
+      const dir = path.join(tmpdir(t), "s");
+      fs.mkdirSync(dir, { recursive: true });
+      const db = new Database(path.join(dir, "cronvisor.db"));
+      const sqlDir = new URL("../dist/store/migrations/sqlite/", import.meta.url);
+      for (const f of migrationFiles().slice(0, 5))
+        db.exec(fs.readFileSync(new URL(f, sqlDir), "utf8"));
+      for (const s of oldRows()) db.exec(s);
+      db.pragma("user_version = 5");
+      db.close();
+      return () => openStore(dir, { create: false });
+    },
+  },
+  {
+    name: "postgresql",
+    skip: pgSkip(),
+    async old() {
+      const url = await freshDatabase();
+      const c = await rawClient(url);
+      const sqlDir = new URL("../dist/store/migrations/postgresql/", import.meta.url);
+      await c.query(
+        "CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
+      );
+      await c.query(
+        "CREATE TABLE data_version (id INTEGER PRIMARY KEY CHECK (id = 1), n BIGINT NOT NULL)",
+      );
+      await c.query("INSERT INTO data_version (id, n) VALUES (1, 0)");
+      for (const f of pgMigrationFiles().slice(0, 5))
+        await c.query(fs.readFileSync(new URL(f, sqlDir), "utf8"));
+      for (const s of oldRows()) await c.query(s);
+      await c.query("INSERT INTO schema_version (id, version) VALUES (1, 5)");
+      await c.end();
+      return () => openPgStore(url, { create: true });
+    },
+  },
+];
+
+const backfilled = new Map();
+for (const e of OLD_ENGINES) {
+  test(
+    `${e.name}: migration 006 backfills the jobs' summary rows: status as before`,
+    { skip: e.skip },
+    async (t) => {
+      const open = await e.old(t);
+      const store = await open();
+      t.after(() => store.close());
+      const { parseConfig } = await import("../dist/config/parse.js");
+      const { buildStatus } = await import("../dist/health/status.js");
+      const text = `state_dir: /nonexistent\njobs:\n${["a", "b", "c", "d"].map((j) => `  ${j}: { schedule: "* * * * *", command: "true" }`).join("\n")}\n`;
+      const { config } = parseConfig(text, "/nonexistent/jobs.yaml", { hostTimezone: "UTC" });
+      const want = JSON.stringify(
+        (await buildStatus(config, fromRuns(store), 100_000)).jobs,
+        null,
+        2,
+      );
+      assert.equal(JSON.stringify((await buildStatus(config, store, 100_000)).jobs, null, 2), want);
+      const jobs = JSON.parse(want);
+      assert.deepEqual(
+        jobs.map((j) => j.markers),
+        [0, 2, 0, 0],
+      );
+      assert.equal(jobs[1].last_run.status, "running");
+      assert.ok(jobs[0].last_finished_run.run_id > 0);
+      backfilled.set(
+        e.name,
+        jobs.map((j) => [j.name, j.health, j.problems, j.p95_duration_ms, j.markers]),
+      );
+    },
+  );
+}
+test(
+  "both engines: migration 006's backfill: the same status",
+  { skip: OLD_ENGINES[1].skip },
+  () => {
+    assert.deepEqual(backfilled.get("postgresql"), backfilled.get("sqlite"));
+  },
+);
