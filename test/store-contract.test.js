@@ -4,6 +4,7 @@
 // two engines gave the same ones. The PostgreSQL-only cases at the end race two PgStore
 // instances (two pools) on the writes SQLite serialises with BEGIN IMMEDIATE.
 import assert from "node:assert/strict";
+import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
@@ -12,8 +13,9 @@ import { PG_LATEST, pgMigrationFiles } from "../dist/store/pg-connection.js";
 import { openPgStore, openStore, StoreError } from "../dist/store/store.js";
 import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
 import { tmpdir } from "./helpers.js";
+import { fromRuns } from "./status-oracle.js";
 
-const LATEST = 5;
+const LATEST = 6;
 
 test("migrations: one numbering, a file per engine for each step", () => {
   const names = migrationFiles();
@@ -765,5 +767,203 @@ test(
       "SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = 'public'",
     );
     assert.equal(tables.rows[0].n, 0, "nothing written");
+  },
+);
+
+// ---- issue 16: status from the jobs' own rows ------------------------------------------------
+
+const SUMMARY_CONFIG = `state_dir: /nonexistent
+jobs:
+  many: { schedule: "* * * * *", command: "true" }
+  allow: { schedule: "* * * * *", command: "true", overlap: allow }
+  marked: { schedule: "* * * * *", command: "true", health: { repeat_limit: 1 } }
+  unrun: { schedule: "* * * * *", command: "true" }
+  dispositions: { schedule: "* * * * *", command: "true" }
+  pruned: { schedule: "* * * * *", command: "true" }
+  reaped: { schedule: "* * * * *", command: "true" }
+`;
+
+/** A history with every kind of row status reads: the summary must give what the runs gave. */
+async function variedHistory(store) {
+  let t = 100_000;
+  const start = async (job, slot, over = {}) => {
+    const r = await store.reserveRun(req(job, slot, { now: (t += 1000), ...over }));
+    if (r.kind === "started") await store.setRunProcess(r.run.id, 4242, "s", 4242);
+    return r.run;
+  };
+  const end = (run, status, over = {}) =>
+    store.finishRuns([{ runId: run.id, result: result(status, run.started_at, (t += 500), over) }]);
+  // 25 runs, some failed, a timeout, a retry: more than the summary keeps.
+  for (let i = 0; i < 25; i++) {
+    const run = await start("many", i * 60_000, { attempt: i % 7 === 3 ? 2 : 1 });
+    const status = i % 6 === 5 ? "failed" : i === 11 ? "timeout" : "ok";
+    await end(
+      run,
+      status,
+      i === 11 ? { reason: "timeout 1s", signal: "SIGKILL", exitCode: null } : {},
+    );
+  }
+  await store.progress((await store.lastRun("many")).id, "after the end", (t += 1));
+  await start("many", 25 * 60_000); // still running: last_run is it, last_finished_run is not
+  // overlap: allow: two running at once, ending out of order.
+  const a1 = await start("allow", 60_000, { lock: false });
+  const a2 = await start("allow", 120_000, { lock: false });
+  const a3 = await start("allow", 180_000, { lock: false });
+  await end(a2, "ok");
+  await end(a1, "failed");
+  void a3;
+  // Markers: new, skipped, removed, attempts; and markers of a job that never ran.
+  const m = await start("marked", 60_000);
+  await store.markDone(writer(m), ["k1", "k2", "k3"], (t += 1));
+  await store.isDone(writer(m), "k1");
+  await store.removeMarker("marked", "k2", (t += 1), "test");
+  for (let i = 0; i < 3; i++) await store.takeClaim?.(writer(m), "hard", ME, (t += 1), () => false);
+  await end(m, "ok");
+  await store.markDone({ job: "unrun", run: null }, ["outside"], (t += 1));
+  // Dispositions only, then a run among them.
+  await store.recordDisposition("dispositions", 60_000, "missed", "daemon down", (t += 1));
+  await store.recordDisposition("dispositions", 120_000, "skipped", "paused", (t += 1));
+  await end(await start("dispositions", 180_000), "ok");
+  await store.recordDisposition("dispositions", 240_000, "skipped", "paused", (t += 1));
+  // Pruned down to dispositions: the last finished run is gone.
+  await end(await start("pruned", 60_000), "ok");
+  await end(await start("pruned", 120_000), "failed");
+  await store.recordDisposition("pruned", 180_000, "skipped", "paused", (t += 1));
+  await store.pruneRuns("pruned", 1);
+  // A dead holder reaped (interrupted) by the next reservation, which is then fenced.
+  await start("reaped", 60_000);
+  const r2 = await start("reaped", 120_000, { holderAlive: () => false });
+  await end(r2, "fenced", { reason: "its node lost its lease", exitCode: null });
+  return t + 1000;
+}
+
+contract("status: the jobs' summary rows give the status the runs gave", async (_t, { store }) => {
+  const { parseConfig } = await import("../dist/config/parse.js");
+  const { buildStatus } = await import("../dist/health/status.js");
+  const { renderStatus } = await import("../dist/health/render.js");
+  const { config } = parseConfig(SUMMARY_CONFIG, "/nonexistent/jobs.yaml", { hostTimezone: "UTC" });
+  assert.ok(config, "the test's config parses");
+  const now = await variedHistory(store);
+  const out = {};
+  for (const only of [null, "many", "allow", "marked", "unrun", "pruned"]) {
+    const want = await buildStatus(config, fromRuns(store), now, only);
+    const got = await buildStatus(config, store, now, only);
+    assert.equal(JSON.stringify(got, null, 2), JSON.stringify(want, null, 2), `status ${only}`);
+    const detail = only ? await store.history(only, 10) : [];
+    assert.equal(
+      renderStatus(got, detail, { color: false, now }),
+      renderStatus(want, detail, { color: false, now }),
+    );
+    out[only ?? "all"] = got.jobs.map((j) => [j.name, j.health, j.markers, j.last_run?.run_id]);
+  }
+  // The history is what it should be, so that the comparison above is not between two empties.
+  const all = (await buildStatus(config, store, now)).jobs;
+  const job = (n) => all.find((j) => j.name === n);
+  assert.equal(job("many").last_run.status, "running");
+  assert.equal(job("many").last_finished_run.status, "ok");
+  assert.equal(job("marked").markers, 2);
+  assert.equal(job("unrun").markers, 1);
+  assert.equal(job("pruned").last_finished_run, null);
+  assert.ok(job("many").p95_duration_ms !== null);
+  return out;
+});
+
+/** An old store's rows, as literal SQL both engines take: runs of every kind, markers. */
+function oldRows() {
+  const sql = ["INSERT INTO jobs (name, first_seen_at) VALUES ('a', 1), ('b', 1), ('c', 1)"];
+  for (let i = 0; i < 30; i++) {
+    const job = ["a", "b"][i % 2];
+    const status = i % 5 === 0 ? "failed" : i % 7 === 0 ? "skipped" : i === 29 ? "running" : "ok";
+    const end = status === "running" ? "NULL" : i * 1000 + 900;
+    const dur = status === "running" ? "NULL" : 900 - i;
+    const reason = status === "ok" ? "NULL" : "'exit 1'";
+    sql.push(`INSERT INTO runs (job, slot, trigger, status, reason, exit_code, attempt, started_at,
+      finished_at, duration_ms, pid, log_path, progress_at, markers_new, markers_skipped)
+      VALUES ('${job}', ${i * 1000}, 'schedule', '${status}', ${reason}, ${status === "ok" ? 0 : 1},
+      ${1 + (i % 3)}, ${i * 1000}, ${end}, ${dur}, 7, '/l/${i}', ${i * 1000 + 5}, ${i % 4}, ${i % 2})`);
+  }
+  sql.push("INSERT INTO markers (job, key, created_at) VALUES ('b', 'x', 1), ('b', 'y', 1)");
+  return sql;
+}
+
+const OLD_ENGINES = [
+  {
+    name: "sqlite",
+    skip: false,
+    async old(t) {
+      const dir = path.join(tmpdir(t), "s");
+      fs.mkdirSync(dir, { recursive: true });
+      const db = new Database(path.join(dir, "cronvisor.db"));
+      const sqlDir = new URL("../dist/store/migrations/sqlite/", import.meta.url);
+      for (const f of migrationFiles().slice(0, 5))
+        db.exec(fs.readFileSync(new URL(f, sqlDir), "utf8"));
+      for (const s of oldRows()) db.exec(s);
+      db.pragma("user_version = 5");
+      db.close();
+      return () => openStore(dir, { create: false });
+    },
+  },
+  {
+    name: "postgresql",
+    skip: pgSkip(),
+    async old() {
+      const url = await freshDatabase();
+      const c = await rawClient(url);
+      const sqlDir = new URL("../dist/store/migrations/postgresql/", import.meta.url);
+      await c.query(
+        "CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)",
+      );
+      await c.query(
+        "CREATE TABLE data_version (id INTEGER PRIMARY KEY CHECK (id = 1), n BIGINT NOT NULL)",
+      );
+      await c.query("INSERT INTO data_version (id, n) VALUES (1, 0)");
+      for (const f of pgMigrationFiles().slice(0, 5))
+        await c.query(fs.readFileSync(new URL(f, sqlDir), "utf8"));
+      for (const s of oldRows()) await c.query(s);
+      await c.query("INSERT INTO schema_version (id, version) VALUES (1, 5)");
+      await c.end();
+      return () => openPgStore(url, { create: true });
+    },
+  },
+];
+
+const backfilled = new Map();
+for (const e of OLD_ENGINES) {
+  test(
+    `${e.name}: migration 006 backfills the jobs' summary rows: status as before`,
+    { skip: e.skip },
+    async (t) => {
+      const open = await e.old(t);
+      const store = await open();
+      t.after(() => store.close());
+      const { parseConfig } = await import("../dist/config/parse.js");
+      const { buildStatus } = await import("../dist/health/status.js");
+      const text = `state_dir: /nonexistent\njobs:\n${["a", "b", "c", "d"].map((j) => `  ${j}: { schedule: "* * * * *", command: "true" }`).join("\n")}\n`;
+      const { config } = parseConfig(text, "/nonexistent/jobs.yaml", { hostTimezone: "UTC" });
+      const want = JSON.stringify(
+        (await buildStatus(config, fromRuns(store), 100_000)).jobs,
+        null,
+        2,
+      );
+      assert.equal(JSON.stringify((await buildStatus(config, store, 100_000)).jobs, null, 2), want);
+      const jobs = JSON.parse(want);
+      assert.deepEqual(
+        jobs.map((j) => j.markers),
+        [0, 2, 0, 0],
+      );
+      assert.equal(jobs[1].last_run.status, "running");
+      assert.ok(jobs[0].last_finished_run.run_id > 0);
+      backfilled.set(
+        e.name,
+        jobs.map((j) => [j.name, j.health, j.problems, j.p95_duration_ms, j.markers]),
+      );
+    },
+  );
+}
+test(
+  "both engines: migration 006's backfill: the same status",
+  { skip: OLD_ENGINES[1].skip },
+  () => {
+    assert.deepEqual(backfilled.get("postgresql"), backfilled.get("sqlite"));
   },
 );

@@ -10,6 +10,7 @@ import { LATEST, migrationFiles } from "../dist/store/migrate.js";
 import { SqliteStore } from "../dist/store/sqlite-store.js";
 import { openStore, StoreError } from "../dist/store/store.js";
 import { tmpdir } from "./helpers.js";
+import { fromRuns } from "./status-oracle.js";
 
 const SQL = new URL("../dist/store/migrations/sqlite/", import.meta.url);
 
@@ -33,6 +34,7 @@ test("migrations: one numbering, 001.. with no gap; a new store is at the last n
     "003_claim_command.sql",
     "004_running_config_http.sql",
     "005_nodes.sql",
+    "006_job_summary.sql",
   ]);
   // A store at LATEST skips listing the folder: a new file with LATEST left behind would never run.
   assert.equal(LATEST, files.length, "bump LATEST in src/store/migrate.ts with a new migration");
@@ -148,4 +150,56 @@ test("markDone writes every key or, with a stale fence, none; a nested transacti
   assert.equal((await store.reserveRun(req)).kind, "locked");
   await assert.rejects(inner, /inside another/);
   assert.equal(await store.job("x"), null);
+});
+
+test("migration 006 backfills the jobs' summary rows: an old store's status is as before", async (t) => {
+  const stateDir = path.join(tmpdir(t), "s");
+  olderStore(stateDir, 5);
+  const db = new Database(path.join(stateDir, "cronvisor.db"));
+  const ins = db.prepare(`INSERT INTO runs (job, slot, trigger, status, reason, exit_code, attempt,
+    started_at, finished_at, duration_ms, pid, log_path, progress_at, markers_new, markers_skipped)
+    VALUES (?, ?, 'schedule', ?, ?, ?, ?, ?, ?, ?, 7, ?, ?, ?, ?)`);
+  db.transaction(() => {
+    for (const job of ["a", "b", "c"])
+      db.prepare("INSERT INTO jobs (name, first_seen_at) VALUES (?, 1)").run(job);
+    for (let i = 0; i < 30; i++) {
+      const job = ["a", "b"][i % 2];
+      const status = i % 5 === 0 ? "failed" : i % 7 === 0 ? "skipped" : i === 29 ? "running" : "ok";
+      const end = status === "running" ? null : i * 1000 + 900;
+      ins.run(
+        job,
+        i * 1000,
+        status,
+        status === "ok" ? null : "exit 1",
+        status === "ok" ? 0 : 1,
+        1 + (i % 3 === 0),
+        i * 1000,
+        end,
+        end === null ? null : 900 - i,
+        `/l/${i}`,
+        i * 1000 + 5,
+        i % 4,
+        i % 2,
+      );
+    }
+    for (const k of ["x", "y"])
+      db.prepare("INSERT INTO markers (job, key, created_at) VALUES ('b', ?, 1)").run(k);
+  })();
+  db.close();
+  const store = await openStore(stateDir, { create: false });
+  t.after(() => store.close());
+  const { parseConfig } = await import("../dist/config/parse.js");
+  const { buildStatus } = await import("../dist/health/status.js");
+  const text = `state_dir: ${stateDir}\njobs:\n${["a", "b", "c", "d"].map((j) => `  ${j}: { schedule: "* * * * *", command: "true" }`).join("\n")}\n`;
+  const { config } = parseConfig(text, path.join(stateDir, "jobs.yaml"), { hostTimezone: "UTC" });
+  const now = 100_000;
+  const want = JSON.stringify(await buildStatus(config, fromRuns(store), now), null, 2);
+  assert.equal(JSON.stringify(await buildStatus(config, store, now), null, 2), want);
+  const got = JSON.parse(want).jobs;
+  assert.deepEqual(
+    got.map((j) => j.markers),
+    [1, 2, 0, 0],
+  ); // a's "kept" from olderStore
+  assert.equal(got[0].last_finished_run.run_id, 27);
+  assert.equal(got[1].last_run.status, "running");
 });

@@ -54,16 +54,13 @@ export function querySearch(q: PageQuery, change: Partial<PageQuery> = {}): stri
   return s ? `?${s}` : "";
 }
 
-/** A timeline's row; on a shared store with the node that ran (or recorded) it. */
-export type PageRow = TimelineRow & { node?: string | null };
-
 export interface JobView {
   job: JobConfig;
   report: JobReport;
   /** A problem: a WARNING word, or a problem sentence (a slow run) under another word. */
   problem: boolean;
   /** Runs and dispositions running now or finished in the range, oldest first. */
-  rows: PageRow[];
+  rows: TimelineRow[];
   /** Durations (ms) of the recent successful runs, oldest first. */
   trend: number[];
 }
@@ -93,46 +90,15 @@ function rank(r: JobReport): number {
   return r.problems.length > 0 ? HEALTH_ORDER.length : HEALTH_ORDER.length + 1;
 }
 
-const DISPOSITIONS: ReadonlySet<string> = new Set(["running", "skipped", "missed"]);
-
-/**
- * The job's newest TREND_RUNS finished runs, newest first (what `status` takes the p95 from):
- * from its timeline's rows when the range holds that many, else read (a job that never
- * finished a run needs no read).
- */
-async function recentRuns(
-  store: Store,
-  r: JobReport,
-  rows: readonly TimelineRow[],
-): Promise<Pick<RunFacts, "status" | "duration_ms">[]> {
-  const finished = rows.filter((x) => !DISPOSITIONS.has(x.status));
-  if (finished.length >= TREND_RUNS)
-    return finished.sort((a, b) => b.id - a.id).slice(0, TREND_RUNS);
-  return r.last_finished_run ? store.recentFinished(r.name, TREND_RUNS) : [];
-}
-
-/**
- * The rows of the jobs' timelines. A shared store's carry their node (a bar says which node ran
- * it): read as whole rows, since the timeline's columns have none.
- */
-async function timelinesOf(
-  store: Store,
-  jobs: string[],
-  from: number,
-): Promise<Map<string, PageRow[]>> {
-  if (!store.shared) return store.timelines(jobs, from);
-  const out = new Map<string, PageRow[]>();
-  for (const job of jobs) out.set(job, await store.runsRunningOrFinishedSince(job, from));
-  return out;
-}
-
 export async function pageModel(
   config: Config,
   store: Store,
   now: number,
   query: PageQuery,
 ): Promise<PageModel> {
-  const report = await buildStatus(config, store, now);
+  // The newest finished runs of every job, as status read them (its p95's): the trends.
+  const recent = new Map<string, RunFacts[]>();
+  const report = await buildStatus(config, store, now, null, null, recent);
   const byName = new Map(config.jobs.map((j) => [j.name, j]));
   const matching = report.jobs
     .filter((r) => r.name.includes(query.q) && (!query.problems || isProblem(r)))
@@ -140,18 +106,19 @@ export async function pageModel(
   const offset = (query.page - 1) * PAGE_JOBS;
   const shown = matching.slice(offset, offset + PAGE_JOBS);
   const from = now - RANGES[query.range];
-  const timelines = await timelinesOf(
-    store,
+  const timelines = await store.timelines(
     shown.map((r) => r.name),
     from,
   );
+  // One node has nothing to tell apart: a bar names its node only on a shared store.
+  if (!store.shared) for (const rows of timelines.values()) for (const r of rows) r.node = null;
   const jobs: JobView[] = [];
   for (const r of shown) {
     const job = byName.get(r.name);
     if (!job) continue;
     const rows = timelines.get(r.name) ?? [];
-    const recent = await recentRuns(store, r, rows);
-    const trend = recent
+    const trend = (recent.get(r.name) ?? [])
+      .slice(0, TREND_RUNS)
       .filter((f) => f.status === "ok" && f.duration_ms !== null)
       .map((f) => f.duration_ms as number)
       .reverse();

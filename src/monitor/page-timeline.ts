@@ -8,7 +8,7 @@
 // Content-Security-Policy needs no 'unsafe-inline'.
 import { formatDurationRounded, formatSeconds } from "../core/duration.js";
 import { esc, localTime, trusted, type Markup } from "./page-html.js";
-import type { JobView, PageRow, RangeName } from "./page-data.js";
+import type { JobView, RangeName } from "./page-data.js";
 import type { TimelineRow } from "../store/store.js";
 
 const W = 1000;
@@ -65,10 +65,10 @@ export function statusText(r: {
 const lateness = (ms: number): string =>
   ms < 1000 ? `${Math.max(0, Math.round(ms))} ms` : runLength(ms);
 
-/** `, node app01`: only a shared store's rows carry their node (page-data.ts). */
-const onNode = (r: PageRow): string => (r.node ? `, node ${r.node}` : "");
+/** `, node app01`: the node that ran or recorded the row (page-data.ts keeps it on a shared store). */
+const onNode = (r: TimelineRow): string => (r.node ? `, node ${r.node}` : "");
 
-function barTitle(r: PageRow, zone: string, now: number): string {
+function barTitle(r: TimelineRow, zone: string, now: number): string {
   const end = r.finished_at ?? now;
   const took =
     r.finished_at === null
@@ -83,7 +83,7 @@ function barTitle(r: PageRow, zone: string, now: number): string {
   return `run ${r.id}: ${statusText(r)}, ${r.trigger ?? "schedule"}, ${start}, ${took}${onNode(r)}`;
 }
 
-function tickTitle(r: PageRow, slot: number, zone: string): string {
+function tickTitle(r: TimelineRow, slot: number, zone: string): string {
   return `slot ${localTime(slot, zone, true)}: ${r.status}${r.reason ? `: ${r.reason}` : ""}${onNode(r)}`;
 }
 

@@ -189,7 +189,10 @@ export interface Store extends MarkerStore {
   // ---- health, status and the monitor
   /** What one job's health is judged from, in one snapshot. */
   jobReadings(job: string, recentLimit: number, repeatLimit: number): Promise<JobReadings>;
-  /** Everything `status` shows, in one snapshot. */
+  /**
+   * Everything `status` shows, in one snapshot: one row per job (its summary, migration 006),
+   * the running runs and the attempts; `recentLimit` above SUMMARY_RECENT reads the runs.
+   */
   statusRows(jobs: readonly StatusJob[], recentLimit: number): Promise<StatusRows>;
   repeatingKeysSince(job: string, limit: number, since: number): Promise<AttemptRow[]>;
   repeatingKeysAll(limit: number): Promise<Map<string, AttemptRow[]>>;

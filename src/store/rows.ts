@@ -69,6 +69,7 @@ export type TimelineRow = Pick<
   | "started_at"
   | "finished_at"
   | "duration_ms"
+  | "node"
 >;
 
 /** The columns of a run that health is judged from. */

@@ -70,7 +70,7 @@ export async function runsRunningOrFinishedSince(q: Q, job: string, since: numbe
 }
 
 const TIMELINE_COLUMNS =
-  "id, slot, trigger, status, reason, exit_code, signal, started_at, finished_at, duration_ms";
+  "id, slot, trigger, status, reason, exit_code, signal, started_at, finished_at, duration_ms, node";
 
 /** Each job's rows running or finished at or after `since`, oldest first: one query for all. */
 export async function timelines(

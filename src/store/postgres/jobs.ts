@@ -11,6 +11,10 @@ import { insertEvent } from "./events.js";
  * write that reads a job's lock, fence or runs and then acts on them takes it first, before any
  * other row of the job (so two transactions never wait on each other in opposite orders).
  */
+/** A JobRow's columns: the status summary (migration 006) is read only by status (status.ts). */
+const JOB_COLUMNS = `name, paused, fence, scanned_to, reboot_boot_id, last_success_at, last_progress_at,
+  first_seen_at`;
+
 export async function lockJobs(q: Q, names: readonly string[]): Promise<void> {
   if (names.length === 0) return;
   const unique = [...new Set(names)];
@@ -18,11 +22,11 @@ export async function lockJobs(q: Q, names: readonly string[]): Promise<void> {
 }
 
 export async function jobRow(q: Q, name: string): Promise<JobRow | null> {
-  return (await q.get<JobRow>("SELECT * FROM jobs WHERE name = $1", [name])) ?? null;
+  return (await q.get<JobRow>(`SELECT ${JOB_COLUMNS} FROM jobs WHERE name = $1`, [name])) ?? null;
 }
 
 export async function allJobs(q: Q): Promise<JobRow[]> {
-  return q.all<JobRow>("SELECT * FROM jobs ORDER BY name");
+  return q.all<JobRow>(`SELECT ${JOB_COLUMNS} FROM jobs ORDER BY name`);
 }
 
 /**
@@ -130,7 +134,7 @@ export async function jobGauges(q: Q): Promise<JobGauge[]> {
   return q.all<JobGauge>(
     `SELECT j.name, j.paused, j.last_success_at, j.last_progress_at,
        (SELECT COUNT(*) FROM runs r WHERE r.job = j.name AND r.status = 'running') AS running,
-       (SELECT COUNT(*) FROM markers m WHERE m.job = j.name) AS markers
+       j.marker_count AS markers
      FROM jobs j ORDER BY j.name`,
   );
 }

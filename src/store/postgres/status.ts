@@ -4,7 +4,9 @@
 import type { Q } from "../pg-connection.js";
 import type {
   AttemptRow,
+  HistoryRow,
   JobReadings,
+  JobRow,
   RunRow,
   StatusJob,
   StatusJobRows,
@@ -12,8 +14,9 @@ import type {
 } from "../rows.js";
 import { daemonRow, nodes } from "./daemon.js";
 import { historyRow, lastRun, recentFinished, runningRuns } from "./history.js";
-import { allJobs, jobRow } from "./jobs.js";
-import { markerCount, markerCounts, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
+import { jobRow } from "./jobs.js";
+import { markerCount, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
+import { latestRun, SUMMARY_RECENT, summaryFacts } from "../summary.js";
 
 /** One job's readings, by per-job queries. */
 export async function jobReadings(
@@ -32,59 +35,89 @@ export async function jobReadings(
   };
 }
 
-/** Everything `status` shows; over more than one job, the shared reads are done once. */
+/** A jobs row with its summary columns (migration 006), as the status read takes it. */
+interface SummaryRow extends JobRow {
+  recent_runs: string;
+  last_finished: string | null;
+  marker_count: number;
+}
+
+/**
+ * Everything `status` shows, as ../sqlite/status.ts reads it: one row per job (its summary, kept
+ * by triggers), the running runs and the attempts, one query each for every job at once.
+ */
 export async function statusRows(
   q: Q,
   jobs: readonly StatusJob[],
   recentLimit: number,
   node: string,
 ): Promise<StatusRows> {
+  if (recentLimit > SUMMARY_RECENT) return statusRowsFromRuns(q, jobs, recentLimit, node);
   const out = new Map<string, StatusJobRows>();
   const daemon = await daemonRow(q, node);
-  if (jobs.length === 1) {
-    const job = jobs[0] as StatusJob;
-    const r = await jobReadings(q, job.name, recentLimit, job.repeatLimit);
-    const markers = await markerCount(q, job.name);
-    out.set(job.name, { ...r, ...(await latest(q, job.name, r)), markers });
-    return { daemon, nodes: await nodes(q), jobs: out };
-  }
+  const one = jobs.length === 1 ? (jobs[0] as StatusJob).name : null;
   const running = new Map<string, RunRow[]>();
-  for (const r of await runningRuns(q)) {
+  for (const r of await runningRuns(q, one ?? undefined)) {
     const list = running.get(r.job);
     if (list) list.push(r);
     else running.set(r.job, [r]);
   }
-  const rows = new Map((await allJobs(q)).map((r) => [r.name, r]));
+  const rows = new Map(
+    (
+      await q.all<SummaryRow>(
+        `SELECT name, paused, fence, scanned_to, reboot_boot_id, last_success_at, last_progress_at,
+           first_seen_at, recent_runs, last_finished, marker_count FROM jobs
+         WHERE $1::text IS NULL OR name = $1`,
+        [one],
+      )
+    ).map((r) => [r.name, r]),
+  );
   const minLimit = Math.min(...jobs.map((j) => j.repeatLimit));
   const attempts: Map<string, AttemptRow[]> =
     jobs.length > 0 ? await repeatingKeysAll(q, minLimit) : new Map();
-  const counts = await markerCounts(q);
   for (const job of jobs) {
-    const recent = await recentFinished(q, job.name, recentLimit);
+    const s = rows.get(job.name);
+    const recent = s ? summaryFacts(s.recent_runs, recentLimit) : [];
     const since = recent[0]?.started_at ?? 0;
-    const r: JobReadings = {
-      row: rows.get(job.name) ?? null,
-      running: running.get(job.name) ?? [],
+    const lastFinished = s?.last_finished ? (JSON.parse(s.last_finished) as HistoryRow) : null;
+    const run = running.get(job.name) ?? [];
+    out.set(job.name, {
+      row: s ? jobOf(s) : null,
+      running: run,
       recent,
       attempts: (attempts.get(job.name) ?? [])
         .filter((a) => a.count > job.repeatLimit && a.last_at >= since)
         .slice(0, 10),
-    };
-    const markers = counts.get(job.name) ?? 0;
-    out.set(job.name, { ...r, ...(await latest(q, job.name, r)), markers });
+      last: latestRun(lastFinished, run),
+      lastFinished,
+      // Markers of a job without a row (written before any run of it) are counted here.
+      markers: s ? s.marker_count : await markerCount(q, job.name),
+    });
   }
   return { daemon, nodes: await nodes(q), jobs: out };
 }
 
-/** The latest run with a process, and the latest that has ended (often the same row). */
-async function latest(
+/** The JobRow part of a summary row. */
+function jobOf(s: SummaryRow): JobRow {
+  const { recent_runs: _r, last_finished: _l, marker_count: _m, ...row } = s;
+  return row;
+}
+
+/** statusRows from the runs table, one job at a time. */
+async function statusRowsFromRuns(
   q: Q,
-  job: string,
-  r: JobReadings,
-): Promise<Pick<StatusJobRows, "last" | "lastFinished">> {
-  const last = await lastRun(q, job);
-  const newest = r.recent[0];
-  const lastFinished =
-    newest === undefined ? null : last?.id === newest.id ? last : await historyRow(q, newest.id);
-  return { last, lastFinished };
+  jobs: readonly StatusJob[],
+  recentLimit: number,
+  node: string,
+): Promise<StatusRows> {
+  const out = new Map<string, StatusJobRows>();
+  for (const job of jobs) {
+    const r = await jobReadings(q, job.name, recentLimit, job.repeatLimit);
+    const last = await lastRun(q, job.name);
+    const newest = r.recent[0];
+    const lastFinished =
+      newest === undefined ? null : last?.id === newest.id ? last : await historyRow(q, newest.id);
+    out.set(job.name, { ...r, last, lastFinished, markers: await markerCount(q, job.name) });
+  }
+  return { daemon: await daemonRow(q, node), nodes: await nodes(q), jobs: out };
 }

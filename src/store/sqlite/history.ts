@@ -94,11 +94,12 @@ export function runsRunningOrFinishedSince(c: Conn, job: string, since: number):
 }
 
 const TIMELINE_COLUMNS =
-  "id, slot, trigger, status, reason, exit_code, signal, started_at, finished_at, duration_ms";
+  "id, slot, trigger, status, reason, exit_code, signal, started_at, finished_at, duration_ms, node";
 
 /**
- * Each job's rows running or finished at or after `since`, oldest first, as TimelineRows. Raw
- * rows made into objects here, as recentFinished does: the page reads thousands of them.
+ * Each job's rows running or finished at or after `since`, oldest first, as TimelineRows, in one
+ * query: the finished ones over runs_by_job_finish, the running ones over runs_running. Raw rows
+ * made into objects here, as recentFinished does: the page reads thousands of them.
  */
 export function timelines(
   c: Conn,
@@ -106,13 +107,20 @@ export function timelines(
   since: number,
 ): Map<string, TimelineRow[]> {
   const out = new Map<string, TimelineRow[]>(jobs.map((j) => [j, []]));
-  const q = c.q(
-    `SELECT job, ${TIMELINE_COLUMNS} FROM runs
-     WHERE job = ? AND (status = 'running' OR finished_at >= ?) ORDER BY id`,
-    true,
-  );
-  const rows = jobs.flatMap((job) => q.all(job, since) as unknown[][]);
-  for (const r of rows as unknown[][]) {
+  if (jobs.length === 0) return out;
+  const list = JSON.stringify(jobs);
+  const rows = c
+    .q(
+      `SELECT job, ${TIMELINE_COLUMNS} FROM runs INDEXED BY runs_by_job_finish
+       WHERE job IN (SELECT value FROM json_each(?)) AND finished_at >= ?
+       UNION ALL
+       SELECT job, ${TIMELINE_COLUMNS} FROM runs INDEXED BY runs_running
+       WHERE job IN (SELECT value FROM json_each(?)) AND status = 'running'
+       ORDER BY id`,
+      true,
+    )
+    .all(list, since, list) as unknown[][];
+  for (const r of rows) {
     out.get(r[0] as string)?.push({
       id: r[1] as number,
       slot: r[2] as number | null,
@@ -124,6 +132,7 @@ export function timelines(
       started_at: r[8] as number,
       finished_at: r[9] as number | null,
       duration_ms: r[10] as number | null,
+      node: r[11] as string | null,
     });
   }
   return out;

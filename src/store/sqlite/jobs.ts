@@ -4,12 +4,18 @@ import type { Conn } from "../connection.js";
 import type { AddJob, JobGauge, JobRow } from "../rows.js";
 import { insertEvent } from "./events.js";
 
+/** A JobRow's columns: the status summary (migration 006) is read only by status (status.ts). */
+const JOB_COLUMNS = `name, paused, fence, scanned_to, reboot_boot_id, last_success_at, last_progress_at,
+  first_seen_at`;
+
 export function jobRow(c: Conn, name: string): JobRow | null {
-  return (c.q("SELECT * FROM jobs WHERE name = ?").get(name) as JobRow | undefined) ?? null;
+  return (
+    (c.q(`SELECT ${JOB_COLUMNS} FROM jobs WHERE name = ?`).get(name) as JobRow | undefined) ?? null
+  );
 }
 
 export function allJobs(c: Conn): JobRow[] {
-  return c.q("SELECT * FROM jobs ORDER BY name").all() as JobRow[];
+  return c.q(`SELECT ${JOB_COLUMNS} FROM jobs ORDER BY name`).all() as JobRow[];
 }
 
 export function ensureJob(c: Conn, name: string, now: number): JobRow {
@@ -73,7 +79,7 @@ export function jobGauges(c: Conn): JobGauge[] {
     .q(
       `SELECT j.name, j.paused, j.last_success_at, j.last_progress_at,
          (SELECT COUNT(*) FROM runs r WHERE r.job = j.name AND r.status = 'running') AS running,
-         (SELECT COUNT(*) FROM markers m WHERE m.job = j.name) AS markers
+         j.marker_count AS markers
        FROM jobs j ORDER BY j.name`,
     )
     .all() as JobGauge[];

@@ -4,7 +4,9 @@
 import type { Conn } from "../connection.js";
 import type {
   AttemptRow,
+  HistoryRow,
   JobReadings,
+  JobRow,
   RunRow,
   StatusJob,
   StatusJobRows,
@@ -12,8 +14,9 @@ import type {
 } from "../rows.js";
 import { daemonRow, nodes } from "./daemon.js";
 import { historyRow, lastRun, recentFinished, runningRuns } from "./history.js";
-import { allJobs, jobRow } from "./jobs.js";
-import { markerCount, markerCounts, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
+import { jobRow } from "./jobs.js";
+import { markerCount, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
+import { latestRun, SUMMARY_RECENT, summaryFacts } from "../summary.js";
 
 /** One job's readings, by per-job queries. */
 export function jobReadings(
@@ -32,57 +35,85 @@ export function jobReadings(
   };
 }
 
+/** A jobs row with its summary columns (migration 006), as the status read takes it. */
+type SummaryRow = [JobRow, string, string | null, number];
+
+const SUMMARY_SQL = `SELECT name, paused, fence, scanned_to, reboot_boot_id, last_success_at,
+  last_progress_at, first_seen_at, recent_runs, last_finished, marker_count FROM jobs`;
+
+/** Every job's row, or one job's, with its summary; raw rows made into objects here. */
+function summaryRows(c: Conn, one: string | null): Map<string, SummaryRow> {
+  const q = c.q(one === null ? SUMMARY_SQL : `${SUMMARY_SQL} WHERE name = ?`, true);
+  const raw = (one === null ? q.all() : q.all(one)) as unknown[][];
+  const out = new Map<string, SummaryRow>();
+  for (const r of raw) {
+    const row: JobRow = {
+      name: r[0] as string,
+      paused: r[1] as number,
+      fence: r[2] as number,
+      scanned_to: r[3] as number | null,
+      reboot_boot_id: r[4] as string | null,
+      last_success_at: r[5] as number | null,
+      last_progress_at: r[6] as number | null,
+      first_seen_at: r[7] as number | null,
+    };
+    out.set(row.name, [row, r[8] as string, r[9] as string | null, r[10] as number]);
+  }
+  return out;
+}
+
 /**
- * Everything `status` shows. Over more than one job, the job rows, running runs, attempts and
- * marker counts are read for every job at once (one query each instead of one per job: `status`
- * over 1,000 jobs).
+ * Everything `status` shows: one row per job (its summary, kept by triggers in the transaction
+ * of each write that changes it), plus the running runs and the attempts, one query each for
+ * every job at once. Asked for more recent runs than the summary keeps, the runs are read.
  */
 export function statusRows(c: Conn, jobs: readonly StatusJob[], recentLimit: number): StatusRows {
+  if (recentLimit > SUMMARY_RECENT) return statusRowsFromRuns(c, jobs, recentLimit);
   const out = new Map<string, StatusJobRows>();
   const daemon = daemonRow(c);
-  if (jobs.length === 1) {
-    const job = jobs[0] as StatusJob;
-    const r = jobReadings(c, job.name, recentLimit, job.repeatLimit);
-    out.set(job.name, { ...r, ...latest(c, job.name, r), markers: markerCount(c, job.name) });
-    return { daemon, nodes: nodes(c, Date.now()), jobs: out };
-  }
+  const one = jobs.length === 1 ? (jobs[0] as StatusJob).name : null;
   const running = new Map<string, RunRow[]>();
-  for (const r of runningRuns(c)) {
+  for (const r of runningRuns(c, one ?? undefined)) {
     const list = running.get(r.job);
     if (list) list.push(r);
     else running.set(r.job, [r]);
   }
-  const rows = new Map(allJobs(c).map((r) => [r.name, r]));
+  const rows = summaryRows(c, one);
   const minLimit = Math.min(...jobs.map((j) => j.repeatLimit));
   const attempts: Map<string, AttemptRow[]> =
     jobs.length > 0 ? repeatingKeysAll(c, minLimit) : new Map();
-  const counts = markerCounts(c);
   for (const job of jobs) {
-    const recent = recentFinished(c, job.name, recentLimit);
+    const s = rows.get(job.name);
+    const recent = s ? summaryFacts(s[1], recentLimit) : [];
     const since = recent[0]?.started_at ?? 0;
-    const r: JobReadings = {
-      row: rows.get(job.name) ?? null,
-      running: running.get(job.name) ?? [],
+    const lastFinished = s?.[2] ? (JSON.parse(s[2]) as HistoryRow) : null;
+    const run = running.get(job.name) ?? [];
+    out.set(job.name, {
+      row: s?.[0] ?? null,
+      running: run,
       recent,
       attempts: (attempts.get(job.name) ?? [])
         .filter((a) => a.count > job.repeatLimit && a.last_at >= since)
         .slice(0, 10),
-    };
-    out.set(job.name, { ...r, ...latest(c, job.name, r), markers: counts.get(job.name) ?? 0 });
+      last: latestRun(lastFinished, run),
+      lastFinished,
+      // Markers of a job without a row (written before any run of it) are counted here.
+      markers: s ? s[3] : markerCount(c, job.name),
+    });
   }
   return { daemon, nodes: nodes(c, Date.now()), jobs: out };
 }
 
-/** The latest run with a process, and the latest that has ended (often the same row). */
-function latest(
-  c: Conn,
-  job: string,
-  r: JobReadings,
-): Pick<StatusJobRows, "last" | "lastFinished"> {
-  const last = lastRun(c, job);
-  const newest = r.recent[0];
-  // `last` is the newest finished run too unless a run is going: then read that one.
-  const lastFinished =
-    newest === undefined ? null : last?.id === newest.id ? last : historyRow(c, newest.id);
-  return { last, lastFinished };
+/** statusRows from the runs table, one job at a time. */
+function statusRowsFromRuns(c: Conn, jobs: readonly StatusJob[], recentLimit: number): StatusRows {
+  const out = new Map<string, StatusJobRows>();
+  for (const job of jobs) {
+    const r = jobReadings(c, job.name, recentLimit, job.repeatLimit);
+    const last = lastRun(c, job.name);
+    const newest = r.recent[0];
+    const lastFinished =
+      newest === undefined ? null : last?.id === newest.id ? last : historyRow(c, newest.id);
+    out.set(job.name, { ...r, last, lastFinished, markers: markerCount(c, job.name) });
+  }
+  return { daemon: daemonRow(c), nodes: nodes(c, Date.now()), jobs: out };
 }

@@ -1,0 +1,54 @@
+// A job's status summary (migration 006): the columns triggers keep in the job's own row, made
+// into what `status` reads, the same for both engines. Pure: no SQL here (the columns' meaning
+// is in migrations/sqlite/006_job_summary.sql).
+import type { HistoryRow, RunFacts, RunRow } from "./rows.js";
+import type { RunStatus } from "../core/types.js";
+
+/** How many finished runs recent_runs keeps: a reader asking for more reads the runs table. */
+export const SUMMARY_RECENT = 20;
+
+/** recent_runs' JSON arrays as RunFacts, newest first, at most `limit`. */
+export function summaryFacts(json: string, limit: number): RunFacts[] {
+  const rows = JSON.parse(json) as unknown[][];
+  const out: RunFacts[] = [];
+  for (const r of rows.length > limit ? rows.slice(0, limit) : rows)
+    out.push({
+      id: r[0] as number,
+      status: r[1] as RunStatus,
+      reason: r[2] as string | null,
+      started_at: r[3] as number,
+      finished_at: r[4] as number | null,
+      duration_ms: r[5] as number | null,
+      progress_at: r[6] as number | null,
+    });
+  return out;
+}
+
+/**
+ * The latest run with a process: the newest of the job's running rows and its last finished run
+ * (what `SELECT ... WHERE status NOT IN ('skipped', 'missed') ORDER BY id DESC LIMIT 1` gave),
+ * in the history columns only, as that query gave them.
+ */
+export function latestRun(lastFinished: HistoryRow | null, running: RunRow[]): HistoryRow | null {
+  let top: RunRow | undefined;
+  for (const r of running) if (top === undefined || r.id > top.id) top = r;
+  if (top === undefined || (lastFinished !== null && lastFinished.id > top.id)) return lastFinished;
+  return {
+    id: top.id,
+    job: top.job,
+    slot: top.slot,
+    trigger: top.trigger,
+    status: top.status,
+    reason: top.reason,
+    exit_code: top.exit_code,
+    signal: top.signal,
+    attempt: top.attempt,
+    started_at: top.started_at,
+    finished_at: top.finished_at,
+    duration_ms: top.duration_ms,
+    markers_new: top.markers_new,
+    markers_skipped: top.markers_skipped,
+    pid: top.pid,
+    log_path: top.log_path,
+  } as HistoryRow;
+}
