@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
 import { test } from "node:test";
@@ -419,4 +420,18 @@ test("exitFile: the wrapper records the exit status and stays out of the log", a
   // The pre-checks still apply through the wrapper.
   const missing = await withExit({ command: ["/nonexistent/prog"] });
   assert.equal(missing.r.status, "spawn_failed");
+});
+
+test("a run starts at its starter's nice + 5, and so does what it forks at once", async (t) => {
+  const own = os.getPriority(0);
+  const expected = Math.min(19, own + 5);
+  // /proc/PID/stat field 19 is the nice; `$$` is the run's main process, the subshell a child
+  // forked before the daemon could have reniced it afterwards.
+  const script = "cut -d' ' -f19 /proc/$$/stat; (cut -d' ' -f19 /proc/self/stat)";
+  const { spec, result } = await run(t, { command: script });
+  assert.equal(result.status, "ok", readLog(spec));
+  assert.equal(readLog(spec), `${expected}\n${expected}\n`);
+  assert.equal(os.getPriority(0), own, "the starter's own nice is back where it was");
+  const argv = await run(t, { command: ["/usr/bin/nice"] });
+  assert.equal(readLog(argv.spec), `${expected}\n`);
 });
