@@ -435,3 +435,23 @@ test("a run starts at its starter's nice + 5, and so does what it forks at once"
   const argv = await run(t, { command: ["/usr/bin/nice"] });
   assert.equal(readLog(argv.spec), `${expected}\n`);
 });
+
+test("exitFile, a root job's string command: its own shell writes the status (no second shell); $$ is the run's main process", async (t) => {
+  const spec = specFor(t, {
+    command: `echo "$$ $(cut -d' ' -f5 /proc/$$/stat)"; echo "0=$0 n=$#"; tr '\\0' ' ' < /proc/$$/cmdline | cut -c1-30; exit 4`,
+  });
+  spec.exitFile = path.join(spec.dir, "runs", "1.exit");
+  const h = startRun(spec);
+  const r = await finished(h);
+  assert.deepEqual([r.status, r.exitCode], ["failed", 4]);
+  const [ids, args, cmdline] = readLog(spec).split("\n");
+  assert.equal(
+    ids,
+    `${h.pid} ${h.pid}`,
+    "the command runs in the run's main process's group, as it",
+  );
+  assert.equal(args, "0=/bin/sh n=0", "what `sh -c COMMAND` gives it");
+  // The plain wrapper would have exec'd `/bin/sh -c COMMAND` under it: one more shell per run.
+  assert.match(cmdline, /^\/bin\/sh -c f=\$1; shift; trap/);
+  assert.equal(fs.readFileSync(spec.exitFile, "utf8"), "4\n");
+});
