@@ -17,6 +17,11 @@ export function jobNice(own: number): number {
  * - "fork": the calling thread goes to the job's nice for the spawn and back after it. Linux
  *   keeps a nice per thread and a child inherits it at fork (libuv forks in the calling thread),
  *   so the run and all it forks start there, with no window. Going back needs CAP_SYS_NICE (root).
+ *   Profiled under outside load, the thread sometimes loses the CPU at that step (4-5% of the
+ *   daemon's samples sit in setPriority): renicing the child after the spawn instead avoids it,
+ *   but a shell forks its first command before the daemon gets there (measured: a run's first
+ *   `cut` read its parent's old nice), and busy loops forked at once would keep the daemon's
+ *   priority, which is what this is for.
  * - "after": without that capability, the run's main process is reniced right after spawn()
  *   returns; what it forks within that first moment keeps the starter's nice.
  * (A starter at nice 19 already starts its runs at 19.)
