@@ -1,7 +1,7 @@
 // The argv a run spawns: the job's command (through the shell for a string), under setpriv for
 // another user, inside the exit-status wrapper (for a root job's string command, folded into
-// its shell). The checks here turn the usual mistakes into a
-// clear `spawn failed` reason before anything is spawned.
+// its shell). The checks here turn the usual mistakes into a clear `spawn failed` reason before
+// anything is spawned.
 import fs from "node:fs";
 import path from "node:path";
 import { ENV_NAME } from "../core/env-name.js";

@@ -26,7 +26,6 @@ export function jobNice(own: number): number {
  *   returns; what it forks within that first moment keeps the starter's nice.
  * (A starter at nice 19 already starts its runs at 19.)
  */
-
 let mode: "fork" | "after" | null = null;
 
 /** Decided once per process: may this thread lower its nice again? (Tried, not guessed.) */
@@ -59,7 +58,11 @@ export function spawnNiced<T>(start: () => T, pidOf: (child: T) => number | unde
     try {
       return start();
     } finally {
-      os.setPriority(0, own);
+      try {
+        os.setPriority(0, own);
+      } catch {
+        mode = "after"; // the capability is gone: the daemon stays at this nice rather than fail a run
+      }
     }
   }
   const child = start();
