@@ -5,6 +5,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import { createRequire } from "node:module";
+import os from "node:os";
 import path from "node:path";
 import {
   BENCH,
@@ -35,6 +36,23 @@ import {
 const perSecond = (n, command, extra) =>
   range(n).map((i) => ({ name: jobName(i), schedule: "* * * * * *", command, extra }));
 
+/**
+ * The `Nice=` of the measured build's unit (examples/cronvisor.service): the README runs the
+ * daemon under it,
+ * and its runs start 5 higher, at nice 0 as the bare daemon's children. Only root may lower a
+ * nice: otherwise the daemon runs at ours (and its runs 5 higher: slower under outside load).
+ */
+const unitNice = () =>
+  Number(
+    /^Nice=(-?\d+)$/m.exec(
+      fs.readFileSync(path.join(ROOT, "examples", "cronvisor.service"), "utf8"),
+    )?.[1] ?? 0,
+  );
+function asUnit(pid) {
+  if (process.getuid() !== 0) return;
+  os.setPriority(pid, unitNice());
+}
+
 /** Options shared by every row: { quick, log, nodeArgs (e.g. --cpu-prof for the daemons) }. */
 let O = { quick: false, log: () => {}, nodeArgs: [] };
 export function configure(o) {
@@ -49,12 +67,21 @@ export function configure(o) {
  * start load (mark loops) for the window and returns its stopper; `top` adds top-level config
  * keys (`http`).
  */
-export async function cvxSegment({ jobs, command, seconds, stamps, during, top = {} }) {
+export async function cvxSegment({
+  jobs,
+  command,
+  seconds,
+  stamps,
+  during,
+  top = {},
+  extraJobs = [],
+}) {
   const dir = tmpdir();
   const stampFile = path.join(dir, "stamps.txt");
   const argv = stamps ? stamps.argv(stampFile) : command;
-  const cfg = writeConfig(dir, { jobs: perSecond(jobs, argv), top });
+  const cfg = writeConfig(dir, { jobs: [...perSecond(jobs, argv), ...extraJobs], top });
   const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs });
+  asUnit(d.pid);
   const state = path.join(dir, "state");
   try {
     const stopLoad = during ? await during(state) : null;
@@ -476,6 +503,7 @@ async function throughputStep(n, seconds) {
     top: { http: `127.0.0.1:${port}`, alerts: [{ command: "/bin/true" }] },
   });
   const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs });
+  asUnit(d.pid);
   try {
     const from = (Math.floor(Date.now() / 1000) + 3) * 1000;
     const to = from + seconds * 1000;
@@ -828,36 +856,42 @@ async function brokerMarks(n) {
 
 // ---- marks vs the daemon --------------------------------------------------------------------
 
-/** Four shells looping on `cronvisor mark` inside a run of the daemon's store. */
+/**
+ * Four shells looping on `cronvisor mark`, as one job of the daemon itself (an `@reboot` run, so
+ * from its start): the daemon's own jobs are the load it must keep its slots under. Each `mark`
+ * goes through the daemon's broker, as in any run.
+ */
+const MARKS_JOB = {
+  name: "bench-marks",
+  schedule: "@reboot",
+  command: [
+    "/bin/sh",
+    "-c",
+    'for l in 0 1 2 3; do (i=0; while :; do i=$((i+1)); "$0" "$1" mark "l$l-$i" || exit 1; done) & done; wait',
+    process.execPath,
+    bin(),
+  ],
+};
+
+/** Wait for the loops' first marks; the stopper kills their group and counts their marks. */
 async function markLoops(state) {
-  const { store, env } = await runningRun(state, "bench-marks");
-  const loops = range(4).map((l) =>
-    spawn(
-      "/bin/sh",
-      [
-        "-c",
-        `i=0; while :; do i=$((i+1)); "$0" "$1" mark "l${l}-$i" || exit 1; done`,
-        process.execPath,
-        bin(),
-      ],
-      {
-        env: cleanEnv(env),
-        stdio: "ignore",
-        detached: true,
-      },
-    ),
-  );
+  const db = await openDb(state);
+  const count = () =>
+    db.prepare("SELECT COUNT(*) AS n FROM markers WHERE job = 'bench-marks'").get().n;
+  await waitFor(() => count() >= 4, "the mark loops' first marks", 60_000);
+  const run = db
+    .prepare("SELECT pgid FROM runs WHERE job = 'bench-marks' AND status = 'running'")
+    .get();
+  const n0 = count();
   const t0 = Date.now();
   return async () => {
-    for (const l of loops) {
-      try {
-        process.kill(-l.pid, "SIGKILL");
-      } catch {
-        // already gone
-      }
+    try {
+      process.kill(-run.pgid, "SIGKILL");
+    } catch {
+      // already gone
     }
-    const n = await store.markerCount("bench-marks");
-    await store.close();
+    const n = count() - n0;
+    db.close();
     return { marks: n, perSec: n / ((Date.now() - t0) / 1000) };
   };
 }
@@ -871,7 +905,7 @@ export async function marksVsDaemon(stamps) {
   );
   const [withMarks, without] = await alternate(
     rounds,
-    () => cvxSegment({ jobs, seconds, stamps, during: markLoops }),
+    () => cvxSegment({ jobs, seconds, stamps, during: markLoops, extraJobs: [MARKS_JOB] }),
     () => cvxSegment({ jobs, seconds, stamps }),
   );
   const w = summary(withMarks.flatMap((s) => s.late.late));
@@ -886,7 +920,7 @@ export async function marksVsDaemon(stamps) {
       "cronvisor without the loops",
       "≤ 1.1×",
       w.p99 / wo.p99 <= 1.1,
-      `p50 ${w.p50.toFixed(1)} vs ${wo.p50.toFixed(1)} ms; ${marks} marks written meanwhile (${perSec.toFixed(0)}/s); 2 cores shared by 4 mark loops`,
+      `p50 ${w.p50.toFixed(1)} vs ${wo.p50.toFixed(1)} ms; ${marks} marks written meanwhile (${perSec.toFixed(0)}/s) by 4 loops in one of the daemon's runs; 2 cores`,
       "ms",
     ),
   ];

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
 import { test } from "node:test";
@@ -419,4 +420,41 @@ test("exitFile: the wrapper records the exit status and stays out of the log", a
   // The pre-checks still apply through the wrapper.
   const missing = await withExit({ command: ["/nonexistent/prog"] });
   assert.equal(missing.r.status, "spawn_failed");
+});
+
+test("a run starts at its starter's nice + 5, and so does what it forks at once", async (t) => {
+  const own = os.getPriority(0);
+  const expected = Math.min(19, own + 5);
+  // /proc/PID/stat field 19 is the nice; `$$` is the run's main process, the subshell a child
+  // forked before the daemon could have reniced it afterwards. As root the forking thread goes
+  // to the job's nice and back, with no window; otherwise the run is reniced right after the
+  // spawn, and what it forks at once may still have the starter's nice (the sleep: see README).
+  const wait = process.getuid() === 0 ? "" : "sleep 0.2; ";
+  const script = `${wait}cut -d' ' -f19 /proc/$$/stat; (cut -d' ' -f19 /proc/self/stat)`;
+  const { spec, result } = await run(t, { command: script });
+  assert.equal(result.status, "ok", readLog(spec));
+  assert.equal(readLog(spec), `${expected}\n${expected}\n`);
+  assert.equal(os.getPriority(0), own, "the starter's own nice is back where it was");
+  const argv = await run(t, { command: ["/usr/bin/nice"] });
+  assert.equal(readLog(argv.spec), `${expected}\n`);
+});
+
+test("exitFile, a root job's string command: its own shell writes the status (no second shell); $$ is the run's main process", async (t) => {
+  const spec = specFor(t, {
+    command: `echo "$$ $(cut -d' ' -f5 /proc/$$/stat)"; echo "0=$0 n=$#"; tr '\\0' ' ' < /proc/$$/cmdline | cut -c1-30; exit 4`,
+  });
+  spec.exitFile = path.join(spec.dir, "runs", "1.exit");
+  const h = startRun(spec);
+  const r = await finished(h);
+  assert.deepEqual([r.status, r.exitCode], ["failed", 4]);
+  const [ids, args, cmdline] = readLog(spec).split("\n");
+  assert.equal(
+    ids,
+    `${h.pid} ${h.pid}`,
+    "the command runs in the run's main process's group, as it",
+  );
+  assert.equal(args, "0=/bin/sh n=0", "what `sh -c COMMAND` gives it");
+  // The plain wrapper would have exec'd `/bin/sh -c COMMAND` under it: one more shell per run.
+  assert.match(cmdline, /^\/bin\/sh -c f=\$1; shift; trap/);
+  assert.equal(fs.readFileSync(spec.exitFile, "utf8"), "4\n");
 });

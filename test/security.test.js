@@ -6,6 +6,7 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
+import { startRun } from "../dist/run/runner.js";
 import {
   cli,
   freePort,
@@ -169,5 +170,35 @@ test(
     const before = fs.readFileSync(ran, "utf8").length;
     await waitFor(() => fs.readFileSync(ran, "utf8").length > before, "the other job still runs");
     assert.equal(d.exitCode, null, d.err);
+  },
+);
+
+test(
+  "a user: job cannot write or forge its own exit status: the wrapper that writes it runs as root, outside setpriv",
+  { skip: process.getuid() !== 0 && "needs root" },
+  async (t) => {
+    const dir = tmpdir(t, "cvx-forge-");
+    fs.chmodSync(dir, 0o755);
+    const exitFile = path.join(dir, "runs", "1.exit");
+    // The job tries to write the status the daemon would read (0), and to look into the
+    // directory; it exits 3.
+    const handle = startRun({
+      job: "j",
+      runId: 1,
+      command: `{ echo 0 > "$EXITF"; } 2>/dev/null && echo wrote; ls "$(dirname "$EXITF")" >/dev/null 2>&1 && echo listed; exit 3`,
+      shell: "/bin/sh",
+      cwd: "/",
+      env: { PATH: "/usr/bin:/bin", EXITF: exitFile },
+      user: "nobody",
+      logPath: path.join(dir, "logs", "j", "1.log"),
+      logMaxBytes: 1 << 20,
+      timeoutMs: null,
+      killGraceMs: 5000,
+      exitFile,
+    });
+    const r = await handle.done;
+    assert.deepEqual([r.status, r.exitCode], ["failed", 3]);
+    assert.equal(fs.readFileSync(path.join(dir, "logs", "j", "1.log"), "utf8"), "");
+    assert.equal(fs.readFileSync(exitFile, "utf8"), "3\n", "the real status, written by root");
   },
 );

@@ -7,11 +7,13 @@
 // faults.test.js; here only what the unit adds.)
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { spawn } from "node:child_process";
 import { test } from "node:test";
 import { parseDuration } from "../dist/core/duration.js";
 import { JOB_KEYS } from "../dist/config/keys.js";
+import { JOB_NICE_OFFSET } from "../dist/run/priority.js";
 import {
   ROOT,
   cleanEnv,
@@ -92,7 +94,17 @@ function startAsUnit(t, cfg) {
     const eq = e.indexOf("=");
     env[e.slice(0, eq)] = e.slice(eq + 1);
   }
-  return startDaemon(t, cfg, env);
+  // systemd sets Nice= (absolute) before the exec, as nice(1) does (relative to ours) here.
+  const nice = svc.Nice
+    ? ["/usr/bin/nice", "-n", String(Number(one(svc, "Nice")) - os.getPriority(0))]
+    : [];
+  return startDaemon(t, cfg, env, { wrapper: nice });
+}
+
+/** The nice of a process (field 19 of /proc/PID/stat). */
+function niceOf(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+  return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
 }
 
 /** Live (not zombie) processes of a process group, from /proc. */
@@ -136,10 +148,37 @@ test("the shipped unit sets what the README relies on, and the README says so", 
   assert.equal(svc.ExecStop, undefined, "the daemon's own stop (SIGTERM) is the stop");
 
   const readme = fs.readFileSync(README, "utf8");
-  for (const said of ["KillMode=process", "TimeoutStopSec", "systemctl kill", "setsid"]) {
+  for (const said of [
+    "KillMode=process",
+    "TimeoutStopSec",
+    "systemctl kill",
+    "setsid",
+    "Nice=-5",
+  ]) {
     assert.ok(readme.includes(said), `README mentions ${said}`);
   }
 });
+
+test(
+  "Nice=: the daemon runs ahead of its jobs, and its jobs run at nice 0, as under cron",
+  // Lowering a nice below 0 needs root (systemd does it as root before the exec).
+  { skip: process.getuid() !== 0 && "needs root" },
+  async (t) => {
+    const nice = Number(one(service(), "Nice"));
+    assert.equal(nice + JOB_NICE_OFFSET, 0, "a job's nice is the daemon's + the offset");
+    const dir = tmpdir(t);
+    const out = path.join(dir, "nice");
+    const cfg = writeConfig(
+      dir,
+      `jobs:\n  n:\n    schedule: "* * * * * *"\n    command: "cut -d' ' -f19 /proc/$$/stat >> ${out}"\n`,
+    );
+    const d = startAsUnit(t, cfg);
+    await waitFor(() => fs.existsSync(out) && fs.readFileSync(out, "utf8").includes("\n"), "a run");
+    assert.equal(fs.readFileSync(out, "utf8").split("\n")[0], "0");
+    assert.equal(niceOf(d.pid), nice, "the daemon keeps its own nice");
+    await stopDaemon(d);
+  },
+);
 
 test("KillMode=process, the daemon crashes: its run lives on, the restarted daemon adopts it and records its real end", async (t) => {
   const dir = tmpdir(t);

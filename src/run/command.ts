@@ -1,11 +1,12 @@
 // The argv a run spawns: the job's command (through the shell for a string), under setpriv for
-// another user, inside the exit-status wrapper. The checks here turn the usual mistakes into a
-// clear `spawn failed` reason before anything is spawned.
+// another user, inside the exit-status wrapper (for a root job's string command, folded into
+// its shell). The checks here turn the usual mistakes into a clear `spawn failed` reason before
+// anything is spawned.
 import fs from "node:fs";
 import path from "node:path";
 import { ENV_NAME } from "../core/env-name.js";
 import { lookupUser } from "../core/passwd.js";
-import { withExitFile } from "./exit-file.js";
+import { foldedExitFile, withExitFile } from "./exit-file.js";
 import type { RunSpec } from "../core/types.js";
 
 /** setpriv (util-linux) sets uid, gid and supplementary groups; Node's uid/gid options drop the latter. */
@@ -61,6 +62,11 @@ export function commandLine(spec: RunSpec): CommandLine {
     typeof spec.command === "string" ? [spec.shell, "-c", spec.command] : [...spec.command];
   if (argv.length === 0) throw new SpawnError("EINVAL", "empty command");
   checkExecutable(argv[0] as string, spec.env.PATH ?? "", spec.cwd);
+  const folded =
+    spec.user === null && spec.exitFile && typeof spec.command === "string"
+      ? foldedExitFile(spec.shell, spec.command, spec.exitFile)
+      : null;
+  if (folded) return { argv: folded, env: spec.env, envScript: null };
   if (spec.user !== null) {
     const user = lookupUser(spec.user);
     if (!user) throw new SpawnError("ENOENT", `no such user: ${spec.user}`);

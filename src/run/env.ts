@@ -127,7 +127,9 @@ export function readEnvFile(file: string, owners: ReadonlySet<number> = daemonOw
       fail(`owned by uid ${st.uid}, who may not set this job's environment; chown root it`);
     if ((st.mode & 0o022) !== 0)
       fail(`writable by group or others (mode ${(st.mode & 0o777).toString(8)}); chmod go-w it`);
-    const buf = readUpTo(fd, ENV_FILE_MAX + 1);
+    // A buffer of the file's size, not of the cap: this runs at every start of a job with an
+    // env_file (a /proc file says size 0, and a file may grow while read: then up to the cap).
+    const buf = readUpTo(fd, st.size + 1, ENV_FILE_MAX + 1);
     if (buf.length > ENV_FILE_MAX) fail("larger than 64 KiB");
     const nul = buf.indexOf(0);
     if (nul >= 0) {
@@ -145,10 +147,15 @@ export function daemonOwners(): Set<number> {
   return new Set([0, process.getuid?.() ?? 0]);
 }
 
-/** Read at most `max` bytes (a /proc file says size 0: read, don't trust fstat). */
-function readUpTo(fd: number, max: number): Buffer {
-  const buf = Buffer.alloc(max);
+/** Read at most `max` bytes into a buffer of `guess` first (a /proc file says size 0: read, don't trust fstat). */
+function readUpTo(fd: number, guess: number, max: number): Buffer {
+  let buf = Buffer.alloc(Math.min(guess, max));
   let n = 0;
-  for (let got = 1; got > 0 && n < max; n += got) got = fs.readSync(fd, buf, n, max - n, null);
-  return buf.subarray(0, n);
+  for (;;) {
+    const got = n < buf.length ? fs.readSync(fd, buf, n, buf.length - n, null) : -1;
+    if (got === 0) return buf.subarray(0, n);
+    if (got > 0) n += got;
+    else if (buf.length >= max) return buf;
+    else buf = Buffer.concat([buf, Buffer.alloc(max - buf.length)]);
+  }
 }

@@ -24,6 +24,28 @@ import { ensureDir } from "./log.js";
 const EXIT_WRAPPER =
   'f=$1; shift; trap : HUP INT QUIT TERM; exec 3>&2 2>/dev/null; (exec "$@" 2>&3 3>&-); rc=$?; set -C; echo "$rc" > "$f"; exit "$rc"';
 
+/**
+ * The same wrapper folded into the shell a root job's string command needs anyway: `SHELL -c
+ * FOLDED_WRAPPER SHELL EXITFILE COMMAND` evals COMMAND in the subshell where the plain wrapper
+ * would exec `SHELL -c COMMAND`: one exec of a shell less per run. COMMAND sees what `SHELL -c`
+ * gives it ($0 the shell, no arguments, the signals' defaults, the real stderr), except that
+ * `$$` is the run's main process (the wrapper), as for an argv job. Never for a `user:` job: its
+ * command runs as the user, and the exit status must be written by a process the user cannot
+ * reach (the wrapper outside setpriv).
+ */
+const FOLDED_WRAPPER =
+  'f=$1; shift; trap : HUP INT QUIT TERM; exec 3>&2 2>/dev/null; (unset f; trap - HUP INT QUIT TERM; exec 2>&3 3>&-; eval "shift; $1"); rc=$?; set -C; echo "$rc" > "$f"; exit "$rc"';
+
+/** Shells known to take the folded wrapper (POSIX `set -C`, `trap`, `eval`, subshells). */
+const FOLDABLE = new Set(["sh", "dash", "bash"]);
+
+/** A root job's string command with its exit status written by its own shell, or null. */
+export function foldedExitFile(shell: string, command: string, exitFile: string): string[] | null {
+  if (!FOLDABLE.has(path.basename(shell))) return null;
+  freshExitFile(exitFile);
+  return [shell, "-c", FOLDED_WRAPPER, shell, exitFile, command];
+}
+
 export function exitFileFor(stateDir: string, runId: number): string {
   return path.join(stateDir, "runs", `${runId}.exit`);
 }
@@ -33,12 +55,16 @@ export function exitFileFor(stateDir: string, runId: number): string {
  * (outside setpriv), so it can write the state dir.
  */
 export function withExitFile(argv: string[], exitFile: string): string[] {
+  freshExitFile(exitFile);
+  return ["/bin/sh", "-c", EXIT_WRAPPER, "cronvisor-run", exitFile, ...argv];
+}
+
+function freshExitFile(exitFile: string): void {
   ensureDir(path.dirname(exitFile));
   // A stale status must never be read for this run. Run ids are fresh, so there rarely is
   // one: look first (existsSync does not throw; a failed unlink's exception cost 4% of the
   // daemon's CPU at 50 runs a second).
   if (fs.existsSync(exitFile)) fs.unlinkSync(exitFile);
-  return ["/bin/sh", "-c", EXIT_WRAPPER, "cronvisor-run", exitFile, ...argv];
 }
 
 /**

@@ -5,7 +5,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { LogTotals } from "../core/result.js";
-import { WRITE_NOFOLLOW } from "../core/safe-path.js";
+import { WRITE_NEW, WRITE_NOFOLLOW } from "../core/safe-path.js";
 
 /**
  * Directories this process has made (or found) already: mkdir on every run start was a tenth of
@@ -34,6 +34,22 @@ function openIn(file: string, flags: number, mode: number): number {
 }
 
 /**
+ * A run's log is a new file (run ids are fresh): created 0600 (a log may hold secrets) in one
+ * call. Only a file already there (a run recorded again) is truncated and given that mode, and
+ * a link planted there is refused (ELOOP) either way.
+ */
+function openLog(file: string): number {
+  try {
+    return openIn(file, WRITE_NEW, 0o600);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+  }
+  const fd = openIn(file, WRITE_NOFOLLOW, 0o600);
+  fs.fchmodSync(fd, 0o600);
+  return fd;
+}
+
+/**
  * The run's log, at most `maxBytes` (+ one marker line) on disk and never more than one chunk
  * in memory. The first half of the cap goes straight into the log file; after that the output
  * goes round a ring file of the other half (`LOG.tail`), so it always holds the latest bytes.
@@ -57,8 +73,7 @@ export class CappedLog {
     readonly file: string,
     maxBytes: number,
   ) {
-    this.fd = openIn(file, WRITE_NOFOLLOW, 0o600);
-    fs.fchmodSync(this.fd, 0o600); // the mode only applies to a new file; a log may hold secrets
+    this.fd = openLog(file);
     this.headMax = Math.max(0, Math.floor(maxBytes / 2));
     this.ringMax = Math.max(0, Math.floor(maxBytes) - this.headMax);
     this.ringPath = `${file}.tail`;

@@ -7,6 +7,7 @@ import type { Readable, Writable } from "node:stream";
 import { formatDuration } from "../core/duration.js";
 import { ENV_FD, commandLine } from "./command.js";
 import { CappedLog } from "./log.js";
+import { spawnNiced } from "./priority.js";
 import { signalGroup, startTimeOf } from "./proc.js";
 import {
   exited,
@@ -60,16 +61,20 @@ export function startRun(spec: RunSpec): RunHandle {
   try {
     log = new CappedLog(spec.logPath, spec.logMaxBytes);
     const { argv, env, envScript } = commandLine(spec);
-    child = spawn(argv[0] as string, argv.slice(1), {
-      cwd: spec.cwd,
-      env,
-      // "ignore" is /dev/null; a `user:` run reads its environment from ENV_FD (command.ts)
-      stdio:
-        envScript === null
-          ? ["ignore", "pipe", "pipe"]
-          : ["ignore", "pipe", "pipe", "ignore", "pipe"],
-      detached: true, // setsid(): the child leads a new process group we can signal as one
-    });
+    child = spawnNiced(
+      () =>
+        spawn(argv[0] as string, argv.slice(1), {
+          cwd: spec.cwd,
+          env,
+          // "ignore" is /dev/null; a `user:` run reads its environment from ENV_FD (command.ts)
+          stdio:
+            envScript === null
+              ? ["ignore", "pipe", "pipe"]
+              : ["ignore", "pipe", "pipe", "ignore", "pipe"],
+          detached: true, // setsid(): the child leads a new process group we can signal as one
+        }),
+      (c) => c.pid,
+    );
     if (envScript !== null) writeEnv(child, envScript);
   } catch (e) {
     failed(e);
