@@ -17,6 +17,7 @@ import type {
   HistoryRow,
   JobReadings,
   JobRow,
+  NodeRow,
   RunFacts,
   RunRow,
   StatusJobRows,
@@ -177,14 +178,15 @@ export interface JobInspection {
   assessment: Assessment;
 }
 
-/** Read one job's rows and judge its health: the same for `status`, alerts and metrics. */
+/** One job's rows, judged: as `status`, alerts and metrics see it (another node's run by its lease). */
 export async function inspectJob(
   store: Store,
   job: JobConfig,
   now: number,
+  nodes: readonly NodeRow[] = [],
 ): Promise<JobInspection> {
   const readings = await store.jobReadings(job.name, RECENT_RUNS, job.health.repeatLimit);
-  return judgeJob(job, readings, now);
+  return judgeJob(job, readings, now, runLiveness(nodes, store.shared, store.node, runAlive));
 }
 
 /** Judge one job's health from its readings. */

@@ -90,12 +90,16 @@ export function transitions(
   return { after, events };
 }
 
-/** `interrupted`: once per run whose processes died with a daemon (recorded as such). */
+/**
+ * `interrupted`: once per run whose processes died with a daemon, or that was fenced (its node
+ * lost its lease and the job was taken over), recorded as such.
+ */
 export function interruptedEvent(run: RunRow): Transition["events"][number] {
+  const fenced = run.status === "fenced" ? " was fenced" : "";
   return {
     event: "interrupted",
     runId: run.id,
-    message: `${run.job} interrupted: run ${run.id}${run.reason ? ` (${run.reason})` : ""}`,
+    message: `${run.job} interrupted: run ${run.id}${fenced}${run.reason ? ` (${run.reason})` : ""}`,
   };
 }
 

@@ -33,7 +33,7 @@ import { Metrics } from "./metrics.js";
 import { monitorRoutes } from "./routes.js";
 import { PageClient } from "./page-client.js";
 import { inspectJob } from "../health/status.js";
-import type { RunRow, Store } from "../store/store.js";
+import type { NodeRow, RunRow, Store } from "../store/store.js";
 import type { SupervisorHooks } from "../daemon/supervisor.js";
 import type { AlertTarget, Config, JobConfig } from "../core/types.js";
 import { storeTarget } from "../store/store.js";
@@ -244,6 +244,7 @@ export class Monitor {
     for (const [name, at] of this.dueAt) if (at <= now) this.dirty.add(name);
     if (this.dirty.size === 0) return;
     const byName = new Map(this.config.jobs.map((j) => [j.name, j]));
+    const nodes = await this.nodes(store);
     // A job judged now may mark itself for the next beat (a live run): take this beat's list first.
     const todo = [...this.dirty];
     this.dirty.clear();
@@ -254,15 +255,27 @@ export class Monitor {
         return;
       }
       const job = byName.get(todo[i] as string);
-      if (job) await this.watch(job, now);
+      if (job) await this.watch(job, now, nodes);
     }
   }
 
+  /** A shared store's nodes: another node's run is judged by its lease, as `status` does. */
+  private async nodes(store: Store): Promise<NodeRow[]> {
+    if (!store.shared) return [];
+    return store.nodes().catch((e: unknown) => {
+      this.log(`cronvisor: monitor: ${(e as Error).message}`);
+      return [];
+    });
+  }
+
   /** New rows of the job (counters, `interrupted`), then its health (transition alerts). */
-  private async watch(job: JobConfig, now: number): Promise<void> {
+  private async watch(job: JobConfig, now: number, nodes: NodeRow[] = []): Promise<void> {
     try {
-      const interrupted = (await this.scan(job)).filter((r) => r.status === "interrupted");
-      await this.judge(job, now, interrupted);
+      // A fenced run (taken over from a node that lost its lease) is alerted as interrupted.
+      const interrupted = (await this.scan(job)).filter(
+        (r) => r.status === "interrupted" || r.status === "fenced",
+      );
+      await this.judge(job, now, interrupted, nodes);
     } catch (e) {
       this.log(`cronvisor: monitor: ${(e as Error).message} (job: ${job.name})`);
     }
@@ -303,9 +316,14 @@ export class Monitor {
     return rows;
   }
 
-  private async judge(job: JobConfig, now: number, interrupted: RunRow[]): Promise<void> {
+  private async judge(
+    job: JobConfig,
+    now: number,
+    interrupted: RunRow[],
+    nodes: NodeRow[],
+  ): Promise<void> {
     const store = this.store as Store;
-    const { paused, row, running, assessment } = await inspectJob(store, job, now);
+    const { paused, row, running, assessment } = await inspectJob(store, job, now, nodes);
     this.judged.set(job.name, assessment.health);
     // A live run can turn stuck or slow at any moment: look at it every beat. Otherwise only
     // `late` changes by time alone: look again when it falls due.
