@@ -162,14 +162,15 @@ export class PgConn {
     }
     let broken = false;
     try {
-      await client.query(begin);
-      // Not fsync'd, like SQLite's writeUnsynced: for this transaction only.
-      if (unsynced) await client.query("SET LOCAL synchronous_commit = off");
-      const q = runner(client);
-      const out = await fn(q);
+      // Statements without parameters go together, each pair one round trip (the simple query
+      // protocol runs them in order, and stops at the first that fails). Not fsync'd, like
+      // SQLite's writeUnsynced: for this transaction only.
+      await client.query(unsynced ? `${begin}; SET LOCAL synchronous_commit = off` : begin);
+      const out = await fn(runner(client));
       // Last, so the counter row is locked only for the commit itself.
-      if (bump) await q.run("UPDATE data_version SET n = n + 1 WHERE id = 1");
-      await client.query("COMMIT");
+      await client.query(
+        bump ? "UPDATE data_version SET n = n + 1 WHERE id = 1; COMMIT" : "COMMIT",
+      );
       return out;
     } catch (e) {
       try {
