@@ -117,15 +117,7 @@ export class PgStore extends PgMarkerStore implements Store {
   }
 
   async addJobs(list: readonly AddJob[], now: number) {
-    return this.c.write(async (q) => {
-      await jobs.ensureLocked(
-        q,
-        list.map((j) => j.name),
-      );
-      const out = [];
-      for (const j of list) out.push(await jobs.addJob(q, j, now));
-      return out;
-    });
+    return this.c.write((q) => jobs.addJobs(q, list, now));
   }
 
   async setPaused(name: string, paused: boolean, now: number) {
