@@ -888,3 +888,43 @@ test(
     }
   },
 );
+
+test(
+  "postgresql: run ids are in commit order: a reader never sees a run while a lower id is still to commit",
+  { skip: pgEngine.skip },
+  async (t) => {
+    const { a, b, url } = await twoStores(t);
+    const reader = await openPgStore(url, { create: false, node: "reader" });
+    t.after(() => reader.close());
+    const old = (await a.reserveRun(req("j", null, { trigger: "manual" }))).run;
+    // Transaction A starts a run of k (its row gets an id) and then, taking j over from a dead
+    // holder, waits on j's old run row, which a third connection holds.
+    const raw = await rawClient(url, t);
+    await raw.query("BEGIN");
+    await raw.query("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", [old.id]);
+    const txA = a.reserveRuns([
+      { reserve: req("k", 60_000) },
+      { reserve: req("j", 60_000, { holderAlive: () => false }) },
+    ]);
+    await waitForLockWaiters(raw, 1);
+    // Transaction B starts a run of another job meanwhile, and commits if it may.
+    const txB = b.reserveRun(req("z", null, { trigger: "manual" }));
+    const bDone = await Promise.race([
+      txB.then(() => true),
+      waitForLockWaiters(raw, 2).then(() => false),
+    ]);
+    // What a reader (the monitor's jobsChangedSince / runsAfter cursors) sees now.
+    const seen = await reader.jobsChangedSince(old.id, 0);
+    const zSeen = await reader.runsAfter("z", old.id, 10);
+    await raw.query("COMMIT");
+    const [k, j] = await txA;
+    const z = (await txB).run;
+    assert.equal(k.kind, "started");
+    assert.equal(j.kind, "started");
+    // Whatever the reader saw, no id below its cursor may commit after the read.
+    const late = [k.run.id, j.run.id].filter((id) => id < seen.runId);
+    assert.deepEqual(late, [], `runs ${late} committed after a reader's cursor passed them`);
+    if (bDone) assert.ok(z.id < k.run.id, "a run that committed first has the lower id");
+    else assert.deepEqual(zSeen, [], "the reader saw no run of z before k's committed");
+  },
+);

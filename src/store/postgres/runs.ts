@@ -58,6 +58,8 @@ export async function setRunProcess(
   pidStart: string | null,
   pgid: number,
 ) {
+  // data_version before the run's row, as a takeover that ends a dead holder holds it (tick.ts).
+  await q.order();
   await q.run("UPDATE runs SET pid = $1, pid_start = $2, pgid = $3 WHERE id = $4", [
     pid,
     pidStart,
@@ -83,6 +85,8 @@ export async function setRunProcesses(q: Q, list: readonly RunProcess[]) {
 
 /** A restarted daemon (or another owner) takes over supervising a live orphan. */
 export async function adoptRun(q: Q, runId: number, owner: Owner) {
+  // data_version before the run's row, as a takeover that ends a dead holder holds it (tick.ts).
+  await q.order();
   await q.run("UPDATE runs SET owner_pid = $1, owner_start = $2 WHERE id = $3", [
     owner.pid,
     owner.start,
@@ -92,6 +96,8 @@ export async function adoptRun(q: Q, runId: number, owner: Owner) {
 
 /** Revoke the run's fence: its marker writes are refused from now on. */
 export async function revokeRun(q: Q, runId: number) {
+  // data_version before the run's row, as a takeover that ends a dead holder holds it (tick.ts).
+  await q.order();
   await q.run("UPDATE runs SET revoked = 1 WHERE id = $1", [runId]);
 }
 

@@ -140,6 +140,7 @@ SELECT * FROM r`;
 async function start(q: Q, a: ReserveRequest, now: number, node: string, guard: boolean) {
   const slot = a.claimSlot ? a.slot : null;
   const parts = logPathParts(a.logPath);
+  await q.order();
   const run = await q.get<RunRow>(START, [
     a.job,
     slot,
@@ -202,6 +203,7 @@ async function reserveWon(
 /** The run rows of the dispositions, and their jobs' slot stamps: one statement. */
 async function writeDispositions(q: Q, d: readonly Disposed[], node: string) {
   if (d.length === 0) return;
+  await q.order();
   await q.run(
     `WITH d AS (
        SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[])
