@@ -36,6 +36,8 @@ export interface Q {
    * the transaction's job-row locks (never a job row waited for while holding it).
    */
   order(): Promise<void>;
+  /** The statement just run bumped `data_version` itself (as order() would): no second bump. */
+  ordered(): void;
 }
 
 export interface PgOpenOptions {
@@ -95,6 +97,9 @@ function runner(c: pg.Pool | pg.PoolClient, where?: string, tx?: { ordered: bool
       if (tx === undefined || tx.ordered) return;
       await query(BUMP);
       tx.ordered = true;
+    },
+    ordered: () => {
+      if (tx !== undefined) tx.ordered = true;
     },
   };
 }

@@ -49,19 +49,17 @@ export async function writeTick(
     first.set(keyOf(c.job, c.slot), i);
     claims.push(c);
   });
-  const won = await claimSlots(q, claims);
+  const make = items.flatMap((w) =>
+    "reserve" in w ? [w.reserve.job] : makeJobs ? [w.dispose.job] : [],
+  );
+  const slotless = items.flatMap((w) =>
+    "reserve" in w && claimOf(w) === null ? [w.reserve.job] : [],
+  );
+  const won = await claimAndLock(q, claims, make, slotless);
   const wins = (w: TickWrite, i: number): boolean => {
     const c = claimOf(w);
     return c === null || (won.has(keyOf(c.job, c.slot)) && first.get(keyOf(c.job, c.slot)) === i);
   };
-  const ensure: string[] = [];
-  const lock: string[] = [];
-  items.forEach((w, i) => {
-    if (!wins(w, i)) return;
-    if ("reserve" in w) ensure.push(w.reserve.job);
-    else (makeJobs ? ensure : lock).push(w.dispose.job);
-  });
-  await lockTickJobs(q, ensure, lock);
   const out: (TickOutcome | null)[] = [];
   const disposed: Disposed[] = [];
   for (const [i, w] of items.entries()) {
@@ -81,45 +79,57 @@ function claimOf(w: TickWrite): { job: string; slot: number } | null {
   return a.claimSlot && a.slot !== null ? { job: a.job, slot: a.slot } : null;
 }
 
-/** Insert the slots not taken yet (one statement, in key order); the keys this transaction won. */
-async function claimSlots(q: Q, claims: readonly { job: string; slot: number }[]) {
-  if (claims.length === 0) return new Set<string>();
-  const won = await q.all<{ job: string; slot: number }>(
-    `INSERT INTO slots (job, slot, run_id)
-     SELECT job, slot, NULL FROM unnest($1::text[], $2::bigint[]) AS c(job, slot)
-     ORDER BY job COLLATE "C", slot
-     ON CONFLICT DO NOTHING RETURNING job, slot`,
-    [claims.map((c) => c.job), claims.map((c) => c.slot)],
-  );
-  return new Set(won.map((w) => keyOf(w.job, w.slot)));
-}
-
 /**
- * Lock the rows of the jobs this tick acts on, in name order (see jobs.lockJobs), making the
- * missing ones of `ensure` (a reservation's job) first: one statement. A row another transaction
- * made after this statement's snapshot is not seen by its SELECT (its INSERT waited for that
- * commit, then did nothing): those few are locked by a second statement, with a fresh snapshot.
+ * Claim the slots and lock the jobs this tick then acts on, in one statement and in that order:
+ * the slots not taken yet inserted (in key order), then the rows of the jobs whose slots were
+ * won (and of the reservations that claim none) locked in name order (see jobs.lockJobs), `w`
+ * being an aggregate of `won` that the lock waits for; the missing ones of `make` are made. A row
+ * that another transaction made after this statement's snapshot is not seen by its SELECT (its
+ * INSERT waited for that commit, then did nothing): those few are locked by a second statement,
+ * with a fresh snapshot. Returns the keys of the slots this transaction won.
  */
-async function lockTickJobs(q: Q, ensure: readonly string[], lock: readonly string[]) {
-  const all = [...new Set([...ensure, ...lock])];
-  if (all.length === 0) return;
-  const got = await q.all<{ name: string }>(
-    `WITH made AS (
-       INSERT INTO jobs (name) SELECT n FROM unnest($1::text[]) AS n ORDER BY n COLLATE "C"
-       ON CONFLICT (name) DO NOTHING RETURNING name),
-     locked AS (SELECT name FROM jobs WHERE name = ANY($2::text[]) ORDER BY name FOR UPDATE)
-     SELECT name FROM made UNION ALL SELECT name FROM locked`,
-    [[...new Set(ensure)], all],
+async function claimAndLock(
+  q: Q,
+  claims: readonly { job: string; slot: number }[],
+  make: readonly string[],
+  slotless: readonly string[],
+): Promise<Set<string>> {
+  if (claims.length === 0 && slotless.length === 0) return new Set();
+  const rows = await q.all<{ k: string; job: string; slot: number | null }>(
+    `WITH won AS (
+       INSERT INTO slots (job, slot, run_id)
+       SELECT job, slot, NULL FROM unnest($1::text[], $2::bigint[]) AS c(job, slot)
+       ORDER BY job COLLATE "C", slot
+       ON CONFLICT DO NOTHING RETURNING job, slot),
+     w AS (SELECT array_agg(job) || $4::text[] AS jobs FROM won),
+     made AS (
+       INSERT INTO jobs (name) SELECT DISTINCT n FROM unnest($3::text[]) AS n, w
+       WHERE n = ANY(w.jobs) ON CONFLICT (name) DO NOTHING RETURNING name),
+     locked AS (
+       SELECT j.name FROM jobs j, w WHERE j.name = ANY(w.jobs) ORDER BY j.name FOR UPDATE OF j)
+     SELECT 'won' AS k, job, slot FROM won
+     UNION ALL SELECT 'have', name, NULL FROM made
+     UNION ALL SELECT 'have', name, NULL FROM locked`,
+    [
+      claims.map((c) => c.job),
+      claims.map((c) => c.slot),
+      [...new Set(make)],
+      [...new Set(slotless)],
+    ],
   );
-  const have = new Set(got.map((r) => r.name));
-  const unseen = all.filter((n) => !have.has(n));
+  const won = rows.filter((r) => r.k === "won");
+  const have = new Set(rows.filter((r) => r.k === "have").map((r) => r.job));
+  const unseen = [...new Set([...won.map((r) => r.job), ...slotless])].filter((n) => !have.has(n));
   if (unseen.length > 0) await lockJobs(q, unseen);
+  return new Set(won.map((r) => keyOf(r.job, r.slot as number)));
 }
 
 /**
  * Start the run in one statement: the fence bumped (and the slot stamp moved, and a new job's
  * first_seen_at set) on the job's row, unless a run of the job is running (when `guard`); the run
  * row inserted with its id and log path; the slot given its run. No row when a run is running.
+ * The run's id is taken once `data_version` is held (`v`, which `n` waits for): in commit order,
+ * as Q.order() would, without a round trip of its own.
  */
 const START = `WITH f AS (
     UPDATE jobs SET fence = fence + 1, first_seen_at = COALESCE(first_seen_at, $5::bigint),
@@ -128,7 +138,8 @@ const START = `WITH f AS (
     WHERE name = $1::text AND NOT ($12::boolean AND EXISTS (
       SELECT 1 FROM runs WHERE job = $1::text AND status = 'running'))
     RETURNING fence),
-  n AS (SELECT nextval(pg_get_serial_sequence('runs', 'id')) AS id, fence FROM f),
+  v AS (UPDATE data_version SET n = n + 1 WHERE id = 1 RETURNING n),
+  n AS (SELECT nextval(pg_get_serial_sequence('runs', 'id')) AS id, fence FROM f, v),
   r AS (INSERT INTO runs (id, job, slot, trigger, status, attempt, started_at, fence, owner_pid,
       owner_start, progress_at, node, log_path)
     SELECT n.id, $1::text, $3::bigint, $4::text, 'running', $6::integer, $5::bigint, n.fence,
@@ -140,7 +151,6 @@ SELECT * FROM r`;
 async function start(q: Q, a: ReserveRequest, now: number, node: string, guard: boolean) {
   const slot = a.claimSlot ? a.slot : null;
   const parts = logPathParts(a.logPath);
-  await q.order();
   const run = await q.get<RunRow>(START, [
     a.job,
     slot,
@@ -155,6 +165,7 @@ async function start(q: Q, a: ReserveRequest, now: number, node: string, guard: 
     parts?.[1] ?? null,
     guard,
   ]);
+  q.ordered();
   if (run === undefined || parts !== null) return run;
   const logPath = a.logPath(run.id);
   await q.run("UPDATE runs SET log_path = $1 WHERE id = $2", [logPath, run.id]);
