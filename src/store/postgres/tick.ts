@@ -2,7 +2,7 @@
 // statements however many jobs are due, each a round trip. Every tick takes its locks in one
 // order, so that the ticks of several nodes never deadlock: first the slots (one INSERT of all of
 // them, in (job, slot) order, claimed by their unique key), then the rows of the jobs it acts on
-// (one SELECT ... FOR UPDATE, in name order). A node whose slots were all taken by another
+// (a SELECT ... FOR UPDATE in name order, in the same statement: claimAndLock). A node whose slots were all taken by another
 // locks no job row and writes nothing more: a disposition reads nothing the job lock guards (its
 // slot is claimed by the unique key, and scanned_to only moves forward), so the job row is locked
 // only where this node records something on it, and ticks of three nodes wait on each other
