@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { decideOverlap } from "../dist/daemon/overlap.js";
 import { planCatchUp, planResume } from "../dist/daemon/catchup.js";
-import { clockSteppedBack, gapSlots, lateEvents, planDue } from "../dist/daemon/due.js";
+import { clockSteppedBack, gapSlots, lateEvents, planDue, widenGap } from "../dist/daemon/due.js";
 import { planRetry, retryDelay } from "../dist/daemon/retry.js";
 import { orphanAction, orphanResult } from "../dist/daemon/adopt.js";
 import { jobState } from "../dist/daemon/state.js";
@@ -69,9 +69,10 @@ test("an @reboot job has no next slot", () => {
 test("the job state plans from the slot stamp, or from now if the stamp is older", () => {
   assert.equal(jobState(job(), T("10:07:00"), T("10:01:00")).next, T("10:10:00"));
   assert.equal(jobState(job(), T("09:00:00"), T("10:01:00")).next, T("10:05:00"));
-  const prev = { pending: [1], retryTimer: null, sincePrune: 3, gap: true };
+  const gap = { from: T("10:00:00"), reason: "r" };
+  const prev = { pending: [1], retryTimer: null, sincePrune: 3, gap };
   const kept = jobState(job(), null, T("10:01:00"), prev);
-  assert.deepEqual([kept.pending, kept.sincePrune, kept.gap], [[1], 3, true]);
+  assert.deepEqual([kept.pending, kept.sincePrune, kept.gap], [[1], 3, gap]);
 });
 
 test("late events: one per job up to five, one summary beyond", () => {
@@ -99,13 +100,42 @@ test("late events: one per job up to five, one summary beyond", () => {
   );
 });
 
-test("slots the store could not record (the gap) run from the slot stamp to the due slot", () => {
-  assert.deepEqual(gapSlots(job(), T("10:00:00"), T("10:20:00")), [
+test("a gap is the slots from the first one the store could not record to the due slot", () => {
+  // The slot stamp plays no part: on a shared store another node's later rows move it past a
+  // slot that no node recorded, and that slot must still get its row (the store keeps a slot
+  // that has one as it is).
+  const gap = widenGap(null, T("10:05:00"), new Error("x"));
+  assert.deepEqual(gapSlots(job(), gap, T("10:20:00")), [
     T("10:05:00"),
     T("10:10:00"),
     T("10:15:00"),
   ]);
-  assert.deepEqual(gapSlots(job(), null, T("10:20:00")), []);
+  // A later failure keeps the first slot; an earlier one (a retried batch) moves it back.
+  assert.equal(widenGap(gap, T("10:15:00"), new Error("y")).from, T("10:05:00"));
+  assert.equal(widenGap(gap, T("10:00:00"), new Error("y")).from, T("10:00:00"));
+  assert.deepEqual(gapSlots(job(), widenGap(null, T("10:20:00"), null), T("10:20:00")), []);
+});
+
+test("a gap's reason says what kind of failure it was", () => {
+  const err = (message, code) => Object.assign(new Error(message), code ? { code } : {});
+  const reasons = [
+    err("cannot use state store /s/cronvisor.db: database or disk is full", "io"),
+    err("state store x was busy (deadlock detected); try again", "busy"),
+    err("cannot use state store postgresql://u@h/db: Query read timeout", "io"),
+    err("cannot use state store postgresql://u@h/db: connect ECONNREFUSED 127.0.0.1:5432", "io"),
+    err("cannot use state store postgresql://u@h/db: Connection terminated unexpectedly", "io"),
+    err("state store /s/cronvisor.db is read-only (attempt to write a readonly database)", "io"),
+    err("cannot use state store /s/cronvisor.db: disk I/O error", "io"),
+  ].map((e) => widenGap(null, T("10:00:00"), e).reason);
+  assert.deepEqual(reasons, [
+    "the store could not be written (disk full)",
+    "the store stayed busy (another writer held its lock)",
+    "the store did not answer in time (timeout)",
+    "the store could not be reached (connection lost)",
+    "the store could not be reached (connection lost)",
+    "the store could not be written (read-only)",
+    "the store could not be written (I/O error)",
+  ]);
 });
 
 test("a wall clock stepped back more than 5 s is noticed; a small jitter is not", () => {

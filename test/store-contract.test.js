@@ -388,6 +388,44 @@ contract(
   },
 );
 
+contract(
+  "a tick's batch naming one slot twice, with a locked job's skip: as written one after another",
+  async (_t, { store }) => {
+    await store.addJobs(
+      [
+        { name: "a", bootId: null },
+        { name: "b", bootId: null },
+      ],
+      1,
+    );
+    const held = (await store.reserveRun(req("b", null, { trigger: "manual" }))).run;
+    const dispose = (job, slot, status = "skipped") => ({
+      dispose: { job, slot, status, reason: "paused" },
+      now: 5000,
+    });
+    const out = await store.reserveRuns([
+      dispose("a", 60_000),
+      { reserve: req("a", 60_000) },
+      dispose("a", 60_000, "missed"),
+      { reserve: req("b", 120_000) },
+      { reserve: req("a", 180_000) },
+      { reserve: req("a", 180_000) },
+      dispose("a", 240_000, "missed"),
+    ]);
+    const started = out[4].run;
+    const rows = (await store.history("a", 10)).map((r) => [r.slot, r.status, r.reason]);
+    return {
+      kinds: out.map((o) => o.kind),
+      recorded: out.filter((o) => o.kind === "recorded").map((o) => o.recorded),
+      duplicateOf: [out[1].slotRunId, out[5].slotRunId === started.id],
+      locked: out[3].holder.id === held.id,
+      rows: rows.sort((x, y) => x[0] - y[0]),
+      skips: (await store.history("b", 10)).map((r) => [r.slot, r.status, r.reason]),
+      scanned: [(await store.job("a")).scanned_to, (await store.job("b")).scanned_to],
+    };
+  },
+);
+
 contract("history: lastRun, historyRow, recentFinished, scans", async (_t, { store }) => {
   const out = {};
   const a1 = await store.reserveRun(req("a", 60_000));
@@ -965,5 +1003,128 @@ test(
   { skip: OLD_ENGINES[1].skip },
   () => {
     assert.deepEqual(backfilled.get("postgresql"), backfilled.get("sqlite"));
+  },
+);
+
+test(
+  "postgresql: a tick whose slots another node recorded waits on no job row",
+  { skip: pgEngine.skip },
+  async (t) => {
+    const { a, b, url } = await twoStores(t);
+    const names = Array.from({ length: 20 }, (_, i) => `j${i}`);
+    await a.addJobs(
+      names.map((name) => ({ name, bootId: null })),
+      1,
+    );
+    const slots = names.map((job) => ({ job, slot: 60_000, status: "skipped", reason: "paused" }));
+    assert.deepEqual(
+      await a.recordDispositions(slots, 2000),
+      slots.map(() => true),
+    );
+    // Every job row locked by a third connection (as a reservation, a `mark` or a slow tick of
+    // another node would hold them): the node that finds its slots taken must not wait for it.
+    const raw = await rawClient(url, t);
+    await raw.query("BEGIN");
+    await raw.query("SELECT 1 FROM jobs FOR UPDATE");
+    const tick = b.reserveRuns([
+      ...slots.map((s) => ({ dispose: s, now: 2001 })),
+      { reserve: req("j0", 60_000) },
+    ]);
+    const waited = waitForLockWaiters(raw, 1, 3000).then(
+      () => "waited",
+      () => "never waited",
+    );
+    const first = await Promise.race([tick.then(() => "done"), waited]);
+    await raw.query("COMMIT");
+    assert.equal(first, "done", "the tick did not wait for the job rows");
+    const out = await tick;
+    assert.deepEqual(
+      out.map((o) => (o.kind === "recorded" ? o.recorded : o.kind)),
+      [...slots.map(() => false), "duplicate"],
+    );
+  },
+);
+
+test(
+  "postgresql: two nodes' ticks over the same slots in opposite orders: each slot once, no deadlock",
+  { skip: pgEngine.skip },
+  async (t) => {
+    const { a, b } = await twoStores(t);
+    const names = Array.from({ length: 50 }, (_, i) => `j${String(i).padStart(2, "0")}`);
+    await a.addJobs(
+      names.map((name) => ({ name, bootId: null })),
+      1,
+    );
+    // j00..j09 run (each slot a reservation on both nodes); the rest are paused on one node and
+    // missed by the other (a late node), so a slot is a reservation on one and a disposition on
+    // the other; each node writes its batch in its own order.
+    const tickOf = (slot, order, paused) =>
+      order.map((job, i) =>
+        i % 5 === 0 && job < "j10"
+          ? { reserve: req(job, slot, { lock: false }) }
+          : job < "j10"
+            ? { reserve: req(job, slot) }
+            : { dispose: { job, slot, status: paused, reason: paused }, now: slot },
+      );
+    const rounds = Array.from({ length: 10 }, (_, r) => 60_000 * (r + 1));
+    const ticks = await Promise.all(
+      rounds.flatMap((slot) => [
+        a.reserveRuns(tickOf(slot, names, "skipped")),
+        b.reserveRuns(tickOf(slot, [...names].reverse(), "missed")),
+      ]),
+    );
+    const won = ticks
+      .flat()
+      .filter((o) => o.kind === "started" || o.kind === "locked" || o.recorded);
+    assert.equal(won.length, names.length * rounds.length, "each slot claimed once");
+    for (const job of names) {
+      const rows = await a.history(job, 100);
+      assert.deepEqual(
+        rows.map((r) => r.slot).sort((x, y) => x - y),
+        rounds,
+        `${job}: one row per slot`,
+      );
+      assert.equal((await a.job(job)).scanned_to, rounds.at(-1), `${job}: scanned_to`);
+    }
+  },
+);
+
+test(
+  "postgresql: run ids are in commit order: a reader never sees a run while a lower id is still to commit",
+  { skip: pgEngine.skip },
+  async (t) => {
+    const { a, b, url } = await twoStores(t);
+    const reader = await openPgStore(url, { create: false, node: "reader" });
+    t.after(() => reader.close());
+    const old = (await a.reserveRun(req("j", null, { trigger: "manual" }))).run;
+    // Transaction A starts a run of k (its row gets an id) and then, taking j over from a dead
+    // holder, waits on j's old run row, which a third connection holds.
+    const raw = await rawClient(url, t);
+    await raw.query("BEGIN");
+    await raw.query("SELECT 1 FROM runs WHERE id = $1 FOR UPDATE", [old.id]);
+    const txA = a.reserveRuns([
+      { reserve: req("k", 60_000) },
+      { reserve: req("j", 60_000, { holderAlive: () => false }) },
+    ]);
+    await waitForLockWaiters(raw, 1);
+    // Transaction B starts a run of another job meanwhile, and commits if it may.
+    const txB = b.reserveRun(req("z", null, { trigger: "manual" }));
+    const bDone = await Promise.race([
+      txB.then(() => true),
+      waitForLockWaiters(raw, 2).then(() => false),
+    ]);
+    // What a reader (the monitor's jobsChangedSince / runsAfter cursors) sees now.
+    const seen = await reader.jobsChangedSince(old.id, 0);
+    const zSeen = await reader.runsAfter("z", old.id, 10);
+    await raw.query("COMMIT");
+    const [k, j] = await txA;
+    const z = (await txB).run;
+    assert.equal(k.kind, "started");
+    assert.equal(j.kind, "started");
+    // Whatever the reader saw, no id below its cursor may commit after the read.
+    const late = [k.run.id, j.run.id].filter((id) => id < seen.runId);
+    assert.deepEqual(late, [], `runs ${late} committed after a reader's cursor passed them`);
+    if (bDone) assert.ok(z.id < k.run.id, "a run that committed first has the lower id");
+    else assert.deepEqual(zSeen, [], "the reader saw no run of z before k's committed");
   },
 );

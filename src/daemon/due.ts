@@ -1,7 +1,7 @@
 // What is due and what a late tick records: pure functions of (job, state, now).
 import { missedSlots, nextSlotAt } from "../schedule/schedule.js";
 import type { JobConfig } from "../core/types.js";
-import { LATE_MS, MISSED_ROWS } from "./state.js";
+import { LATE_MS, MISSED_ROWS, type Gap } from "./state.js";
 
 type SlotJob = Pick<JobConfig, "name" | "pattern" | "timezone">;
 
@@ -57,13 +57,37 @@ export function clockSteppedBack(lastWake: number, now: number): boolean {
   return now < lastWake - LATE_MS;
 }
 
+/** The gap after a failed write of `slot` (the earliest failed slot is kept) because of `e`. */
+export function widenGap(gap: Gap | null, slot: number, e: unknown): Gap {
+  if (gap !== null && gap.from <= slot) return gap;
+  return { from: slot, reason: gap?.reason ?? gapReason(e) };
+}
+
 /**
- * Slots that came due while the store could not be written (a full disk) never got a
- * disposition: the ones after the job's slot stamp and before the slot now due.
+ * What kind of failure kept the slots from the store, from its error (a StoreError's code and
+ * message, SQLite's or pg's words): the reason the gap's slots are recorded with.
  */
-export function gapSlots(job: SlotJob, scannedTo: number | null, due: number): number[] {
-  const from = scannedTo ?? due;
-  return missedSlots(job, new Date(from), new Date(due - 1), MISSED_ROWS).slots.map((d) =>
+function gapReason(e: unknown): string {
+  const m = e instanceof Error ? e.message : String(e);
+  const code = (e as { code?: unknown } | null)?.code;
+  if (code === "busy") return "the store stayed busy (another writer held its lock)";
+  if (/disk is full|SQLITE_FULL|ENOSPC|no space left/i.test(m))
+    return "the store could not be written (disk full)";
+  if (/timeout|timed out/i.test(m)) return "the store did not answer in time (timeout)";
+  if (/ECONN|EHOSTUNREACH|ENOTFOUND|EPIPE|terminat|connect|socket/i.test(m))
+    return "the store could not be reached (connection lost)";
+  if (/read-only|readonly/i.test(m)) return "the store could not be written (read-only)";
+  return "the store could not be written (I/O error)";
+}
+
+/**
+ * The slots of a gap: from its first slot up to the slot now due. Each is recorded `missed` only
+ * if it has no row (the store keeps a slot's first disposition), so the slots another node
+ * recorded stay as they are. Not from the job's slot stamp: on a shared store another node's later
+ * rows move it past a slot that no node could record, which would then never get a row.
+ */
+export function gapSlots(job: SlotJob, gap: Gap, due: number): number[] {
+  return missedSlots(job, new Date(gap.from - 1), new Date(due - 1), MISSED_ROWS).slots.map((d) =>
     d.getTime(),
   );
 }

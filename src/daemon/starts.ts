@@ -8,6 +8,7 @@ import type { JobConfig, RunResult } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
 import { scheduled, type Active, type Pending } from "./state.js";
 import { recordProcesses, writeTick, type TickWrite } from "./writes.js";
+import { widenGap } from "./due.js";
 
 /**
  * The starts and dispositions one tick (or start-up) collects, written in its one transaction.
@@ -45,10 +46,10 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
     outcomes = await writeTick(rt.ctx, writes);
   } catch (e) {
     // The store refused the write (a full disk): these slots get their disposition later.
-    for (const { job } of writes) {
+    for (const { job, p } of writes) {
       rt.log(`cronvisor: error handling slot: ${(e as Error).message} (job: ${job.name})`);
       const st = rt.jobs.get(job.name);
-      if (st) st.gap = true;
+      if (st && p.slot !== null) st.gap = widenGap(st.gap, p.slot, e);
     }
     return;
   }

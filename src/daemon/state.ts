@@ -24,6 +24,12 @@ export function scheduled(slot: number): Pending {
   return { slot, claimSlot: true, trigger: "schedule", attempt: 1 };
 }
 
+/** A job's slots that the store could not record: from the first of them on, and why. */
+export interface Gap {
+  from: number;
+  reason: string;
+}
+
 export interface JobState {
   cfg: JobConfig;
   next: number | null;
@@ -32,8 +38,8 @@ export interface JobState {
   retryTimer: NodeJS.Timeout | null;
   /** Runs ended since old runs were last pruned (pruning is spread out: it takes the write lock). */
   sincePrune: number;
-  /** A slot could not be recorded (the store refused a write): record the gap when it can. */
-  gap: boolean;
+  /** Slots that could not be recorded (the store refused a write): recorded when it can. */
+  gap: Gap | null;
 }
 
 /**
@@ -54,7 +60,7 @@ export function jobState(
     pending: prev?.pending ?? [],
     retryTimer: prev?.retryTimer ?? null,
     sincePrune: prev?.sincePrune ?? 0,
-    gap: prev?.gap ?? false,
+    gap: prev?.gap ?? null,
   };
 }
 

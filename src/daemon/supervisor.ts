@@ -15,7 +15,7 @@ import { forNode, jobHashes } from "./nodes.js";
 import { packConfig } from "../core/config-record.js";
 import type { Config, RunBroker } from "../core/types.js";
 import { adoptOrphans } from "./adopt.js";
-import { clockSteppedBack, gapSlots, lateEvents, planDue, type LateSlot } from "./due.js";
+import { clockSteppedBack, gapSlots, lateEvents, planDue, widenGap, type LateSlot } from "./due.js";
 import { writeHeartbeatFile } from "./heartbeat.js";
 import { catchUp, watchJobs } from "./jobs.js";
 import { Runs } from "./runs.js";
@@ -212,13 +212,14 @@ export class Supervisor {
       let paused: Set<string> | null = null;
       const isPaused = async (name: string) => (paused ??= await rt.store.pausedJobs()).has(name);
       for (const st of rt.jobs.values()) {
-        if (st.next === null || st.next > now) continue;
+        const slot = st.next;
+        if (slot === null || slot > now) continue;
         try {
           await this.due(st, now, batch, late, isPaused);
         } catch (e) {
           this.log(`cronvisor: error handling slot: ${(e as Error).message} (job: ${st.cfg.name})`);
           st.next = nextSlotAt(st.cfg, now);
-          st.gap = true;
+          st.gap = widenGap(st.gap, slot, e);
         }
       }
     } finally {
@@ -239,13 +240,11 @@ export class Supervisor {
     const { rt, runs } = this.on;
     const { cfg } = st;
     const plan = planDue(cfg, st.next as number, now);
-    if (st.gap) {
+    if (st.gap !== null) {
       // Slots that came due while the store refused writes: recorded once a write works again.
-      const scannedTo = (await rt.store.job(cfg.name))?.scanned_to ?? null;
-      const slots = gapSlots(cfg, scannedTo, st.next as number);
-      const reason = "the store could not be written (disk full?)";
-      await recordMissed(rt.store, [{ job: cfg.name, slots, reason }], now);
-      st.gap = false;
+      const slots = gapSlots(cfg, st.gap, st.next as number);
+      await recordMissed(rt.store, [{ job: cfg.name, slots, reason: st.gap.reason }], now);
+      st.gap = null;
     }
     st.next = plan.next;
     if (plan.late) late.push(plan.late);

@@ -6,8 +6,9 @@
 // in their caller's transaction, never opening one. A write runs at READ COMMITTED and makes its
 // checks safe under concurrency with row locks taken first (the job row FOR UPDATE, see
 // postgres/lock.ts) and unique keys with ON CONFLICT; a read that must see one snapshot runs at
-// REPEATABLE READ. Every write transaction bumps the `data_version` counter as its last
-// statement, so `dataVersion()` changes when any connection commits.
+// REPEATABLE READ. Every write transaction bumps the `data_version` counter (as its last
+// statement, or before it inserts runs or events: Q.order), so `dataVersion()` changes when any
+// connection commits.
 import fs from "node:fs";
 import os from "node:os";
 import pg from "pg";
@@ -26,6 +27,17 @@ export interface Q {
   get<T>(sql: string, params?: readonly unknown[]): Promise<T | undefined>;
   /** Rows changed. */
   run(sql: string, params?: readonly unknown[]): Promise<number>;
+  /**
+   * Take this transaction's place in the commit order before it inserts runs or events: the
+   * `data_version` row is bumped (once per transaction) and so held until the commit. Ids are
+   * taken from their sequences when a row is inserted, not when it commits; taken under this
+   * row's lock they are in commit order, so a reader that has seen id N (the monitor's
+   * `runsAfter` and `jobsChangedSince` cursors) never has a lower one commit after. Taken after
+   * the transaction's job-row locks (never a job row waited for while holding it).
+   */
+  order(): Promise<void>;
+  /** The statement just run bumped `data_version` itself (as order() would): no second bump. */
+  ordered(): void;
 }
 
 export interface PgOpenOptions {
@@ -65,7 +77,7 @@ function named(sql: string, params?: readonly unknown[]): pg.QueryConfig {
   return { name, text: sql, values: params as unknown[] | undefined };
 }
 
-function runner(c: pg.Pool | pg.PoolClient, where?: string): Q {
+function runner(c: pg.Pool | pg.PoolClient, where?: string, tx?: { ordered: boolean }): Q {
   const query = async (sql: string, params?: readonly unknown[]) => {
     try {
       return await c.query(named(sql, params));
@@ -80,8 +92,19 @@ function runner(c: pg.Pool | pg.PoolClient, where?: string): Q {
       (await query(sql, params)).rows[0] as T | undefined,
     run: async (sql: string, params?: readonly unknown[]) =>
       (await query(sql, params)).rowCount ?? 0,
+    order: async () => {
+      // Outside a write transaction (the pool's one statement) there is no commit to order.
+      if (tx === undefined || tx.ordered) return;
+      await query(BUMP);
+      tx.ordered = true;
+    },
+    ordered: () => {
+      if (tx !== undefined) tx.ordered = true;
+    },
   };
 }
+
+const BUMP = "UPDATE data_version SET n = n + 1 WHERE id = 1";
 
 /**
  * The StoreError an error of pg means, naming the store (never its password): a lost or refused
@@ -162,14 +185,14 @@ export class PgConn {
     }
     let broken = false;
     try {
-      await client.query(begin);
-      // Not fsync'd, like SQLite's writeUnsynced: for this transaction only.
-      if (unsynced) await client.query("SET LOCAL synchronous_commit = off");
-      const q = runner(client);
-      const out = await fn(q);
-      // Last, so the counter row is locked only for the commit itself.
-      if (bump) await q.run("UPDATE data_version SET n = n + 1 WHERE id = 1");
-      await client.query("COMMIT");
+      // Statements without parameters go together, each pair one round trip (the simple query
+      // protocol runs them in order, and stops at the first that fails). Not fsync'd, like
+      // SQLite's writeUnsynced: for this transaction only.
+      await client.query(unsynced ? `${begin}; SET LOCAL synchronous_commit = off` : begin);
+      const tx = { ordered: !bump };
+      const out = await fn(runner(client, undefined, tx));
+      // Last, so the counter row is locked only for the commit itself (unless order() took it).
+      await client.query(tx.ordered ? "COMMIT" : `${BUMP}; COMMIT`);
       return out;
     } catch (e) {
       try {

@@ -1,9 +1,10 @@
 // The PostgreSQL Store: the same operations, outcomes and row shapes as SqliteStore, over a
 // pg.Pool. Each method is one whole transaction on one client (PgConn.write / PgConn.read:
 // BEGIN ... COMMIT, ROLLBACK on any error) or one statement. Where SQLite serialises writers with
-// BEGIN IMMEDIATE, a write here first locks the rows of the jobs it touches, in name order
+// BEGIN IMMEDIATE, a write here locks the rows of the jobs it acts on, in name order
 // (postgres/jobs.ts, lockJobs), and claims slots by their unique key (ON CONFLICT), so two
-// daemons, runs or `mark` calls on other connections are serialised per job.
+// daemons, runs or `mark` calls on other connections are serialised per job. A tick's writes
+// (postgres/tick.ts) claim their slots first and lock only the jobs they then act on.
 import type { Store } from "./interface.js";
 import type { PgConn, PgOpenOptions } from "./pg-connection.js";
 import { openPgConn } from "./pg-connection.js";
@@ -14,12 +15,12 @@ import type {
   Alive,
   EventInput,
   Owner,
+  ReserveOutcome,
   ReserveRequest,
   RunEnd,
   RunProcess,
   SlotRecord,
   StatusJob,
-  TickOutcome,
   TickWrite,
 } from "./rows.js";
 import type { RunResult } from "../core/types.js";
@@ -30,6 +31,7 @@ import * as jobs from "./postgres/jobs.js";
 import * as markers from "./postgres/markers.js";
 import * as runs from "./postgres/runs.js";
 import * as status from "./postgres/status.js";
+import * as tick from "./postgres/tick.js";
 import * as why from "./postgres/why.js";
 import { defaultSelf, type NodeSelf } from "./rows.js";
 
@@ -115,15 +117,7 @@ export class PgStore extends PgMarkerStore implements Store {
   }
 
   async addJobs(list: readonly AddJob[], now: number) {
-    return this.c.write(async (q) => {
-      await jobs.ensureLocked(
-        q,
-        list.map((j) => j.name),
-      );
-      const out = [];
-      for (const j of list) out.push(await jobs.addJob(q, j, now));
-      return out;
-    });
+    return this.c.write((q) => jobs.addJobs(q, list, now));
   }
 
   async setPaused(name: string, paused: boolean, now: number) {
@@ -149,30 +143,13 @@ export class PgStore extends PgMarkerStore implements Store {
   // ---- runs, slots and the per-job lock
 
   async reserveRun(req: ReserveRequest) {
-    return this.c.write(async (q) => {
-      await jobs.ensureLocked(q, [req.job]);
-      return runs.reserveRun(q, req, this.c.node);
-    });
+    const [out] = await this.reserveRuns([{ reserve: req }]);
+    return out as ReserveOutcome;
   }
 
   async reserveRuns(items: readonly TickWrite[]) {
     if (items.length === 0) return [];
-    return this.c.write(async (q) => {
-      // Every job of the batch locked up front, in name order: two batches never deadlock.
-      const ensure = items.flatMap((w) => ("reserve" in w ? [w.reserve.job] : []));
-      const disposed = items.flatMap((w) => ("dispose" in w ? [w.dispose.job] : []));
-      await jobs.ensureLocked(q, ensure, disposed);
-      const out: TickOutcome[] = [];
-      for (const w of items) {
-        if ("reserve" in w) out.push(await runs.reserveRun(q, w.reserve, this.c.node));
-        else
-          out.push({
-            kind: "recorded",
-            recorded: await runs.insertDisposition(q, w.dispose, w.now, this.c.node),
-          });
-      }
-      return out;
-    });
+    return this.c.write((q) => tick.writeTick(q, items, this.c.node));
   }
 
   async setRunProcess(runId: number, pid: number, pidStart: string | null, pgid: number) {
@@ -186,7 +163,7 @@ export class PgStore extends PgMarkerStore implements Store {
         q,
         list.map((p) => p.runId),
       );
-      for (const p of list) await runs.setRunProcess(q, p.runId, p.pid, p.pidStart, p.pgid);
+      await runs.setRunProcesses(q, list);
     });
   }
 
@@ -207,9 +184,13 @@ export class PgStore extends PgMarkerStore implements Store {
     const ids = list.map((e) => e.runId);
     await this.c.write(async (q) => {
       await runs.lockRunJobs(q, ids);
-      for (const e of list) await runs.finishRun(q, e.runId, e.result);
+      const ended: runs.Finished[] = [];
+      for (const e of list) {
+        const f = await runs.finishRun(q, e.runId, e.result);
+        if (f !== null) ended.push(f);
+      }
       // Any node may be asked for this run's log: keep its tail here (the file stays on this node).
-      await runs.keepLogTails(q, ids, this.c.node);
+      await runs.keepLogTails(q, ids, ended, this.c.node);
     });
   }
 
@@ -221,9 +202,15 @@ export class PgStore extends PgMarkerStore implements Store {
     now: number,
   ) {
     return this.c.write(async (q) => {
-      await jobs.ensureLocked(q, [job]);
+      const [out] = await tick.writeTick(
+        q,
+        [{ dispose: { job, slot, status: st, reason }, now }],
+        this.c.node,
+        true,
+      );
+      // A job row made here is first seen now (as SQLite's ensureJob).
       await jobs.ensureJob(q, job, now);
-      return runs.insertDisposition(q, { job, slot, status: st, reason }, now, this.c.node);
+      return out?.kind === "recorded" && out.recorded;
     });
   }
 
@@ -234,14 +221,13 @@ export class PgStore extends PgMarkerStore implements Store {
   ) {
     if (slots.length === 0 && evs.length === 0) return [];
     return this.c.write(async (q) => {
-      await jobs.lockJobs(
+      const out = await tick.writeTick(
         q,
-        slots.map((s) => s.job),
+        slots.map((s) => ({ dispose: s, now })),
+        this.c.node,
       );
       for (const e of evs) await events.insertEvent(q, now, e.job, e.kind, e.detail);
-      const out: boolean[] = [];
-      for (const s of slots) out.push(await runs.insertDisposition(q, s, now, this.c.node));
-      return out;
+      return out.map((o) => o.kind === "recorded" && o.recorded);
     });
   }
 

@@ -10,6 +10,7 @@ export async function insertEvent(
   kind: string,
   detail: string | null,
 ): Promise<void> {
+  await q.order();
   await q.run("INSERT INTO events (at, job, kind, detail) VALUES ($1, $2, $3, $4)", [
     at,
     job,

@@ -63,21 +63,33 @@ export async function ensureJob(q: Q, name: string, now: number): Promise<JobRow
 }
 
 /**
- * A job the daemon starts watching: its row exists, a job seen for the first time has missed
- * nothing (its slots count from now), and an @reboot job claims this boot's run.
+ * Jobs the daemon starts watching (as ../sqlite/jobs.ts addJob), in one statement for their rows: each made
+ * if missing, first seen and slot-stamped `now` where it had none, locked in name order (the
+ * upsert locks each row it meets, as lockJobs). Then this boot's @reboot claims, one by one.
  */
-export async function addJob(
+export async function addJobs(
   q: Q,
-  job: AddJob,
+  list: readonly AddJob[],
   now: number,
-): Promise<{ row: JobRow; rebootClaimed: boolean }> {
-  let row = await ensureJob(q, job.name, now);
-  if (row.scanned_to === null) {
-    await setScannedTo(q, job.name, now);
-    row = { ...row, scanned_to: now };
+): Promise<{ row: JobRow; rebootClaimed: boolean }[]> {
+  const names = [...new Set(list.map((j) => j.name))].sort();
+  const rows = await q.all<JobRow>(
+    `INSERT INTO jobs (name, first_seen_at, scanned_to)
+     SELECT n, $2::bigint, $2::bigint FROM unnest($1::text[]) AS n ORDER BY n COLLATE "C"
+     ON CONFLICT (name) DO UPDATE SET
+       first_seen_at = COALESCE(jobs.first_seen_at, excluded.first_seen_at),
+       scanned_to = COALESCE(jobs.scanned_to, excluded.scanned_to)
+     RETURNING *`,
+    [names, now],
+  );
+  const byName = new Map(rows.map((r) => [r.name, r]));
+  const out = [];
+  for (const j of list) {
+    const row = byName.get(j.name) as JobRow;
+    const rebootClaimed = j.bootId !== null && (await claimReboot(q, j.name, j.bootId, now));
+    out.push({ row, rebootClaimed });
   }
-  const rebootClaimed = job.bootId !== null && (await claimReboot(q, job.name, job.bootId, now));
-  return { row, rebootClaimed };
+  return out;
 }
 
 export async function setPaused(q: Q, name: string, paused: boolean, now: number) {

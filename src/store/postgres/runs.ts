@@ -1,69 +1,14 @@
-// Writing runs, slots and the per-job lock on PostgreSQL: the same operations as
-// ../sqlite/runs.ts. Table-group functions: they run in their caller's transaction and never
-// open one. A reservation is safe only when its caller holds the job's row lock (jobs.lockJobs,
-// taken by PgStore before the batch), which makes the lock check, the fence bump and the insert
-// one step against every other connection; the slot itself is claimed by its unique key.
+// Writing runs and the per-job lock on PostgreSQL: the same operations as ../sqlite/runs.ts
+// (a tick's reservations and dispositions are in ./tick.ts). Table-group functions: they run in
+// their caller's transaction and never open one. A write that reads a job's runs and acts on them
+// holds the job's row lock (jobs.lockJobs, lockRunJobs) first.
 import type { Q } from "../pg-connection.js";
-import type { Owner, ReserveOutcome, ReserveRequest, RunRow, SlotRecord } from "../rows.js";
+import type { Owner, RunProcess, RunRow } from "../rows.js";
 import { fenced, interrupted, runResult } from "../../core/result.js";
 import { leaseLive } from "./daemon.js";
 import { readLogTail } from "../log-tail.js";
 import type { RunResult } from "../../core/types.js";
-import { runRow, runningRuns } from "./history.js";
-import { ensureJob, lockJobs, setScannedTo } from "./jobs.js";
-
-const nowOf = (a: ReserveRequest): number => (typeof a.now === "function" ? a.now() : a.now);
-
-/**
- * Reserve a run (see ../sqlite/runs.ts): the same outcomes. The slot is claimed first, by
- * inserting its row (a concurrent claimer of the same slot waits on the unique key, then finds
- * it taken: `duplicate`); a locked job records the slot `skipped` on that row.
- */
-export async function reserveRun(q: Q, a: ReserveRequest, node: string): Promise<ReserveOutcome> {
-  const now = nowOf(a);
-  await ensureJob(q, a.job, now);
-  const slot = a.claimSlot ? a.slot : null;
-  if (slot !== null) {
-    const claimed = await q.run(
-      "INSERT INTO slots (job, slot, run_id) VALUES ($1, $2, NULL) ON CONFLICT DO NOTHING",
-      [a.job, slot],
-    );
-    if (claimed === 0) {
-      const have = await q.get<{ run_id: number | null }>(
-        "SELECT run_id FROM slots WHERE job = $1 AND slot = $2",
-        [a.job, slot],
-      );
-      return { kind: "duplicate", slotRunId: have?.run_id ?? null };
-    }
-  }
-  if (a.lock) {
-    const holder = await reapDeadHolders(q, a.job, now, a.holderAlive, node);
-    if (holder) {
-      if (slot !== null) {
-        const reason = `overlap: run ${holder.id} holds the lock`;
-        await dispositionRow(q, { job: a.job, slot, status: "skipped", reason }, now, node);
-      }
-      return { kind: "locked", holder };
-    }
-  }
-  const f = await q.get<{ fence: number }>(
-    "UPDATE jobs SET fence = fence + 1 WHERE name = $1 RETURNING fence",
-    [a.job],
-  );
-  const ins = await q.get<{ id: number }>(
-    `INSERT INTO runs (job, slot, trigger, status, attempt, started_at, fence, owner_pid,
-       owner_start, progress_at, node)
-     VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
-    [a.job, a.slot, a.trigger, a.attempt, now, f?.fence, a.owner.pid, a.owner.start, now, node],
-  );
-  const id = ins?.id as number;
-  await q.run("UPDATE runs SET log_path = $1 WHERE id = $2", [a.logPath(id), id]);
-  if (slot !== null) {
-    await q.run("UPDATE slots SET run_id = $1 WHERE job = $2 AND slot = $3", [id, a.job, slot]);
-    await setScannedTo(q, a.job, slot);
-  }
-  return { kind: "started", run: (await runRow(q, id)) as RunRow };
-}
+import { runningRuns } from "./history.js";
 
 /**
  * The live lock holder of a job, after ending dead holders. A run of this node is judged by its
@@ -71,7 +16,7 @@ export async function reserveRun(q: Q, a: ReserveRequest, node: string): Promise
  * node's lease, and recorded `fenced` when the lease ran out: its node may only be frozen, so its
  * run may still be at work, but the fence bumped by the takeover refuses its marker writes.
  */
-async function reapDeadHolders(
+export async function reapDeadHolders(
   q: Q,
   job: string,
   now: number,
@@ -94,16 +39,14 @@ async function reapDeadHolders(
   return holder;
 }
 
-/** Lock the jobs of these runs (see jobs.lockJobs), before touching their rows. */
+/** Lock the jobs of these runs (see jobs.lockJobs), before touching their rows: one statement. */
 export async function lockRunJobs(q: Q, runIds: readonly number[]): Promise<void> {
   if (runIds.length === 0) return;
-  const rows = await q.all<{ job: string }>(
-    "SELECT DISTINCT job FROM runs WHERE id = ANY($1::bigint[])",
+  // A run's job never changes: the subquery's snapshot is as good as a fresh one.
+  await q.all(
+    `SELECT 1 FROM jobs WHERE name IN (SELECT job FROM runs WHERE id = ANY($1::bigint[]))
+     ORDER BY name FOR UPDATE`,
     [[...new Set(runIds)]],
-  );
-  await lockJobs(
-    q,
-    rows.map((r) => r.job),
   );
 }
 
@@ -115,6 +58,8 @@ export async function setRunProcess(
   pidStart: string | null,
   pgid: number,
 ) {
+  // data_version before the run's row, as a takeover that ends a dead holder holds it (tick.ts).
+  await q.order();
   await q.run("UPDATE runs SET pid = $1, pid_start = $2, pgid = $3 WHERE id = $4", [
     pid,
     pidStart,
@@ -123,8 +68,25 @@ export async function setRunProcess(
   ]);
 }
 
+/** The processes of runs just spawned (a tick's starts): one statement. */
+export async function setRunProcesses(q: Q, list: readonly RunProcess[]) {
+  await q.run(
+    `UPDATE runs SET pid = p.pid, pid_start = p.pid_start, pgid = p.pgid
+     FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::integer[]) AS p(id, pid, pid_start, pgid)
+     WHERE runs.id = p.id`,
+    [
+      list.map((p) => p.runId),
+      list.map((p) => p.pid),
+      list.map((p) => p.pidStart),
+      list.map((p) => p.pgid),
+    ],
+  );
+}
+
 /** A restarted daemon (or another owner) takes over supervising a live orphan. */
 export async function adoptRun(q: Q, runId: number, owner: Owner) {
+  // data_version before the run's row, as a takeover that ends a dead holder holds it (tick.ts).
+  await q.order();
   await q.run("UPDATE runs SET owner_pid = $1, owner_start = $2 WHERE id = $3", [
     owner.pid,
     owner.start,
@@ -134,55 +96,33 @@ export async function adoptRun(q: Q, runId: number, owner: Owner) {
 
 /** Revoke the run's fence: its marker writes are refused from now on. */
 export async function revokeRun(q: Q, runId: number) {
+  // data_version before the run's row, as a takeover that ends a dead holder holds it (tick.ts).
+  await q.order();
   await q.run("UPDATE runs SET revoked = 1 WHERE id = $1", [runId]);
 }
 
-export async function finishRun(q: Q, runId: number, r: RunResult) {
-  // Only a running row is finished: a run recorded twice (adopter and owner racing) keeps the first.
-  const changed = await q.run(
-    `UPDATE runs SET status = $1, reason = $2, exit_code = $3, signal = $4, finished_at = $5,
-       duration_ms = $6, log_bytes = $7, revoked = 1
-     WHERE id = $8 AND status = 'running'`,
+/** A run's end, as its row now says it (null when it had been recorded already). */
+export interface Finished {
+  id: number;
+  log_path: string | null;
+  node: string | null;
+}
+
+export async function finishRun(q: Q, runId: number, r: RunResult): Promise<Finished | null> {
+  // Only a running row is finished: a run recorded twice (adopter and owner racing) keeps the
+  // first. One statement: the run's row, and its job's success stamps when it succeeded.
+  const row = await q.get<Finished>(
+    `WITH f AS (
+       UPDATE runs SET status = $1, reason = $2, exit_code = $3, signal = $4, finished_at = $5,
+         duration_ms = $6, log_bytes = $7, revoked = 1
+       WHERE id = $8 AND status = 'running' RETURNING id, job, status, log_path, node),
+     j AS (UPDATE jobs SET last_success_at = GREATEST(COALESCE(last_success_at, 0), $5),
+         last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $5)
+       FROM f WHERE f.status = 'ok' AND jobs.name = f.job)
+     SELECT id, log_path, node FROM f`,
     [r.status, r.reason, r.exitCode, r.signal, r.finishedAt, r.durationMs, r.logBytes, runId],
   );
-  if (changed > 0 && r.status === "ok") {
-    await q.run(
-      `UPDATE jobs SET last_success_at = GREATEST(COALESCE(last_success_at, 0), $1),
-         last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $1)
-       WHERE name = (SELECT job FROM runs WHERE id = $2)`,
-      [r.finishedAt, runId],
-    );
-  }
-}
-
-/** The run row of a disposition whose slot row the caller has claimed. */
-async function dispositionRow(q: Q, s: SlotRecord, now: number, node: string) {
-  await q.run(
-    `INSERT INTO runs (job, slot, trigger, status, reason, attempt, started_at, finished_at,
-       duration_ms, node)
-     VALUES ($1, $2, 'schedule', $3, $4, 1, $5, $5, 0, $6)`,
-    [s.job, s.slot, s.status, s.reason, now, node],
-  );
-  await setScannedTo(q, s.job, s.slot);
-}
-
-/**
- * A slot that did not run: `skipped` (overlap, paused) or `missed` (daemon down). False if the
- * slot already has a disposition (it is never recorded twice: the slot's unique key).
- */
-export async function insertDisposition(
-  q: Q,
-  s: SlotRecord,
-  now: number,
-  node: string,
-): Promise<boolean> {
-  const claimed = await q.run(
-    "INSERT INTO slots (job, slot, run_id) VALUES ($1, $2, NULL) ON CONFLICT DO NOTHING",
-    [s.job, s.slot],
-  );
-  if (claimed === 0) return false;
-  await dispositionRow(q, s, now, node);
-  return true;
+  return row ?? null;
 }
 
 /** Delete finished runs beyond the newest `keep` of a job; returns their log paths. */
@@ -200,12 +140,28 @@ export async function pruneRuns(q: Q, job: string, keep: number): Promise<string
   return old.map((r) => r.log_path).filter((p): p is string => p !== null);
 }
 
-/** Keep the log tail of each of these finished runs of this node (read from its log file). */
-export async function keepLogTails(q: Q, runIds: readonly number[], node: string) {
-  const rows = await q.all<{ id: number; log_path: string | null }>(
-    "SELECT id, log_path FROM runs WHERE id = ANY($1::bigint[]) AND node = $2 AND status <> 'running'",
-    [[...runIds], node],
-  );
+/**
+ * Keep the log tail of each of these finished runs of this node (read from its log file).
+ * `ended`: the rows this transaction finished (their paths known); the others of `runIds` (ended
+ * before, by another writer) are read.
+ */
+export async function keepLogTails(
+  q: Q,
+  runIds: readonly number[],
+  ended: readonly Finished[],
+  node: string,
+) {
+  const known = new Set(ended.map((r) => r.id));
+  const rest = runIds.filter((id) => !known.has(id));
+  const rows = [
+    ...ended.filter((r) => r.node === node),
+    ...(rest.length === 0
+      ? []
+      : await q.all<Finished>(
+          "SELECT id, log_path, node FROM runs WHERE id = ANY($1::bigint[]) AND node = $2 AND status <> 'running'",
+          [rest, node],
+        )),
+  ];
   for (const r of rows) {
     const tail = r.log_path === null ? null : readLogTail(r.log_path);
     if (tail === null) continue;

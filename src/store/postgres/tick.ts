@@ -1,0 +1,261 @@
+// A tick's writes on PostgreSQL (PgStore.reserveRuns, recordDispositions, reserveRun): a few
+// statements however many jobs are due, each a round trip. Every tick takes its locks in one
+// order, so that the ticks of several nodes never deadlock: first the slots (one INSERT of all of
+// them, in (job, slot) order, claimed by their unique key), then the rows of the jobs it acts on
+// (a SELECT ... FOR UPDATE in name order, in the same statement: claimAndLock). A node whose slots were all taken by another
+// locks no job row and writes nothing more: a disposition reads nothing the job lock guards (its
+// slot is claimed by the unique key, and scanned_to only moves forward), so the job row is locked
+// only where this node records something on it, and ticks of three nodes wait on each other
+// only for the slots' commit. A reservation still checks the lock and bumps the fence under the
+// job's row lock, in the same transaction as its slot. Table-group functions: they run in their
+// caller's transaction and never open one.
+import type { Q } from "../pg-connection.js";
+import type {
+  ReserveOutcome,
+  ReserveRequest,
+  RunRow,
+  SlotRecord,
+  TickOutcome,
+  TickWrite,
+} from "../rows.js";
+import { lockJobs } from "./jobs.js";
+import { reapDeadHolders } from "./runs.js";
+
+const keyOf = (job: string, slot: number): string => `${job}\u0000${slot}`;
+const nowOf = (a: ReserveRequest): number => (typeof a.now === "function" ? a.now() : a.now);
+
+/** A row to write once the jobs are locked: a disposition whose slot this tick won. */
+interface Disposed extends SlotRecord {
+  at: number;
+}
+
+/**
+ * The batch's writes in order: each slot claimed, then each job locked, then each reservation,
+ * then the dispositions' rows and slot stamps. The outcomes are those of the same writes made one
+ * after another (a slot twice in a batch: the first write gets it). `makeJobs`: a
+ * disposition's job row is made if missing (else, as on SQLite, its slot stamp is not kept).
+ */
+export async function writeTick(
+  q: Q,
+  items: readonly TickWrite[],
+  node: string,
+  makeJobs = false,
+): Promise<TickOutcome[]> {
+  const first = new Map<string, number>();
+  const claims: { job: string; slot: number }[] = [];
+  items.forEach((w, i) => {
+    const c = claimOf(w);
+    if (c === null || first.has(keyOf(c.job, c.slot))) return;
+    first.set(keyOf(c.job, c.slot), i);
+    claims.push(c);
+  });
+  const make = items.flatMap((w) =>
+    "reserve" in w ? [w.reserve.job] : makeJobs ? [w.dispose.job] : [],
+  );
+  const slotless = items.flatMap((w) =>
+    "reserve" in w && claimOf(w) === null ? [w.reserve.job] : [],
+  );
+  const won = await claimAndLock(q, claims, make, slotless);
+  const wins = (w: TickWrite, i: number): boolean => {
+    const c = claimOf(w);
+    return c === null || (won.has(keyOf(c.job, c.slot)) && first.get(keyOf(c.job, c.slot)) === i);
+  };
+  const out: (TickOutcome | null)[] = [];
+  const disposed: Disposed[] = [];
+  for (const [i, w] of items.entries()) {
+    if (!wins(w, i)) out.push(null);
+    else if ("dispose" in w) {
+      disposed.push({ ...w.dispose, at: w.now });
+      out.push({ kind: "recorded", recorded: true });
+    } else out.push(await reserveWon(q, w.reserve, node, disposed));
+  }
+  await writeDispositions(q, disposed, node);
+  return fillDuplicates(q, items, out);
+}
+
+function claimOf(w: TickWrite): { job: string; slot: number } | null {
+  if ("dispose" in w) return { job: w.dispose.job, slot: w.dispose.slot };
+  const a = w.reserve;
+  return a.claimSlot && a.slot !== null ? { job: a.job, slot: a.slot } : null;
+}
+
+/**
+ * Claim the slots and lock the jobs this tick then acts on, in one statement and in that order:
+ * the slots not taken yet inserted (in key order), then the rows of the jobs whose slots were
+ * won (and of the reservations that claim none) locked in name order (see jobs.lockJobs), `w`
+ * being an aggregate of `won` that the lock waits for; the missing ones of `make` are made. A row
+ * that another transaction made after this statement's snapshot is not seen by its SELECT (its
+ * INSERT waited for that commit, then did nothing): those few are locked by a second statement,
+ * with a fresh snapshot. Returns the keys of the slots this transaction won.
+ */
+async function claimAndLock(
+  q: Q,
+  claims: readonly { job: string; slot: number }[],
+  make: readonly string[],
+  slotless: readonly string[],
+): Promise<Set<string>> {
+  if (claims.length === 0 && slotless.length === 0) return new Set();
+  const rows = await q.all<{ k: string; job: string; slot: number | null }>(
+    `WITH won AS (
+       INSERT INTO slots (job, slot, run_id)
+       SELECT job, slot, NULL FROM unnest($1::text[], $2::bigint[]) AS c(job, slot)
+       ORDER BY job COLLATE "C", slot
+       ON CONFLICT DO NOTHING RETURNING job, slot),
+     w AS (SELECT array_agg(job) || $4::text[] AS jobs FROM won),
+     made AS (
+       INSERT INTO jobs (name) SELECT DISTINCT n FROM unnest($3::text[]) AS n, w
+       WHERE n = ANY(w.jobs) ON CONFLICT (name) DO NOTHING RETURNING name),
+     locked AS (
+       SELECT j.name FROM jobs j, w WHERE j.name = ANY(w.jobs) ORDER BY j.name FOR UPDATE OF j)
+     SELECT 'won' AS k, job, slot FROM won
+     UNION ALL SELECT 'have', name, NULL FROM made
+     UNION ALL SELECT 'have', name, NULL FROM locked`,
+    [
+      claims.map((c) => c.job),
+      claims.map((c) => c.slot),
+      [...new Set(make)],
+      [...new Set(slotless)],
+    ],
+  );
+  const won = rows.filter((r) => r.k === "won");
+  const have = new Set(rows.filter((r) => r.k === "have").map((r) => r.job));
+  const unseen = [...new Set([...won.map((r) => r.job), ...slotless])].filter((n) => !have.has(n));
+  if (unseen.length > 0) await lockJobs(q, unseen);
+  return new Set(won.map((r) => keyOf(r.job, r.slot as number)));
+}
+
+/**
+ * Start the run in one statement: the fence bumped (and the slot stamp moved, and a new job's
+ * first_seen_at set) on the job's row, unless a run of the job is running (when `guard`); the run
+ * row inserted with its id and log path; the slot given its run. No row when a run is running.
+ * The run's id is taken once `data_version` is held (`v`, which `n` waits for): in commit order,
+ * as Q.order() would, without a round trip of its own.
+ */
+const START = `WITH f AS (
+    UPDATE jobs SET fence = fence + 1, first_seen_at = COALESCE(first_seen_at, $5::bigint),
+      scanned_to = CASE WHEN $2::bigint IS NULL THEN scanned_to
+        ELSE GREATEST(COALESCE(scanned_to, 0), $2::bigint) END
+    WHERE name = $1::text AND NOT ($12::boolean AND EXISTS (
+      SELECT 1 FROM runs WHERE job = $1::text AND status = 'running'))
+    RETURNING fence),
+  v AS (UPDATE data_version SET n = n + 1 WHERE id = 1 RETURNING n),
+  n AS (SELECT nextval(pg_get_serial_sequence('runs', 'id')) AS id, fence FROM f, v),
+  r AS (INSERT INTO runs (id, job, slot, trigger, status, attempt, started_at, fence, owner_pid,
+      owner_start, progress_at, node, log_path)
+    SELECT n.id, $1::text, $3::bigint, $4::text, 'running', $6::integer, $5::bigint, n.fence,
+      $7::integer, $8::text, $5::bigint, $9::text, $10::text || n.id || $11::text FROM n
+    RETURNING *),
+  s AS (UPDATE slots SET run_id = r.id FROM r WHERE slots.job = $1::text AND slots.slot = $2::bigint)
+SELECT * FROM r`;
+
+async function start(q: Q, a: ReserveRequest, now: number, node: string, guard: boolean) {
+  const slot = a.claimSlot ? a.slot : null;
+  const parts = logPathParts(a.logPath);
+  const run = await q.get<RunRow>(START, [
+    a.job,
+    slot,
+    a.slot,
+    a.trigger,
+    now,
+    a.attempt,
+    a.owner.pid,
+    a.owner.start,
+    node,
+    parts?.[0] ?? null,
+    parts?.[1] ?? null,
+    guard,
+  ]);
+  q.ordered();
+  if (run === undefined || parts !== null) return run;
+  const logPath = a.logPath(run.id);
+  await q.run("UPDATE runs SET log_path = $1 WHERE id = $2", [logPath, run.id]);
+  return { ...run, log_path: logPath };
+}
+
+/**
+ * A log path as text around the run's id, so the run's row is written with it in one statement
+ * (the id is known only there); null when `logPath` is not of that shape (then a second UPDATE).
+ */
+export function logPathParts(logPath: (id: number) => string): [string, string] | null {
+  const probe = (id: number): [string, string] | null => {
+    const p = logPath(id);
+    const at = p.indexOf(String(id));
+    if (at < 0 || p.lastIndexOf(String(id)) !== at) return null;
+    return [p.slice(0, at), p.slice(at + String(id).length)];
+  };
+  const a = probe(918273645);
+  const b = probe(546372819);
+  return a !== null && b !== null && a[0] === b[0] && a[1] === b[1] ? a : null;
+}
+
+/** A reservation whose slot (if any) this tick won, with its job row locked. */
+async function reserveWon(
+  q: Q,
+  a: ReserveRequest,
+  node: string,
+  disposed: Disposed[],
+): Promise<ReserveOutcome> {
+  // The clock read once the lock is held (see ReserveRequest.now).
+  const now = nowOf(a);
+  // The common case, no run running: one statement. Else the running runs are judged first.
+  const run = await start(q, a, now, node, a.lock);
+  if (run !== undefined) return { kind: "started", run };
+  const holder = await reapDeadHolders(q, a.job, now, a.holderAlive, node);
+  if (holder) {
+    if (a.claimSlot && a.slot !== null) {
+      const reason = `overlap: run ${holder.id} holds the lock`;
+      disposed.push({ job: a.job, slot: a.slot, status: "skipped", reason, at: now });
+    }
+    return { kind: "locked", holder };
+  }
+  return { kind: "started", run: (await start(q, a, now, node, false)) as RunRow };
+}
+
+/** The run rows of the dispositions, and their jobs' slot stamps: one statement. */
+async function writeDispositions(q: Q, d: readonly Disposed[], node: string) {
+  if (d.length === 0) return;
+  await q.order();
+  await q.run(
+    `WITH d AS (
+       SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[])
+         WITH ORDINALITY AS d(job, slot, status, reason, at, i)),
+     r AS (INSERT INTO runs (job, slot, trigger, status, reason, attempt, started_at,
+         finished_at, duration_ms, node)
+       SELECT job, slot, 'schedule', status, reason, 1, at, at, 0, $6::text FROM d ORDER BY i)
+     UPDATE jobs SET scanned_to = GREATEST(COALESCE(jobs.scanned_to, 0), m.slot)
+     FROM (SELECT job, MAX(slot) AS slot FROM d GROUP BY job) m WHERE jobs.name = m.job`,
+    [
+      d.map((x) => x.job),
+      d.map((x) => x.slot),
+      d.map((x) => x.status),
+      d.map((x) => x.reason),
+      d.map((x) => x.at),
+      node,
+    ],
+  );
+}
+
+/** The writes whose slot was taken: `duplicate` (with the slot's run) or not recorded. */
+async function fillDuplicates(
+  q: Q,
+  items: readonly TickWrite[],
+  out: readonly (TickOutcome | null)[],
+): Promise<TickOutcome[]> {
+  const dup = items.filter((w, i) => out[i] === null && "reserve" in w).map((w) => claimOf(w));
+  const runOf = new Map<string, number | null>();
+  if (dup.length > 0) {
+    const rows = await q.all<{ job: string; slot: number; run_id: number | null }>(
+      `SELECT s.job, s.slot, s.run_id FROM slots s
+       JOIN unnest($1::text[], $2::bigint[]) AS c(job, slot) ON s.job = c.job AND s.slot = c.slot`,
+      [dup.map((c) => c?.job), dup.map((c) => c?.slot)],
+    );
+    for (const r of rows) runOf.set(keyOf(r.job, r.slot), r.run_id);
+  }
+  return items.map((w, i): TickOutcome => {
+    const o = out[i];
+    if (o !== null && o !== undefined) return o;
+    if ("dispose" in w) return { kind: "recorded", recorded: false };
+    const c = claimOf(w) as { job: string; slot: number };
+    return { kind: "duplicate", slotRunId: runOf.get(keyOf(c.job, c.slot)) ?? null };
+  });
+}
