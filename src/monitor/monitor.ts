@@ -97,15 +97,18 @@ export class Monitor {
     this.config = config;
     this.log = opts.log ?? ((l) => process.stderr.write(`${l}\n`));
     this.now = opts.now ?? Date.now;
-    this.metrics = new Metrics(() =>
-      this.store && this.store.isOpen()
-        ? {
-            store: this.store,
-            jobs: this.config.jobs.map((j) => j.name),
-            health: (job) => this.judged.get(job) ?? null,
-            pausedInConfig: new Set(this.config.jobs.filter((j) => j.paused).map((j) => j.name)),
-          }
-        : null,
+    this.metrics = new Metrics(
+      () =>
+        this.store && this.store.isOpen()
+          ? {
+              store: this.store,
+              jobs: this.config.jobs.map((j) => j.name),
+              health: (job) => this.judged.get(job) ?? null,
+              pausedInConfig: new Set(this.config.jobs.filter((j) => j.paused).map((j) => j.name)),
+            }
+          : null,
+      // Only an endpoint serves them, and `http` is read at start only (see applyConfig).
+      config.http !== null,
     );
     this.applyConfig(config);
   }
