@@ -98,7 +98,7 @@ async function daemonLoads(t, top) {
     const require = createRequire(import.meta.url);
     process.on("exit", () => {
       const loaded = (name) => Object.keys(require.cache).some((k) => k.includes(\`/node_modules/\${name}/\`));
-      process.stderr.write("\\nPROBE " + JSON.stringify({ prom: loaded("prom-client") }) + "\\n");
+      process.stderr.write("\\nPROBE " + JSON.stringify({ prom: loaded("prom-client"), http: process.moduleLoadList.includes("NativeModule http") }) + "\\n");
     });
     const { main } = await import(${JSON.stringify(path.join(ROOT, "dist", "commands", "cli.js"))});
     await main([process.execPath, "cronvisor", "daemon", "-c", ${JSON.stringify(file)}]);
@@ -119,8 +119,75 @@ async function daemonLoads(t, top) {
   return JSON.parse(m[1]);
 }
 
-test("a daemon without http: never loads prom-client; one with it does", async (t) => {
-  assert.equal((await daemonLoads(t, "")).prom, false);
+test("a daemon without http: loads neither prom-client nor node:http; one with it does", async (t) => {
+  assert.deepEqual(await daemonLoads(t, ""), { prom: false, http: false });
   const port = await freePort();
-  assert.equal((await daemonLoads(t, `http: 127.0.0.1:${port}\n`)).prom, true);
+  assert.deepEqual(await daemonLoads(t, `http: 127.0.0.1:${port}\n`), { prom: true, http: true });
+});
+
+test("a daemon collects its start-up garbage once started: its heap is then what a full collection leaves", async (t) => {
+  const dir = tmpdir(t);
+  let yaml = `state_dir: ${path.join(dir, "state")}\njobs:\n`;
+  for (let i = 0; i < 2000; i++)
+    yaml += `  j${i}: { schedule: "0 3 * * *", command: ["/bin/true"] }\n`;
+  const file = writeConfig(dir, yaml);
+  // The daemon in a child that answers for its heap over IPC: the major collections since its
+  // "started" line, its heap now, and its heap after two forced full collections.
+  const script = `
+    import v8 from "node:v8";
+    import vm from "node:vm";
+    import { PerformanceObserver, constants } from "node:perf_hooks";
+    let startedAt = null;
+    const majors = [];
+    new PerformanceObserver((l) => {
+      for (const e of l.getEntries())
+        if (e.detail.kind === constants.NODE_PERFORMANCE_GC_MAJOR) majors.push(e.startTime);
+    }).observe({ entryTypes: ["gc"] });
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = (s, ...rest) => {
+      if (startedAt === null && /daemon \\d+ started/.test(String(s))) startedAt = performance.now();
+      return write(s, ...rest);
+    };
+    const heap = () => v8.getHeapStatistics().total_heap_size;
+    process.on("message", (m) => {
+      if (m === "probe")
+        process.send({ started: startedAt !== null, majors: majors.filter((t) => t >= startedAt).length, heap: heap() });
+      if (m === "settle") {
+        v8.setFlagsFromString("--expose-gc");
+        const gc = vm.runInNewContext("gc");
+        gc(); gc();
+        process.send({ heap: heap() });
+      }
+    });
+    const { main } = await import(${JSON.stringify(path.join(ROOT, "dist", "commands", "cli.js"))});
+    await main([process.execPath, "cronvisor", "daemon", "-c", ${JSON.stringify(file)}]);
+  `;
+  // As the README says to run it (the systemd unit's NODE_OPTIONS).
+  const child = spawn(
+    process.execPath,
+    ["--max-semi-space-size=1", "--input-type=module", "-e", script],
+    { env: cleanEnv(), stdio: ["ignore", "ignore", "pipe", "ipc"] },
+  );
+  let err = "";
+  child.stderr.on("data", (d) => (err += d));
+  t.after(() => child.kill("SIGKILL"));
+  const ask = (m) =>
+    new Promise((resolve) => {
+      child.once("message", resolve);
+      child.send(m);
+    });
+  const settled = await waitFor(
+    async () => {
+      const p = await ask("probe");
+      return p.started && p.majors > 0 ? p : null;
+    },
+    `a full collection after the daemon's start: ${err}`,
+    20_000,
+    100,
+  );
+  const floor = await ask("settle");
+  assert.ok(
+    settled.heap <= floor.heap * 1.15,
+    `heap ${(settled.heap / 2 ** 20).toFixed(1)} MiB, ${(floor.heap / 2 ** 20).toFixed(1)} MiB after two full collections`,
+  );
 });

@@ -28,10 +28,9 @@ import {
 } from "./alerts.js";
 import { alertBox, pingBox, type PingItem } from "./deliver.js";
 import type { Assessment, HealthWord } from "../health/health.js";
-import { Endpoint } from "./endpoint.js";
+import type { Endpoint } from "./endpoint.js";
 import { Metrics } from "./metrics.js";
-import { monitorRoutes } from "./routes.js";
-import { PageClient } from "./page-client.js";
+import type { PageClient } from "./page-client.js";
 import { inspectJob } from "../health/status.js";
 import type { RunRow, Store } from "../store/store.js";
 import type { SupervisorHooks } from "../daemon/supervisor.js";
@@ -160,6 +159,12 @@ export class Monitor {
   async start(): Promise<void> {
     const bind = this.config.http;
     if (!bind) return;
+    // Only a daemon with an endpoint loads it: node:http, the routes and the page's client.
+    const [{ Endpoint }, { monitorRoutes }, { PageClient }] = await Promise.all([
+      import("./endpoint.js"),
+      import("./routes.js"),
+      import("./page-client.js"),
+    ]);
     this.pages = new PageClient(storeTarget(this.config), this.log);
     const routes = monitorRoutes({
       store: () => this.store,
