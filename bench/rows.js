@@ -382,6 +382,22 @@ export function unitNodeOptions() {
   return m ? m[1].trim().split(/\s+/) : [];
 }
 
+/**
+ * Wait until a just-started daemon is idle: past its first heartbeat (writeConfig's 10 s: the
+ * beat after start-up collects the monitors' first judgement of every job, src/daemon/settle.ts)
+ * and then without a CPU tick for a whole second, so that the window measures an idle daemon and
+ * not the tail of its start-up (at 10,000 jobs under load, seconds of it).
+ */
+async function settled(pid) {
+  await sleep(11_000);
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const c0 = procCpu(pid).self;
+    await sleep(1000);
+    if (procCpu(pid).self - c0 < 0.015 || Date.now() > deadline) return;
+  }
+}
+
 /** A daemon with `jobs` hourly jobs and an idle `node` beside it, both under `flags`. */
 async function idleDaemon(jobs, seconds, flags) {
   const dir = tmpdir();
@@ -396,7 +412,7 @@ async function idleDaemon(jobs, seconds, flags) {
     stdio: "ignore",
   });
   try {
-    await sleep(5000);
+    await settled(d.pid);
     const c0 = procCpu(d.pid);
     const i0 = procCpu(idle.pid);
     await sleep(seconds * 1000);
