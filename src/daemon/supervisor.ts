@@ -73,8 +73,6 @@ export class Supervisor {
   /** Ticks, heartbeats and reloads run one at a time: each waits for the one before to settle. */
   private queue: Promise<unknown> = Promise.resolve();
   private stopping: Promise<void> | null = null;
-  /** Whether the first heartbeat has collected what the start-up's first beat left (settle.ts). */
-  private settled = false;
 
   constructor(private readonly opts: SupervisorOptions) {
     this.now = opts.now ?? Date.now;
@@ -287,11 +285,6 @@ export class Supervisor {
       rt.hook("beat", (h) => h.beat?.(rt.store, rt.config, now));
     } catch (e) {
       this.log(`cronvisor: heartbeat failed: ${(e as Error).message}`);
-    }
-    // The monitors' first beat (every job judged once) ran after start-up's collection.
-    if (!this.settled) {
-      this.settled = true;
-      collectGarbageSoon();
     }
   }
 
