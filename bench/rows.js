@@ -383,10 +383,10 @@ export function unitNodeOptions() {
 }
 
 /**
- * Wait until a just-started daemon is idle: past its first heartbeat (writeConfig's 10 s: the
- * beat after start-up collects the monitors' first judgement of every job, src/daemon/settle.ts)
- * and then without a CPU tick for a whole second, so that the window measures an idle daemon and
- * not the tail of its start-up (at 10,000 jobs under load, seconds of it).
+ * Wait until a just-started daemon is idle: past its first heartbeat (writeConfig's 10 s) and
+ * V8's memory reducer (about 8 s after the collection that ends start-up, src/daemon/settle.ts),
+ * then without a CPU tick for a whole second, so that the window measures an idle daemon and not
+ * the tail of its start-up (at 10,000 jobs under load, seconds of it).
  */
 async function settled(pid) {
   await sleep(11_000);

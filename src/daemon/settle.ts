@@ -3,7 +3,10 @@
 // start-up reads. V8 collects its old generation when it fills, which an idle daemon's few
 // allocations do not do for hours, so that garbage and the half-empty pages around it stay
 // resident (5.6 MiB at 1,000 jobs: BENCHMARKS.md, "Issue 16: idle memory"). One full collection
-// once the work is done returns it; it takes 20-50 ms, once per start or reload.
+// once the work is done returns it (20-60 ms, once per start or reload), and V8's memory reducer,
+// which a full collection starts, shrinks the heap again about 8 s later: what the monitors'
+// first judgement of every job left is collected then. A second collection at the first
+// heartbeat was tried: it only moved the reducer's work 10 s later, into the idle time.
 import v8 from "node:v8";
 import vm from "node:vm";
 
