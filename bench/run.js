@@ -6,14 +6,16 @@
 //
 // NAME: per-run lateness scheduler idle throughput markers marks-daemon status page
 //       pg-claim nodes-paused failover (issue 14: PostgreSQL and several nodes; bench/nodes.js)
-//   (idle: CPU and RSS at 1,000 and RSS at 10,000 hourly jobs; markers: `mark KEY` without and
+//   (idle: CPU and RSS at 1,000 and RSS at 10,000 hourly jobs, with the NODE_OPTIONS of
+//   examples/cronvisor.service as the README says to run it, and RSS without them; markers: `mark KEY` without and
 //   through the daemon's broker, `mark --stdin`, the library)
 // --quick      shorter windows (about 6 minutes instead of 8 to 10)
 // --root DIR   measure the cronvisor checkout in DIR (its dist/ and bin/), e.g. a patched copy
 // --tmp DIR    where state dirs go (default: the OS temp dir; the disk matters: every mark fsyncs)
 // --profile D  run the daemons and CLI calls under `node --cpu-prof --cpu-prof-dir D`
 // --node-args  more node options for the daemons and CLI calls, e.g. "--max-semi-space-size=1"
-//              (what examples/cronvisor.service sets through NODE_OPTIONS)
+//              (what examples/cronvisor.service sets through NODE_OPTIONS; the idle rows add the
+//              unit's themselves)
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";

@@ -17,6 +17,7 @@ import type { Config, RunBroker } from "../core/types.js";
 import { adoptOrphans } from "./adopt.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, widenGap, type LateSlot } from "./due.js";
 import { writeHeartbeatFile } from "./heartbeat.js";
+import { collectGarbageSoon } from "./settle.js";
 import { catchUp, watchJobs } from "./jobs.js";
 import { Runs } from "./runs.js";
 import { Runtime, type SupervisorHooks } from "./runtime.js";
@@ -160,6 +161,8 @@ export class Supervisor {
     this.log(
       `cronvisor: daemon ${process.pid} started with ${rt.config.jobs.length} job(s), state in ${cfg.stateDir}`,
     );
+    // Idle from here on: what start-up built once is garbage that no allocation will collect.
+    collectGarbageSoon();
   }
 
   /** One at a time, in order; a failure is logged, never thrown out of the loop. */
@@ -325,6 +328,8 @@ export class Supervisor {
     this.arm();
     // What the readers fall back on while the file is broken, and no refusal: one write.
     await rt.store.acceptConfig(process.pid, accepted(config, hash, this.now()));
+    // The parse of the new config and its record are garbage now, as after start-up.
+    collectGarbageSoon();
   }
 
   /** Ordered and idempotent: stop firing, TERM every run, wait its grace, KILL, record, close. */

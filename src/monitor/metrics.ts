@@ -9,7 +9,8 @@
 //
 // The job is labelled `job_name`, not `job`: Prometheus gives every scraped series its own `job`
 // label (the scrape config's), and a clash would rename ours to `exported_job`.
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { createRequire } from "node:module";
+import type { Counter, Histogram, Registry } from "prom-client";
 import { beating, type HealthWord } from "../health/health.js";
 import type { DaemonRow, JobGauge, RunRow, Store } from "../store/store.js";
 
@@ -39,6 +40,13 @@ type Snapshot = {
 };
 
 const seconds = (ms: number): number => ms / 1000;
+
+type Prom = typeof import("prom-client");
+/**
+ * prom-client and its modules (about 4.5 MiB of a daemon's memory), loaded only by a daemon that
+ * serves them: synchronously, as the monitor is built before the daemon starts.
+ */
+const loadProm = (): Prom => createRequire(import.meta.url)("prom-client") as Prom;
 
 /** The daemon's gauges, read at each scrape: a value of null leaves the gauge without a sample. */
 const DAEMON_GAUGES: readonly {
@@ -93,7 +101,11 @@ const JOB_GAUGES: readonly {
 ];
 
 /** The gauges, each read from the scrape's snapshot when the registry collects it. */
-function registerGauges(registers: Registry[], snapshot: () => Snapshot | null): void {
+function registerGauges(
+  { Gauge }: Prom,
+  registers: Registry[],
+  snapshot: () => Snapshot | null,
+): void {
   for (const g of DAEMON_GAUGES) {
     new Gauge({
       name: g.name,
@@ -139,106 +151,154 @@ function registerGauges(registers: Registry[], snapshot: () => Snapshot | null):
   });
 }
 
-export class Metrics {
-  readonly registry = new Registry();
-  private snap: Snapshot | null = null;
-  private readonly known = new Set<string>();
-  private readonly runs: Counter<"job_name" | "status">;
-  private readonly duration: Histogram<"job_name">;
-  private readonly markersWritten: Counter<"job_name">;
-  private readonly markersSkipped: Counter<"job_name">;
-  private readonly slotsSkipped: Counter<"job_name">;
-  private readonly slotsMissed: Counter<"job_name">;
-  readonly alertsSent: Counter<"event" | "target">;
-  readonly alertsFailed: Counter<"event" | "target">;
-  readonly alertsDropped: Counter<"target">;
-  readonly pingsFailed: Counter<"job_name">;
+/** The series a daemon's rows and deliveries feed, in one registry. */
+interface Series {
+  registry: Registry;
+  runs: Counter<"job_name" | "status">;
+  duration: Histogram<"job_name">;
+  markersWritten: Counter<"job_name">;
+  markersSkipped: Counter<"job_name">;
+  slotsSkipped: Counter<"job_name">;
+  slotsMissed: Counter<"job_name">;
+  alertsSent: Counter<"event" | "target">;
+  alertsFailed: Counter<"event" | "target">;
+  alertsDropped: Counter<"target">;
+  pingsFailed: Counter<"job_name">;
+}
 
-  constructor(private readonly source: () => ScrapeSource | null) {
-    const registers = [this.registry];
-    registerGauges(registers, () => this.snap);
-    const counter = <L extends string>(name: string, help: string, labelNames: L[]) =>
-      new Counter<L>({ name, help, labelNames, registers });
-    this.runs = counter(
+function buildSeries(prom: Prom, snapshot: () => Snapshot | null): Series {
+  const registry = new prom.Registry();
+  const registers = [registry];
+  registerGauges(prom, registers, snapshot);
+  const counter = <L extends string>(name: string, help: string, labelNames: L[]) =>
+    new prom.Counter<L>({ name, help, labelNames, registers });
+  return {
+    registry,
+    runs: counter(
       "cronvisor_runs_total",
       "Finished runs by status (ok failed timeout killed interrupted spawn_failed) since the daemon started.",
       ["job_name", "status"],
-    );
-    this.duration = new Histogram({
+    ),
+    duration: new prom.Histogram({
       name: "cronvisor_run_duration_seconds",
       help: "How long finished runs took, since the daemon started.",
       labelNames: ["job_name"],
       buckets: DURATION_BUCKETS,
       registers,
-    });
-    this.markersWritten = counter(
+    }),
+    markersWritten: counter(
       "cronvisor_markers_written_total",
       "Done-markers written by finished runs (new work done).",
       ["job_name"],
-    );
-    this.markersSkipped = counter(
+    ),
+    markersSkipped: counter(
       "cronvisor_markers_skipped_total",
       "Marker checks by finished runs that found the key already done (work skipped).",
       ["job_name"],
-    );
-    this.slotsSkipped = counter(
+    ),
+    slotsSkipped: counter(
       "cronvisor_slots_skipped_total",
       "Slots that did not run because the job was locked (overlap) or paused.",
       ["job_name"],
-    );
-    this.slotsMissed = counter(
+    ),
+    slotsMissed: counter(
       "cronvisor_slots_missed_total",
       "Slots recorded missed (the daemon was down or its timer was late).",
       ["job_name"],
-    );
-    this.alertsSent = counter(
+    ),
+    alertsSent: counter(
       "cronvisor_alerts_sent_total",
       "Alerts delivered, by event and target kind (webhook, command).",
       ["event", "target"],
-    );
-    this.alertsFailed = counter(
+    ),
+    alertsFailed: counter(
       "cronvisor_alerts_failed_total",
       "Alerts given up on after every retry, by event and target kind.",
       ["event", "target"],
-    );
-    this.alertsDropped = counter(
+    ),
+    alertsDropped: counter(
       "cronvisor_alerts_dropped_total",
       "Alerts dropped because a target's queue was full.",
       ["target"],
-    );
-    this.pingsFailed = counter(
+    ),
+    pingsFailed: counter(
       "cronvisor_pings_failed_total",
       "healthchecks-style pings given up on after every retry.",
       ["job_name"],
-    );
+    ),
+  };
+}
+
+/** A counter of a daemon nobody can scrape: what deliver.ts counts goes nowhere. */
+const UNCOUNTED = { inc: (): void => {} };
+
+export class Metrics {
+  private snap: Snapshot | null = null;
+  /** null when nothing can scrape this daemon (no `http:`): prom-client is then never loaded. */
+  private readonly s: Series | null;
+  /**
+   * The jobs added, and whether their zeroed series exist yet. prom-client keeps a label set per
+   * series (about 1.7 KB a job for the zeroes below: 17 MiB at 10,000 jobs), so they are made
+   * only when something can see them: the first scrape, or the job's first counted row.
+   */
+  private readonly known = new Map<string, boolean>();
+  readonly alertsSent: Pick<Counter<"event" | "target">, "inc">;
+  readonly alertsFailed: Pick<Counter<"event" | "target">, "inc">;
+  readonly alertsDropped: Pick<Counter<"target">, "inc">;
+  readonly pingsFailed: Pick<Counter<"job_name">, "inc">;
+
+  /**
+   * `served`: whether anything can scrape these metrics (the daemon has an `http:` endpoint; a
+   * changed `http` takes effect only at a restart). Unserved, nothing is counted or kept.
+   */
+  constructor(
+    private readonly source: () => ScrapeSource | null,
+    served = true,
+  ) {
+    this.s = served ? buildSeries(loadProm(), () => this.snap) : null;
+    this.alertsSent = this.s?.alertsSent ?? UNCOUNTED;
+    this.alertsFailed = this.s?.alertsFailed ?? UNCOUNTED;
+    this.alertsDropped = this.s?.alertsDropped ?? UNCOUNTED;
+    this.pingsFailed = this.s?.pingsFailed ?? UNCOUNTED;
   }
 
   /** Make a job's counters exist at 0, so rate() and absent() work before its first run. */
   addJob(job: string): void {
-    if (this.known.has(job)) return;
-    this.known.add(job);
-    for (const status of ["ok", "failed"] as const) this.runs.inc({ job_name: job, status }, 0);
+    if (this.s && !this.known.has(job)) this.known.set(job, false);
+  }
+
+  /** The added job's zeroed series, once, before anything is counted for it or a scrape reads it. */
+  private makeZeroes(s: Series, job: string): void {
+    if (this.known.get(job) !== false) return;
+    this.known.set(job, true);
+    for (const status of ["ok", "failed"] as const) s.runs.inc({ job_name: job, status }, 0);
     const l = { job_name: job };
-    this.markersWritten.inc(l, 0);
-    this.markersSkipped.inc(l, 0);
-    this.slotsSkipped.inc(l, 0);
-    this.slotsMissed.inc(l, 0);
-    this.duration.zero(l);
+    s.markersWritten.inc(l, 0);
+    s.markersSkipped.inc(l, 0);
+    s.slotsSkipped.inc(l, 0);
+    s.slotsMissed.inc(l, 0);
+    s.duration.zero(l);
   }
 
   /** Count one store row the monitor saw finished (a run, or a skipped/missed slot). */
   countRow(r: RunRow): void {
+    const s = this.s;
+    if (!s) return;
+    this.makeZeroes(s, r.job);
     const l = { job_name: r.job };
-    if (r.status === "skipped") return this.slotsSkipped.inc(l);
-    if (r.status === "missed") return this.slotsMissed.inc(l);
+    if (r.status === "skipped") return s.slotsSkipped.inc(l);
+    if (r.status === "missed") return s.slotsMissed.inc(l);
     if (!(RUN_STATUSES as readonly string[]).includes(r.status)) return;
-    this.runs.inc({ ...l, status: r.status });
-    if (r.duration_ms !== null) this.duration.observe(l, seconds(Math.max(0, r.duration_ms)));
-    if (r.markers_new > 0) this.markersWritten.inc(l, r.markers_new);
-    if (r.markers_skipped > 0) this.markersSkipped.inc(l, r.markers_skipped);
+    s.runs.inc({ ...l, status: r.status });
+    if (r.duration_ms !== null) s.duration.observe(l, seconds(Math.max(0, r.duration_ms)));
+    if (r.markers_new > 0) s.markersWritten.inc(l, r.markers_new);
+    if (r.markers_skipped > 0) s.markersSkipped.inc(l, r.markers_skipped);
   }
 
-  /** The text exposition, or null while there is no store to read (before the daemon's first beat). */
+  /**
+   * The text exposition, or null while there is no store to read (before the daemon's first
+   * beat) or nothing is served.
+   */
   render(now: number): Promise<string | null> {
     // One scrape at a time: the gauges read the snapshot across the registry's awaits.
     const next = this.last.then(() => this.renderNow(now));
@@ -250,7 +310,8 @@ export class Metrics {
 
   private async renderNow(now: number): Promise<string | null> {
     const src = this.source();
-    if (!src) return null;
+    const s = this.s;
+    if (!src || !s) return null;
     const wanted = new Set(src.jobs);
     this.snap = {
       pausedInConfig: src.pausedInConfig,
@@ -259,14 +320,15 @@ export class Metrics {
       health: src.health,
       now,
     };
+    for (const [job, made] of this.known) if (!made) this.makeZeroes(s, job);
     try {
-      return await this.registry.metrics();
+      return await s.registry.metrics();
     } finally {
       this.snap = null;
     }
   }
 
   get contentType(): string {
-    return this.registry.contentType;
+    return this.s?.registry.contentType ?? "text/plain";
   }
 }

@@ -28,10 +28,10 @@ import {
 } from "./alerts.js";
 import { alertBox, pingBox, type PingItem } from "./deliver.js";
 import type { Assessment, HealthWord } from "../health/health.js";
-import { Endpoint } from "./endpoint.js";
+import type { Endpoint } from "./endpoint.js";
 import { Metrics } from "./metrics.js";
-import { monitorRoutes } from "./routes.js";
-import { PageClient } from "./page-client.js";
+import { newRows, type Cursor } from "./scan.js";
+import type { PageClient } from "./page-client.js";
 import { inspectJob } from "../health/status.js";
 import type { NodeRow, RunRow, Store } from "../store/store.js";
 import type { SupervisorHooks } from "../daemon/supervisor.js";
@@ -40,8 +40,6 @@ import { storeTarget } from "../store/store.js";
 
 /** Time a beat may spend judging jobs before it yields to the scheduler (the rest: next beat). */
 const BEAT_BUDGET_MS = 50;
-/** Rows read per query when catching up with a job's new rows. */
-const SCAN_BATCH = 500;
 /** How long `stop` waits for queued alerts and pings. */
 const STOP_DRAIN_MS = 3000;
 
@@ -58,12 +56,6 @@ export async function createMonitor(
   const m = new Monitor(config, opts);
   await m.start();
   return m.hooks;
-}
-
-/** Where the scan of a job's rows stands: every row up to `last` was looked at, except `pending` (running then). */
-interface Cursor {
-  last: number;
-  pending: Set<number>;
 }
 
 export class Monitor {
@@ -97,15 +89,18 @@ export class Monitor {
     this.config = config;
     this.log = opts.log ?? ((l) => process.stderr.write(`${l}\n`));
     this.now = opts.now ?? Date.now;
-    this.metrics = new Metrics(() =>
-      this.store && this.store.isOpen()
-        ? {
-            store: this.store,
-            jobs: this.config.jobs.map((j) => j.name),
-            health: (job) => this.judged.get(job) ?? null,
-            pausedInConfig: new Set(this.config.jobs.filter((j) => j.paused).map((j) => j.name)),
-          }
-        : null,
+    this.metrics = new Metrics(
+      () =>
+        this.store && this.store.isOpen()
+          ? {
+              store: this.store,
+              jobs: this.config.jobs.map((j) => j.name),
+              health: (job) => this.judged.get(job) ?? null,
+              pausedInConfig: new Set(this.config.jobs.filter((j) => j.paused).map((j) => j.name)),
+            }
+          : null,
+      // Only an endpoint serves them, and `http` is read at start only (see applyConfig).
+      config.http !== null,
     );
     this.applyConfig(config);
   }
@@ -157,6 +152,12 @@ export class Monitor {
   async start(): Promise<void> {
     const bind = this.config.http;
     if (!bind) return;
+    // Only a daemon with an endpoint loads it: node:http, the routes and the page's client.
+    const [{ Endpoint }, { monitorRoutes }, { PageClient }] = await Promise.all([
+      import("./endpoint.js"),
+      import("./routes.js"),
+      import("./page-client.js"),
+    ]);
     this.pages = new PageClient(storeTarget(this.config), this.log);
     const routes = monitorRoutes({
       store: () => this.store,
@@ -283,35 +284,7 @@ export class Monitor {
 
   /** The job's rows finished since the last look, each returned once per daemon life. */
   private async scan(job: JobConfig): Promise<RunRow[]> {
-    const store = this.store as Store;
-    const rows: RunRow[] = [];
-    let c = this.cursors.get(job.name);
-    if (!c) {
-      // First look: rows finished since this daemon started are news (runs it found dead at
-      // start were just recorded `interrupted`); older ones are history.
-      c = { last: await store.maxRunId(job.name), pending: new Set() };
-      for (const r of await store.runsRunningOrFinishedSince(job.name, this.startedAt)) {
-        if (r.status === "running") c.pending.add(r.id);
-        else rows.push(r);
-      }
-      this.cursors.set(job.name, c);
-    } else {
-      for (const id of c.pending) {
-        const r = await store.run(id);
-        if (r?.status === "running") continue;
-        c.pending.delete(id);
-        if (r) rows.push(r);
-      }
-      for (;;) {
-        const batch = await store.runsAfter(job.name, c.last, SCAN_BATCH);
-        for (const r of batch) {
-          c.last = r.id;
-          if (r.status === "running") c.pending.add(r.id);
-          else rows.push(r);
-        }
-        if (batch.length < SCAN_BATCH) break;
-      }
-    }
+    const rows = await newRows(this.store as Store, this.cursors, job.name, this.startedAt);
     for (const r of rows) this.metrics.countRow(r);
     return rows;
   }
