@@ -453,13 +453,15 @@ contract("history: lastRun, historyRow, recentFinished, scans", async (_t, { sto
     [a1.run.id],
   );
   assert.deepEqual(out.changed.jobs, ["a", "b"]);
-  // The timeline rows are the same rows as runsRunningOrFinishedSince, in its columns.
+  // The timeline rows are the same rows as runsRunningOrFinishedSince, in its columns (the node
+  // included: a bar on a shared store names it).
   const columns = Object.keys(out.timelines.a[0] ?? {}).sort();
   assert.deepEqual(columns, [
     "duration_ms",
     "exit_code",
     "finished_at",
     "id",
+    "node",
     "reason",
     "signal",
     "slot",

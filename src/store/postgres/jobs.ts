@@ -79,7 +79,7 @@ export async function addJobs(
      ON CONFLICT (name) DO UPDATE SET
        first_seen_at = COALESCE(jobs.first_seen_at, excluded.first_seen_at),
        scanned_to = COALESCE(jobs.scanned_to, excluded.scanned_to)
-     RETURNING *`,
+     RETURNING ${JOB_COLUMNS}`,
     [names, now],
   );
   const byName = new Map(rows.map((r) => [r.name, r]));
