@@ -20,7 +20,7 @@ import {
   schemaProblem,
   sizeProblem,
   walProblem,
-  loadSqlite,
+  newDatabase,
   type SchemaFacts,
 } from "./store-file.js";
 
@@ -166,7 +166,7 @@ function connect(file: string, opts: OpenOptions): Database.Database {
     // sets the umask (createStoreFile). A worker thread (the marker broker) may not set it.
     const db = opts.readonly
       ? openReadonly(file)
-      : new (loadSqlite())(file, { fileMustExist: true });
+      : newDatabase(file, { fileMustExist: true });
     db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
     // better-sqlite3 keeps NORMAL on a database already in WAL mode: set FULL on every connection.
     db.pragma("synchronous = FULL");
