@@ -17,7 +17,7 @@ function probe(args) {
     const require = createRequire(import.meta.url);
     process.on("exit", () => {
       const loaded = (name) => Object.keys(require.cache).some((k) => k.includes(\`/node_modules/\${name}/\`));
-      const probe = { commander: loaded("commander"), sqlite: loaded("better-sqlite3"), pg: loaded("pg") };
+      const probe = { commander: loaded("commander"), sqlite: loaded("better-sqlite3"), pg: loaded("pg"), bindings: loaded("bindings") };
       process.stderr.write("\\nPROBE " + JSON.stringify(probe) + "\\n");
     });
     const { main } = await import(${JSON.stringify(path.join(DIST, "cli.js"))});
@@ -56,6 +56,9 @@ test("a plain status call does not load commander; other commands do", (t) => {
   const status = probe(["status", "-c", file]);
   assert.equal(status.code, 0);
   for (const r of [plain, other, odd, pause, status]) assert.equal(r.pg, false);
+  // better-sqlite3's addon is required by its path (store-file.ts): the `bindings` package,
+  // which walks a stack and probes a dozen paths to find it, is never loaded.
+  for (const r of [pause, status]) assert.equal(r.bindings, false);
 });
 
 test("the commander wiring imports no subcommand module at load time", () => {
