@@ -164,3 +164,25 @@ test("a marker command inside a job loads only its own path: no store engine bef
   for (const heavy of ["node:net", "node:worker_threads", "node:crypto", "node:child_process"])
     assert.ok(!local.includes(heavy), `${heavy} in ${local.join(" ")}`);
 });
+
+test("`status` opens a store that loads only the table groups it reads", () => {
+  // The status reader (sqlite-status-store.js): daemon, history, jobs (and the events it writes
+  // with), markers and status reads; never the run writes (runs.js) or `why`'s reads, each of
+  // them start-up time of every status call.
+  const groups = staticClosure("store/sqlite-status-store.js").filter((m) =>
+    m.startsWith("store/sqlite/"),
+  );
+  assert.deepEqual(groups, [
+    "store/sqlite/daemon.js",
+    "store/sqlite/events.js",
+    "store/sqlite/history.js",
+    "store/sqlite/jobs.js",
+    "store/sqlite/markers.js",
+    "store/sqlite/status.js",
+  ]);
+  // And a plain status call reaches the store through it, not through the full SqliteStore.
+  const shared = fs.readFileSync(path.join(DIST, "shared.js"), "utf8");
+  assert.match(shared, /\bstore\.openStatusStoreAt\b/);
+  const status = fs.readFileSync(path.join(DIST, "status.js"), "utf8");
+  assert.match(status, /await openStatusStoreOrEmpty\(config\)/);
+});

@@ -20,7 +20,7 @@ import type {
   RunFacts,
   RunRow,
   StatusJobRows,
-  Store,
+  StatusStore,
 } from "../store/store.js";
 import type { Config, JobConfig } from "../core/types.js";
 import { formatSeconds } from "../core/duration.js";
@@ -179,7 +179,7 @@ export interface JobInspection {
 
 /** Read one job's rows and judge its health: the same for `status`, alerts and metrics. */
 export async function inspectJob(
-  store: Store,
+  store: StatusStore,
   job: JobConfig,
   now: number,
 ): Promise<JobInspection> {
@@ -237,7 +237,7 @@ export function daemonReport(
 
 export async function buildStatus(
   config: Config,
-  store: Store,
+  store: StatusStore,
   now: number,
   only: string | null = null,
   fileErrors: string[] | null = null,
