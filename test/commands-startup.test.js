@@ -17,7 +17,7 @@ function probe(args) {
     const require = createRequire(import.meta.url);
     process.on("exit", () => {
       const loaded = (name) => Object.keys(require.cache).some((k) => k.includes(\`/node_modules/\${name}/\`));
-      const probe = { commander: loaded("commander"), sqlite: loaded("better-sqlite3"), pg: loaded("pg") };
+      const probe = { commander: loaded("commander"), sqlite: loaded("better-sqlite3"), pg: loaded("pg"), bindings: loaded("bindings") };
       process.stderr.write("\\nPROBE " + JSON.stringify(probe) + "\\n");
     });
     const { main } = await import(${JSON.stringify(path.join(DIST, "cli.js"))});
@@ -56,6 +56,9 @@ test("a plain status call does not load commander; other commands do", (t) => {
   const status = probe(["status", "-c", file]);
   assert.equal(status.code, 0);
   for (const r of [plain, other, odd, pause, status]) assert.equal(r.pg, false);
+  // better-sqlite3's addon is required by its path (store-file.ts): the `bindings` package,
+  // which walks a stack and probes a dozen paths to find it, is never loaded.
+  for (const r of [pause, status]) assert.equal(r.bindings, false);
 });
 
 test("the commander wiring imports no subcommand module at load time", () => {
@@ -160,4 +163,26 @@ test("a marker command inside a job loads only its own path: no store engine bef
   const local = staticClosure("store/sqlite-marker-store.js");
   for (const heavy of ["node:net", "node:worker_threads", "node:crypto", "node:child_process"])
     assert.ok(!local.includes(heavy), `${heavy} in ${local.join(" ")}`);
+});
+
+test("`status` opens a store that loads only the table groups it reads", () => {
+  // The status reader (sqlite-status-store.js): daemon, history, jobs (and the events it writes
+  // with), markers and status reads; never the run writes (runs.js) or `why`'s reads, each of
+  // them start-up time of every status call.
+  const groups = staticClosure("store/sqlite-status-store.js").filter((m) =>
+    m.startsWith("store/sqlite/"),
+  );
+  assert.deepEqual(groups, [
+    "store/sqlite/daemon.js",
+    "store/sqlite/events.js",
+    "store/sqlite/history.js",
+    "store/sqlite/jobs.js",
+    "store/sqlite/markers.js",
+    "store/sqlite/status.js",
+  ]);
+  // And a plain status call reaches the store through it, not through the full SqliteStore.
+  const shared = fs.readFileSync(path.join(DIST, "shared.js"), "utf8");
+  assert.match(shared, /\bstore\.openStatusStoreAt\b/);
+  const status = fs.readFileSync(path.join(DIST, "status.js"), "utf8");
+  assert.match(status, /await openStatusStoreOrEmpty\(config\)/);
 });

@@ -5,6 +5,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { EXIT } from "../core/exit.js";
 import type { Config, ConfigError, JobConfig } from "../core/types.js";
+import type { OpenOptions, StoreTarget } from "../store/store.js";
 
 // The one exit-code table (src/core/exit.ts), passed on for cli.ts, whose static imports are
 // kept to args.js and shared.js (start-up: test/commands-startup.test.js). So is printable().
@@ -157,9 +158,23 @@ const ERRNO_WORDS: Record<string, string> = {
  */
 export async function openStoreOrEmpty(config: Config) {
   const store = await import("../store/store.js");
+  return orEmpty(config, store, store.openStoreAt);
+}
+
+/** openStoreOrEmpty for `status`: only what status reads (store.ts, openStatusStoreAt). */
+export async function openStatusStoreOrEmpty(config: Config) {
+  const store = await import("../store/store.js");
+  return orEmpty(config, store, store.openStatusStoreAt);
+}
+
+async function orEmpty<S>(
+  config: Config,
+  store: typeof import("../store/store.js"),
+  open: (t: StoreTarget, o: OpenOptions) => Promise<S>,
+): Promise<S | null> {
   checkStateDir(config, store.StoreError);
   try {
-    return await store.openStoreAt(store.storeTarget(config), {
+    return await open(store.storeTarget(config), {
       create: false,
       readonly: true,
       busyTimeoutMs: 5000,

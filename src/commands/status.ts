@@ -4,7 +4,7 @@ import type { Config } from "../core/types.js";
 import type { StatusOptions } from "./args.js";
 import { EXIT } from "../core/exit.js";
 import { loadForReading } from "./running-config.js";
-import { CliError, findJob, openStoreOrEmpty, out } from "./shared.js";
+import { CliError, findJob, openStatusStoreOrEmpty, out } from "./shared.js";
 
 export async function status(jobName: string | null, o: StatusOptions): Promise<void> {
   // `--check` answers for monitoring (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN) whatever goes wrong:
@@ -28,7 +28,7 @@ export async function status(jobName: string | null, o: StatusOptions): Promise<
   const { StoreError } = await import("../store/store.js");
   let store;
   try {
-    store = await openStoreOrEmpty(config);
+    store = await openStatusStoreOrEmpty(config);
   } catch (e) {
     // A store that exists but cannot be read (empty, foreign, corrupt) stops the daemon too:
     // CRITICAL. A busy one, or one at an older schema that the daemon has not yet brought

@@ -21,7 +21,7 @@ import type {
   RunFacts,
   RunRow,
   StatusJobRows,
-  Store,
+  StatusStore,
 } from "../store/store.js";
 import type { Config, JobConfig } from "../core/types.js";
 import { formatSeconds } from "../core/duration.js";
@@ -180,7 +180,7 @@ export interface JobInspection {
 
 /** One job's rows, judged: as `status`, alerts and metrics see it (another node's run by its lease). */
 export async function inspectJob(
-  store: Store,
+  store: StatusStore,
   job: JobConfig,
   now: number,
   nodes: readonly NodeRow[] = [],
@@ -239,7 +239,7 @@ export function daemonReport(
 
 export async function buildStatus(
   config: Config,
-  store: Store,
+  store: StatusStore,
   now: number,
   only: string | null = null,
   fileErrors: string[] | null = null,

@@ -20,7 +20,7 @@ import {
   schemaProblem,
   sizeProblem,
   walProblem,
-  loadSqlite,
+  newDatabase,
   type SchemaFacts,
 } from "./store-file.js";
 
@@ -164,9 +164,7 @@ function connect(file: string, opts: OpenOptions): Database.Database {
   try {
     // An existing store keeps its 0600 (SQLite gives its WAL the store's mode); creating one
     // sets the umask (createStoreFile). A worker thread (the marker broker) may not set it.
-    const db = opts.readonly
-      ? openReadonly(file)
-      : new (loadSqlite())(file, { fileMustExist: true });
+    const db = opts.readonly ? openReadonly(file) : newDatabase(file, { fileMustExist: true });
     db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
     // better-sqlite3 keeps NORMAL on a database already in WAL mode: set FULL on every connection.
     db.pragma("synchronous = FULL");

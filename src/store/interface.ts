@@ -76,6 +76,23 @@ export interface MarkerStore {
   reportProgress(w: MarkerWriter, message: string | null, now: number): Promise<boolean>;
 }
 
+/** What `status` reads (its SQLite form loads only those table groups: sqlite-status-store.ts). */
+export type StatusStore = Pick<
+  Store,
+  | "shared"
+  | "node"
+  | "close"
+  | "isOpen"
+  | "daemon"
+  | "runningConfig"
+  | "nodes"
+  | "jobHashes"
+  | "runningRuns"
+  | "history"
+  | "jobReadings"
+  | "statusRows"
+>;
+
 export interface Store extends MarkerStore {
   /** False once closed (a reader racing the daemon's stop must not touch a closed store). */
   isOpen(): boolean;

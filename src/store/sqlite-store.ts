@@ -1,10 +1,9 @@
 // The SQLite Store: each method is one whole synchronous transaction (Conn.write / Conn.read) or
 // one statement, run before the method returns; the promise only carries the result. Never an
 // await inside a transaction: better-sqlite3 commits at the first one.
-import type Database from "better-sqlite3";
 import { openConn, type Conn, type OpenOptions } from "./connection.js";
 import type { Store } from "./interface.js";
-import { SqliteMarkerStore } from "./sqlite-marker-store.js";
+import { SqliteStatusStore } from "./sqlite-status-store.js";
 import type {
   AcceptedConfig,
   AddJob,
@@ -15,7 +14,6 @@ import type {
   RunEnd,
   RunProcess,
   SlotRecord,
-  StatusJob,
   TickOutcome,
   TickWrite,
 } from "./rows.js";
@@ -28,13 +26,9 @@ import * as history from "./sqlite/history.js";
 import * as jobs from "./sqlite/jobs.js";
 import * as markers from "./sqlite/markers.js";
 import * as runs from "./sqlite/runs.js";
-import * as status from "./sqlite/status.js";
 import * as why from "./sqlite/why.js";
 
-export class SqliteStore extends SqliteMarkerStore implements Store {
-  /** One machine, one node: every run and claim is judged by its processes here. */
-  readonly shared = false;
-
+export class SqliteStore extends SqliteStatusStore implements Store {
   private constructor(c: Conn, node: string) {
     super(c, node);
   }
@@ -49,24 +43,7 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
     return new SqliteStore(c, os.hostname());
   }
 
-  /** The connection itself, for tests and tools that write raw SQL. */
-  get db(): Database.Database {
-    return this.c.raw;
-  }
-
-  isOpen(): boolean {
-    return this.c.open;
-  }
-
   // ---- the daemon singleton
-
-  async daemon() {
-    return daemon.daemonRow(this.c);
-  }
-
-  async runningConfig() {
-    return daemon.runningConfig(this.c);
-  }
 
   async claimDaemon(
     me: Owner,
@@ -83,16 +60,8 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
     );
   }
 
-  async nodes() {
-    return daemon.nodes(this.c, Date.now());
-  }
-
   async setJobHashes(hashes: ReadonlyMap<string, string>) {
     this.c.write(() => daemon.setJobHashes(this.c, this.node, hashes));
-  }
-
-  async jobHashes() {
-    return daemon.jobHashes(this.c);
   }
 
   async heartbeat(pid: number, now: number, heartbeatMs: number) {
@@ -241,14 +210,6 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
     return null; // one node: the log file is here
   }
 
-  async runningRuns(job?: string) {
-    return history.runningRuns(this.c, job);
-  }
-
-  async history(job: string | null, limit: number) {
-    return history.history(this.c, job, limit);
-  }
-
   async lastRun(job: string) {
     return history.lastRun(this.c, job);
   }
@@ -318,14 +279,6 @@ export class SqliteStore extends SqliteMarkerStore implements Store {
   }
 
   // ---- health, status and the monitor
-
-  async jobReadings(job: string, recentLimit: number, repeatLimit: number) {
-    return this.c.read(() => status.jobReadings(this.c, job, recentLimit, repeatLimit));
-  }
-
-  async statusRows(list: readonly StatusJob[], recentLimit: number) {
-    return this.c.read(() => status.statusRows(this.c, list, recentLimit));
-  }
 
   async repeatingKeysSince(job: string, limit: number, since: number) {
     return markers.repeatingKeysSince(this.c, job, limit, since);

@@ -20,9 +20,34 @@ import { migrate } from "./migrate.js";
  */
 let sqlite: typeof Database | null = null;
 const nodeRequire = createRequire(import.meta.url);
-export function loadSqlite(): typeof Database {
+function loadSqlite(): typeof Database {
   sqlite ??= nodeRequire("better-sqlite3") as typeof Database;
   return sqlite;
+}
+
+/**
+ * better-sqlite3's native addon, required by its own path. Left to itself, better-sqlite3 finds
+ * it through the `bindings` package, which builds an Error stack to learn its caller's file and
+ * probes a dozen candidate paths: about 5 ms of every `status` call. undefined (better-sqlite3
+ * then looks as it always does) if the addon is not where a normal install puts it.
+ */
+let addon: string | undefined | null = null;
+function nativeBinding(): string | undefined {
+  if (addon === null) {
+    try {
+      const dir = path.dirname(nodeRequire.resolve("better-sqlite3/package.json"));
+      const file = path.join(dir, "build", "Release", "better_sqlite3.node");
+      addon = fs.existsSync(file) ? file : undefined;
+    } catch {
+      addon = undefined;
+    }
+  }
+  return addon;
+}
+
+/** A better-sqlite3 connection (`new Database(file, opts)`), its addon loaded directly. */
+export function newDatabase(file: string | Buffer, opts: Database.Options = {}): Database.Database {
+  return new (loadSqlite())(file, { ...opts, nativeBinding: nativeBinding() });
 }
 
 /** What every refusal ends with: what the operator does next. */
@@ -111,7 +136,7 @@ export function createStoreFile(stateDir: string, file: string): void {
   const { randomBytes } = nodeRequire("node:crypto") as typeof import("node:crypto");
   const tmp = path.join(stateDir, `.${path.basename(file)}.new-${randomBytes(6).toString("hex")}`);
   try {
-    const db = withPrivateUmask(() => new (loadSqlite())(tmp));
+    const db = withPrivateUmask(() => newDatabase(tmp));
     try {
       db.pragma("journal_mode = WAL");
       migrate(db);
@@ -192,9 +217,9 @@ export function openReadonly(file: string): Database.Database {
     if (fs.existsSync(`${file}-wal`) || !sameFile(before, after)) continue;
     // Bytes 18 and 19 of the header are the write and read format: 2 is WAL, 1 rollback.
     if (bytes.length >= 100 && bytes[18] === 2 && bytes[19] === 2) bytes[18] = bytes[19] = 1;
-    return new (loadSqlite())(bytes, { readonly: true });
+    return newDatabase(bytes, { readonly: true });
   }
-  return new (loadSqlite())(file, { readonly: true, fileMustExist: true });
+  return newDatabase(file, { readonly: true, fileMustExist: true });
 }
 
 function sameFile(a: fs.BigIntStats, b: fs.BigIntStats): boolean {

@@ -1,7 +1,7 @@
 // The state store's entry: the Store interface (interface.ts), its row types, and the openers,
 // which load their engine (better-sqlite3 or pg) only when called. Importers outside src/store/ import from here.
 import type { OpenOptions } from "./connection.js";
-import type { MarkerStore, Store } from "./interface.js";
+import type { MarkerStore, StatusStore, Store } from "./interface.js";
 import { createRequire } from "node:module";
 import type { PgOpenOptions } from "./pg-connection.js";
 
@@ -9,7 +9,7 @@ import type { PgOpenOptions } from "./pg-connection.js";
 export { STORE_FILE, StoreError, storeFailure, storePath } from "./errors.js";
 export type { OpenOptions } from "./connection.js";
 export type * from "./rows.js";
-export type { MarkerStore, Store } from "./interface.js";
+export type { MarkerStore, StatusStore, Store } from "./interface.js";
 export type { PgOpenOptions } from "./pg-connection.js";
 
 /** Open the store of a state dir (SQLite; the engine is loaded only here). */
@@ -81,6 +81,16 @@ async function pgOptions(t: StoreTarget, opts: OpenOptions): Promise<PgOpenOptio
 export async function openStoreAt(t: StoreTarget, opts: OpenOptions): Promise<Store> {
   if (t.url === null) return openStore(t.stateDir, { ...opts, node: t.node });
   return openPgStore(t.url, await pgOptions(t, opts));
+}
+
+/**
+ * Open the store a config names for what `status` reads: on SQLite, a store that loads only
+ * the table groups status reads (sqlite-status-store.ts); on PostgreSQL, the whole store.
+ */
+export async function openStatusStoreAt(t: StoreTarget, opts: OpenOptions): Promise<StatusStore> {
+  if (t.url !== null) return openPgStore(t.url, await pgOptions(t, opts));
+  const { SqliteStatusStore } = await import("./sqlite-status-store.js");
+  return SqliteStatusStore.openStatus(t.stateDir, { ...opts, node: t.node });
 }
 
 /** Open only the marker path of the store a config names (the broker's worker). */
