@@ -4,34 +4,17 @@
 // playwright-core only drives the one at /usr/bin/chromium (.ci/run installs it).
 /* global document, getComputedStyle, requestAnimationFrame -- in page.evaluate, run by the browser */
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import { after, before, test } from "node:test";
-import { chromium } from "playwright-core";
+import { launchChromium, noChromium } from "./browser.js";
 import { query, tmpdir, waitFor } from "./helpers.js";
 import { pageDaemon, statusUntil } from "./page-helpers.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const missing = fs.existsSync(CHROMIUM)
-  ? null
-  : `${CHROMIUM} is not installed (apt-get install chromium)`;
-// CI installs it: there a missing browser is a failure, not a skip.
-const skip = missing && !process.env.CI ? missing : false;
+const skip = noChromium;
 
 let browser;
 before(async () => {
   if (skip) return;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 });
 after(() => browser?.close());
 

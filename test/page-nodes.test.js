@@ -5,33 +5,19 @@
 // page must show as text. The colours are checked in a real Chromium, light and dark.
 /* global document, getComputedStyle -- in page.evaluate, run by the browser */
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import { after, before, test } from "node:test";
-import { chromium } from "playwright-core";
+import { launchChromium, noChromium } from "./browser.js";
 import { cli, freePort, request, startDaemon, tmpdir, waitFor } from "./helpers.js";
 import { nodeConfig, runs } from "./nodes-helpers.js";
 import { elements, textOf } from "./page-helpers.js";
 import { freshDatabase, pgSkip, rawClient } from "./pg.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const noChromium = fs.existsSync(CHROMIUM) ? null : `${CHROMIUM} is not installed`;
-const skip = pgSkip() || (noChromium && !process.env.CI ? noChromium : false);
+const skip = pgSkip() || noChromium;
 
 let browser;
 before(async () => {
   if (skip) return;
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 });
 after(() => browser?.close());
 

@@ -7,21 +7,23 @@ import type { RunStatus } from "../core/types.js";
 /** How many finished runs recent_runs keeps: a reader asking for more reads the runs table. */
 export const SUMMARY_RECENT = 20;
 
+/** A run's facts from an array in RunFacts' column order (a raw row, or recent_runs' JSON). */
+export function factsOf(r: readonly unknown[]): RunFacts {
+  return {
+    id: r[0] as number,
+    status: r[1] as RunStatus,
+    reason: r[2] as string | null,
+    started_at: r[3] as number,
+    finished_at: r[4] as number | null,
+    duration_ms: r[5] as number | null,
+    progress_at: r[6] as number | null,
+  };
+}
+
 /** recent_runs' JSON arrays as RunFacts, newest first, at most `limit`. */
 export function summaryFacts(json: string, limit: number): RunFacts[] {
   const rows = JSON.parse(json) as unknown[][];
-  const out: RunFacts[] = [];
-  for (const r of rows.length > limit ? rows.slice(0, limit) : rows)
-    out.push({
-      id: r[0] as number,
-      status: r[1] as RunStatus,
-      reason: r[2] as string | null,
-      started_at: r[3] as number,
-      finished_at: r[4] as number | null,
-      duration_ms: r[5] as number | null,
-      progress_at: r[6] as number | null,
-    });
-  return out;
+  return (rows.length > limit ? rows.slice(0, limit) : rows).map(factsOf);
 }
 
 /**

@@ -3,7 +3,7 @@
 // (a snapshot when the caller opened one) and never open one.
 import type { Conn } from "../connection.js";
 import type { HistoryRow, RunFacts, RunRow, TimelineRow } from "../rows.js";
-import type { RunStatus } from "../../core/types.js";
+import { factsOf } from "../summary.js";
 
 const HISTORY_COLUMNS = `id, job, slot, trigger, status, reason, exit_code, signal, attempt, started_at,
   finished_at, duration_ms, markers_new, markers_skipped, pid, log_path`;
@@ -68,15 +68,7 @@ export function recentFinished(c: Conn, job: string, limit: number): RunFacts[] 
       true,
     )
     .all(job, limit) as unknown[][];
-  return rows.map((r) => ({
-    id: r[0] as number,
-    status: r[1] as RunStatus,
-    reason: r[2] as string | null,
-    started_at: r[3] as number,
-    finished_at: r[4] as number | null,
-    duration_ms: r[5] as number | null,
-    progress_at: r[6] as number | null,
-  }));
+  return rows.map(factsOf);
 }
 
 /** A job's rows (runs and dispositions, any status) with an id above `afterId`, oldest first. */
