@@ -458,3 +458,25 @@ test("exitFile, a root job's string command: its own shell writes the status (no
   assert.match(cmdline, /^\/bin\/sh -c f=\$1; shift; trap/);
   assert.equal(fs.readFileSync(spec.exitFile, "utf8"), "4\n");
 });
+
+test("exitFile: a job environment that sets up bash (SHELLOPTS, BASH_ENV, exported functions) cannot stop the status being written", async (t) => {
+  const dir = tmpdir(t, "cvx-runner-env-");
+  const bashEnv = path.join(dir, "bashenv");
+  fs.writeFileSync(bashEnv, "set -e\n");
+  const cases = [
+    { SHELLOPTS: "errexit" },
+    { BASH_ENV: bashEnv },
+    { "BASH_FUNC_echo%%": "() { :; }" },
+  ];
+  for (const [i, extra] of cases.entries()) {
+    const spec = specFor(t, { shell: "/bin/bash", command: "false", env: { PATH, ...extra } });
+    spec.exitFile = path.join(spec.dir, "runs", `${i}.exit`);
+    const r = await finished(startRun(spec));
+    assert.deepEqual([r.status, r.exitCode], ["failed", 1], JSON.stringify(extra));
+    assert.equal(
+      fs.existsSync(spec.exitFile) && fs.readFileSync(spec.exitFile, "utf8"),
+      "1\n",
+      `the exit file with ${JSON.stringify(extra)}`,
+    );
+  }
+});

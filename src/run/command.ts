@@ -64,7 +64,7 @@ export function commandLine(spec: RunSpec): CommandLine {
   checkExecutable(argv[0] as string, spec.env.PATH ?? "", spec.cwd);
   const folded =
     spec.user === null && spec.exitFile && typeof spec.command === "string"
-      ? foldedExitFile(spec.shell, spec.command, spec.exitFile)
+      ? foldedExitFile(spec.shell, spec.command, spec.exitFile, spec.env)
       : null;
   if (folded) return { argv: folded, env: spec.env, envScript: null };
   if (spec.user !== null) {

@@ -36,12 +36,30 @@ const EXIT_WRAPPER =
 const FOLDED_WRAPPER =
   'f=$1; shift; trap : HUP INT QUIT TERM; exec 3>&2 2>/dev/null; (unset f; trap - HUP INT QUIT TERM; exec 2>&3 3>&-; eval "shift; $1"); rc=$?; set -C; echo "$rc" > "$f"; exit "$rc"';
 
+/**
+ * Whether the job's environment leaves a shell's own start-up alone. bash reads SHELLOPTS,
+ * BASHOPTS and BASH_ENV, and imports exported functions (`BASH_FUNC_echo%%`), at its start: a
+ * job env with `SHELLOPTS=errexit` or a function named `echo` would stop the folded wrapper
+ * before it writes the status. With any of them the plain /bin/sh wrapper writes it instead.
+ */
+function plainShellEnv(env: Readonly<Record<string, string>>): boolean {
+  for (const k of Object.keys(env))
+    if (k === "SHELLOPTS" || k === "BASHOPTS" || k === "BASH_ENV" || k === "ENV") return false;
+    else if (k.startsWith("BASH_FUNC_")) return false;
+  return true;
+}
+
 /** Shells known to take the folded wrapper (POSIX `set -C`, `trap`, `eval`, subshells). */
 const FOLDABLE = new Set(["sh", "dash", "bash"]);
 
 /** A root job's string command with its exit status written by its own shell, or null. */
-export function foldedExitFile(shell: string, command: string, exitFile: string): string[] | null {
-  if (!FOLDABLE.has(path.basename(shell))) return null;
+export function foldedExitFile(
+  shell: string,
+  command: string,
+  exitFile: string,
+  env: Readonly<Record<string, string>>,
+): string[] | null {
+  if (!FOLDABLE.has(path.basename(shell)) || !plainShellEnv(env)) return null;
   freshExitFile(exitFile);
   return [shell, "-c", FOLDED_WRAPPER, shell, exitFile, command];
 }

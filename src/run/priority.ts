@@ -54,7 +54,11 @@ export function spawnNiced<T>(start: () => T, pidOf: (child: T) => number | unde
   if (nice === own) return start();
   mode ??= decide(own);
   if (mode === "fork") {
-    os.setPriority(0, nice);
+    try {
+      os.setPriority(0, nice);
+    } catch {
+      return start(); // the run starts at the starter's nice rather than not at all
+    }
     try {
       return start();
     } finally {
