@@ -447,14 +447,19 @@ test(
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
     const dir = tmpdir(t);
+    // overlap: allow for the jobs that catch up: with the default skip, a scheduled run after the
+    // restart can hold the lock when the catch-up reaches a slot, which is then `skipped`
+    // (overlap), as README says of a held lock; seen under load. That rule is not under test here.
     const jobs = `  once:
     schedule: "*/2 * * * * *"
     command: "true"
     catchup: once
+    overlap: allow
   every:
     schedule: "*/2 * * * * *"
     command: "true"
     catchup: all
+    overlap: allow
   never:
     schedule: "*/2 * * * * *"
     command: "true"
