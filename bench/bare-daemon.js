@@ -4,16 +4,48 @@
 // the same stamp program can record its start.
 //
 //   node bench/bare-daemon.js --jobs 50 -- /bin/true
+//   node bench/bare-daemon.js --jobs 50 --exit-wrapper ROOT/dist/run/exit-file.js --exit-dir DIR -- /bin/true
+//
+// With --exit-wrapper, each child runs inside the measured build's exit-status wrapper
+// (`withExitFile`, a /bin/sh that writes the status to a file under DIR), and the file is removed
+// once the child has exited, as the daemon does: the floor a daemon pays that must learn how a
+// run ended across its own restart. With --child-nice-offset N (as root), each child starts N
+// above the daemon's nice, the forking thread switched just for the spawn, as the daemon does.
 //
 // Prints "ready" when its jobs are scheduled, {"started":N,"exited":M} on SIGUSR2 (the counts so
 // far), and the same on SIGTERM, then exits.
 import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { Cron } from "croner";
 
 const args = process.argv.slice(2);
 const sep = args.indexOf("--");
 const jobs = Number(args[args.indexOf("--jobs") + 1] ?? 50);
 const argv = args.slice(sep + 1);
+const opt = (name) =>
+  args.indexOf(name) >= 0 && args.indexOf(name) < sep ? args[args.indexOf(name) + 1] : null;
+const wrapperModule = opt("--exit-wrapper");
+const exitDir = opt("--exit-dir");
+if ((wrapperModule === null) !== (exitDir === null)) {
+  process.stderr.write("bare-daemon: --exit-wrapper and --exit-dir go together\n");
+  process.exit(2);
+}
+const { withExitFile } = wrapperModule ? await import(wrapperModule) : {};
+const niceOffset = Number(opt("--child-nice-offset") ?? 0);
+
+/** spawn() with the forking thread (nice is per thread on Linux) at the children's nice. */
+function spawnNiced(cmd, argv, options) {
+  if (niceOffset === 0) return spawn(cmd, argv, options);
+  const own = os.getPriority(0);
+  os.setPriority(0, own + niceOffset);
+  try {
+    return spawn(cmd, argv, options);
+  } finally {
+    os.setPriority(0, own);
+  }
+}
 if (sep < 0 || argv.length === 0 || !(jobs > 0)) {
   process.stderr.write("usage: node bench/bare-daemon.js --jobs N -- CMD [ARG...]\n");
   process.exit(2);
@@ -29,11 +61,16 @@ for (let i = 0; i < jobs; i++) {
       // croner fires at or after the slot, never before: for a per-second job the slot is the
       // whole second (as long as the tick is less than a second late).
       const slot = Math.floor(Date.now() / 1000) * 1000;
-      const child = spawn(argv[0], argv.slice(1), {
+      const exitFile = exitDir ? path.join(exitDir, `${started}.exit`) : null;
+      const run = exitFile ? withExitFile(argv, exitFile) : argv;
+      const child = spawnNiced(run[0], run.slice(1), {
         env: { CRONVISOR_JOB: name, CRONVISOR_SLOT: new Date(slot).toISOString() },
       });
       started++;
-      child.on("exit", () => exited++);
+      child.on("exit", () => {
+        exited++;
+        if (exitFile) fs.rmSync(exitFile, { force: true });
+      });
     }),
   );
 }
