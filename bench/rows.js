@@ -622,15 +622,28 @@ async function throughputStep(n, seconds) {
   }
 }
 
-/** Node's own ceiling: /bin/true spawned back to back from one process (no scheduler at all). */
-async function nodeSpawnRate(n = 300) {
+/**
+ * Node's own ceiling: /bin/true spawned back to back from one process (no scheduler at all).
+ * `wrapped`: each inside the measured build's exit-status wrapper (its file removed after the
+ * exit), the floor of a daemon that must learn how a run ended across its own restart.
+ */
+async function nodeSpawnRate(n = 300, wrapped = false) {
+  const dir = tmpdir();
+  const wrapper = JSON.stringify(path.join(ROOT, "dist", "run", "exit-file.js"));
   const script = `
-    const { spawn } = require("node:child_process");
+    import { spawn } from "node:child_process";
+    import fs from "node:fs";
+    const w = ${wrapped} ? await import(${wrapper}) : null;
     let done = 0; const t0 = performance.now();
-    for (let i = 0; i < ${n}; i++) spawn("/bin/true").on("exit", () => {
-      if (++done === ${n}) console.log(${n} / ((performance.now() - t0) / 1000));
-    });`;
-  return Number(timeRun(process.execPath, ["-e", script]).stdout.trim());
+    for (let i = 0; i < ${n}; i++) {
+      const f = ${JSON.stringify(dir)} + "/" + i + ".exit";
+      const argv = w ? w.withExitFile(["/bin/true"], f) : ["/bin/true"];
+      spawn(argv[0], argv.slice(1)).on("exit", () => {
+        if (w) fs.rmSync(f, { force: true });
+        if (++done === ${n}) console.log(${n} / ((performance.now() - t0) / 1000));
+      });
+    }`;
+  return Number(timeRun(process.execPath, ["--input-type=module", "-e", script]).stdout.trim());
 }
 
 export async function throughput() {
@@ -650,15 +663,26 @@ export async function throughput() {
     best = n;
   }
   const spawnRate = await nodeSpawnRate();
+  const floorRate = await nodeSpawnRate(300, true);
   return [
     row(
       "throughput: runs/s sustained with no slot skipped (every feature on)",
       best,
       spawnRate,
       "Node spawn(/bin/true) ceiling",
-      "≥ 400/s",
-      best >= 400,
-      tried.join("; "),
+      "≥ 0.7×",
+      best / spawnRate >= 0.7,
+      `${tried.join("; ")}; ${(best / floorRate).toFixed(2)}× the floor below`,
+      "/s",
+    ),
+    row(
+      "the floor of throughput: Node spawning /bin/true inside the exit-status wrapper, back to back",
+      floorRate,
+      spawnRate,
+      "Node spawn(/bin/true) ceiling",
+      "(floor)",
+      true,
+      "the measured build's wrapper (the /bin/sh that writes the status a restarted daemon reads), its file removed after each exit; 300 runs",
       "/s",
     ),
   ];
