@@ -2,7 +2,8 @@
 // job's runs and building a page of 1,000 jobs never sits on the scheduler's loop (a client
 // reloading the page every second must not move a slot). The main thread (page-client.ts) sends
 // it the config the daemon runs and each request; it answers each with a whole response.
-import { parentPort, workerData } from "node:worker_threads";
+import os from "node:os";
+import { isMainThread, parentPort, workerData } from "node:worker_threads";
 import { openStoreAt, type Store, type StoreTarget } from "../store/store.js";
 import { pageModel, pageQuery } from "./page-data.js";
 import { notice } from "./page-html.js";
@@ -20,6 +21,27 @@ export type ToPageWorker =
 
 /** Messages to the main thread. */
 export type FromPageWorker = { type: "response"; id: number; response: HttpResponse };
+
+/**
+ * The worker's nice above the thread that started it (the daemon's loop): Linux keeps a nice per
+ * thread (src/run/priority.ts relies on the same), so while a page is built the scheduler still
+ * wins the CPU whenever it wakes up, on a machine with as many busy threads as cores.
+ */
+export const PAGE_NICE_OFFSET = 10;
+
+/** The worker's nice, given the loop's (pure): at most 19, the kernel's lowest. */
+export const pageNice = (own: number): number => Math.min(19, own + PAGE_NICE_OFFSET);
+
+/** Best effort: a page built at the loop's nice is better than no page. */
+function lowerOwnPriority(): void {
+  try {
+    os.setPriority(0, pageNice(os.getPriority(0)));
+  } catch {
+    // a raised nice needs no privilege; were it refused, the page is built at the loop's
+  }
+}
+// Only in the worker: a module that imported this one on the loop must not renice the loop.
+if (!isMainThread) lowerOwnPriority();
 
 const { target } = workerData as { target: StoreTarget };
 const stateDir = target.stateDir;
