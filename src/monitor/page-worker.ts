@@ -6,6 +6,7 @@ import os from "node:os";
 import { isMainThread, parentPort, workerData } from "node:worker_threads";
 import { openStoreAt, type Store, type StoreTarget } from "../store/store.js";
 import { pageModel, pageQuery } from "./page-data.js";
+import { PageReads } from "./page-reads.js";
 import { notice } from "./page-html.js";
 import { renderMain } from "./page-main.js";
 import { runPage, type PageContext } from "./page-run.js";
@@ -49,26 +50,29 @@ const port = parentPort;
 
 let config: Config | null = null;
 const encoder = new TextEncoder();
-let store: Promise<Store> | null = null;
+let store: Promise<PageReads> | null = null;
 
 /**
  * The store, opened at the first request: read-only (a bug here cannot write), sharing the
- * daemon's view of the WAL. The daemon's store is the one it started with (`target`).
+ * daemon's view of the WAL. The daemon's store is the one it started with (`target`). Its rows
+ * are kept while it does not change (page-reads.ts).
  */
-function theStore(): Promise<Store> {
-  store ??= openStoreAt(target, { create: false, readonly: true, busyTimeoutMs: 2000 });
+function theStore(): Promise<PageReads> {
+  store ??= openStoreAt(target, { create: false, readonly: true, busyTimeoutMs: 2000 }).then(
+    (s: Store) => new PageReads(s),
+  );
   store.catch(() => (store = null)); // opened again at the next request
   return store;
 }
 
 /** The page a path names: `/`, `/runs/ID`, `/why/JOB`. */
 export async function answer(
-  ctx: PageContext,
+  ctx: PageContext & { reads: PageReads },
   path: string,
   query: URLSearchParams,
 ): Promise<HttpResponse> {
   if (path === "/") {
-    const model = await pageModel(ctx.config, ctx.store, ctx.now, pageQuery(query));
+    const model = await pageModel(ctx.config, ctx.reads, ctx.now, pageQuery(query));
     return renderMain(model, ctx.config.timezone);
   }
   if (path.startsWith("/runs/")) return runPage(ctx, path.slice("/runs/".length), query);
@@ -78,9 +82,9 @@ export async function answer(
 
 async function request(m: Extract<ToPageWorker, { type: "request" }>): Promise<HttpResponse> {
   if (!config) return notice(503, "starting", "The page has no config yet; try again in a moment.");
-  let s: Store;
+  let reads: PageReads;
   try {
-    s = await theStore();
+    reads = await theStore();
   } catch (e) {
     return notice(
       503,
@@ -90,7 +94,7 @@ async function request(m: Extract<ToPageWorker, { type: "request" }>): Promise<H
   }
   const t0 = performance.now();
   const r = await answer(
-    { config, store: s, stateDir, now: m.now },
+    { config, store: reads.store, reads, stateDir, now: m.now },
     m.path,
     new URLSearchParams(m.query),
   );
@@ -124,7 +128,7 @@ port?.on("message", (m: ToPageWorker) => {
       break;
     case "close":
       void (store ?? Promise.resolve(null))
-        .then((s) => s?.close())
+        .then((r) => r?.store.close())
         .catch(() => {})
         .finally(() => port.close());
       break;
