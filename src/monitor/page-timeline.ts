@@ -109,6 +109,10 @@ export function timelineSvg(v: JobView, from: number, now: number, range: RangeN
   const x = (t: number): number => (Math.min(Math.max(t, from), now) - from) * (W / span);
   const name = v.job.name;
   const zone = v.job.timezone;
+  // rowHref's link, its job part escaped once per job rather than once per bar (an ISO time and
+  // a run id need no escaping).
+  const why = esc(whyHref(name, ""));
+  const href = (r: TimelineRow): string => (r.slot === null ? `/runs/${r.id}` : why + iso(r.slot));
   let marks = "";
   for (const r of v.rows) {
     const disposition = r.status === "skipped" || r.status === "missed";
@@ -116,13 +120,13 @@ export function timelineSvg(v: JobView, from: number, now: number, range: RangeN
       const slot = r.slot ?? r.started_at;
       if (slot < from) continue;
       const x0 = Math.min(x(slot), W - TICK);
-      marks += `<a href="${esc(rowHref(name, r))}"><title>${esc(tickTitle(r, slot, zone))}</title><rect class="tick s-${r.status}" x="${fixed(x0)}" y="0" width="${TICK}" height="${H}"/></a>`;
+      marks += `<a href="${href(r)}"><title>${esc(tickTitle(r, slot, zone))}</title><rect class="tick s-${r.status}" x="${fixed(x0)}" y="0" width="${TICK}" height="${H}"/></a>`;
       continue;
     }
     const x0 = Math.min(x(r.started_at), W - MIN_BAR);
     const w = Math.max(MIN_BAR, x(r.finished_at ?? now) - x0);
     const running = r.status === "running" ? ` data-running="1"` : "";
-    marks += `<a href="${esc(rowHref(name, r))}"><title>${esc(barTitle(r, zone, now))}</title><rect class="bar s-${esc(r.status)}"${running} x="${fixed(x0)}" y="5" width="${fixed(w)}" height="${H - 10}"/></a>`;
+    marks += `<a href="${href(r)}"><title>${esc(barTitle(r, zone, now))}</title><rect class="bar s-${esc(r.status)}"${running} x="${fixed(x0)}" y="5" width="${fixed(w)}" height="${H - 10}"/></a>`;
   }
 
   const label = `Runs and slots of ${name} in the last ${range === "24h" ? "24 hours" : "7 days"}`;
