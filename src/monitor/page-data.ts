@@ -4,8 +4,9 @@
 // the page's worker thread (page-worker.ts), never on the scheduler's loop.
 import { HEALTH_ORDER, WARNING_WORDS } from "../health/health.js";
 import { buildStatus, checkCode, type JobReport, type StatusReport } from "../health/status.js";
-import type { RunFacts, Store, TimelineRow } from "../store/store.js";
+import type { RunFacts, TimelineRow } from "../store/store.js";
 import type { Config, JobConfig } from "../core/types.js";
+import type { PageReads } from "./page-reads.js";
 import { pageVerdict } from "./page-verdict.js";
 
 /** The timeline's ranges: the last 24 hours, or (the switch) the last 7 days. */
@@ -16,7 +17,7 @@ export type RangeName = keyof typeof RANGES;
  * Jobs on one page: problems come first, so they are on the first; the filter finds any job.
  * (All of 1,000 jobs with a day of history each were 7 MB of HTML, seconds for a browser.)
  */
-export const PAGE_JOBS = 200;
+export const PAGE_JOBS = 100;
 
 /** How many finished runs the trend looks back over: the ones the p95 of `status` is taken from. */
 const TREND_RUNS = 20;
@@ -90,28 +91,31 @@ function rank(r: JobReport): number {
   return r.problems.length > 0 ? HEALTH_ORDER.length : HEALTH_ORDER.length + 1;
 }
 
+/** `reads`: the store's rows, kept while it has not changed (page-reads.ts); judged at `now`. */
 export async function pageModel(
   config: Config,
-  store: Store,
+  reads: PageReads,
   now: number,
   query: PageQuery,
 ): Promise<PageModel> {
+  await reads.check();
   // The newest finished runs of every job, as status read them (its p95's): the trends.
   const recent = new Map<string, RunFacts[]>();
-  const report = await buildStatus(config, store, now, null, null, recent);
+  const report = await buildStatus(config, reads.statusStore(), now, null, null, recent);
   const byName = new Map(config.jobs.map((j) => [j.name, j]));
+  // Each job's rank once, not at each of the sort's 10,000 comparisons.
   const matching = report.jobs
     .filter((r) => r.name.includes(query.q) && (!query.problems || isProblem(r)))
-    .sort((a, b) => rank(a) - rank(b));
+    .map((r) => ({ r, k: rank(r) }))
+    .sort((a, b) => a.k - b.k)
+    .map((x) => x.r);
   const offset = (query.page - 1) * PAGE_JOBS;
   const shown = matching.slice(offset, offset + PAGE_JOBS);
   const from = now - RANGES[query.range];
-  const timelines = await store.timelines(
+  const timelines = await reads.timelines(
     shown.map((r) => r.name),
     from,
   );
-  // One node has nothing to tell apart: a bar names its node only on a shared store.
-  if (!store.shared) for (const rows of timelines.values()) for (const r of rows) r.node = null;
   const jobs: JobView[] = [];
   for (const r of shown) {
     const job = byName.get(r.name);

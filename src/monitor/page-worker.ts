@@ -2,9 +2,11 @@
 // job's runs and building a page of 1,000 jobs never sits on the scheduler's loop (a client
 // reloading the page every second must not move a slot). The main thread (page-client.ts) sends
 // it the config the daemon runs and each request; it answers each with a whole response.
-import { parentPort, workerData } from "node:worker_threads";
+import os from "node:os";
+import { isMainThread, parentPort, workerData } from "node:worker_threads";
 import { openStoreAt, type Store, type StoreTarget } from "../store/store.js";
 import { pageModel, pageQuery } from "./page-data.js";
+import { PageReads } from "./page-reads.js";
 import { notice } from "./page-html.js";
 import { renderMain } from "./page-main.js";
 import { runPage, type PageContext } from "./page-run.js";
@@ -21,32 +23,56 @@ export type ToPageWorker =
 /** Messages to the main thread. */
 export type FromPageWorker = { type: "response"; id: number; response: HttpResponse };
 
+/**
+ * The worker's nice above the thread that started it (the daemon's loop): Linux keeps a nice per
+ * thread (src/run/priority.ts relies on the same), so while a page is built the scheduler still
+ * wins the CPU whenever it wakes up, on a machine with as many busy threads as cores.
+ */
+export const PAGE_NICE_OFFSET = 10;
+
+/** The worker's nice, given the loop's (pure): at most 19, the kernel's lowest. */
+export const pageNice = (own: number): number => Math.min(19, own + PAGE_NICE_OFFSET);
+
+/** Best effort: a page built at the loop's nice is better than no page. */
+function lowerOwnPriority(): void {
+  try {
+    os.setPriority(0, pageNice(os.getPriority(0)));
+  } catch {
+    // a raised nice needs no privilege; were it refused, the page is built at the loop's
+  }
+}
+// Only in the worker: a module that imported this one on the loop must not renice the loop.
+if (!isMainThread) lowerOwnPriority();
+
 const { target } = workerData as { target: StoreTarget };
 const stateDir = target.stateDir;
 const port = parentPort;
 
 let config: Config | null = null;
 const encoder = new TextEncoder();
-let store: Promise<Store> | null = null;
+let store: Promise<PageReads> | null = null;
 
 /**
  * The store, opened at the first request: read-only (a bug here cannot write), sharing the
- * daemon's view of the WAL. The daemon's store is the one it started with (`target`).
+ * daemon's view of the WAL. The daemon's store is the one it started with (`target`). Its rows
+ * are kept while it does not change (page-reads.ts).
  */
-function theStore(): Promise<Store> {
-  store ??= openStoreAt(target, { create: false, readonly: true, busyTimeoutMs: 2000 });
+function theStore(): Promise<PageReads> {
+  store ??= openStoreAt(target, { create: false, readonly: true, busyTimeoutMs: 2000 }).then(
+    (s: Store) => new PageReads(s),
+  );
   store.catch(() => (store = null)); // opened again at the next request
   return store;
 }
 
 /** The page a path names: `/`, `/runs/ID`, `/why/JOB`. */
 export async function answer(
-  ctx: PageContext,
+  ctx: PageContext & { reads: PageReads },
   path: string,
   query: URLSearchParams,
 ): Promise<HttpResponse> {
   if (path === "/") {
-    const model = await pageModel(ctx.config, ctx.store, ctx.now, pageQuery(query));
+    const model = await pageModel(ctx.config, ctx.reads, ctx.now, pageQuery(query));
     return renderMain(model, ctx.config.timezone);
   }
   if (path.startsWith("/runs/")) return runPage(ctx, path.slice("/runs/".length), query);
@@ -56,9 +82,9 @@ export async function answer(
 
 async function request(m: Extract<ToPageWorker, { type: "request" }>): Promise<HttpResponse> {
   if (!config) return notice(503, "starting", "The page has no config yet; try again in a moment.");
-  let s: Store;
+  let reads: PageReads;
   try {
-    s = await theStore();
+    reads = await theStore();
   } catch (e) {
     return notice(
       503,
@@ -68,7 +94,7 @@ async function request(m: Extract<ToPageWorker, { type: "request" }>): Promise<H
   }
   const t0 = performance.now();
   const r = await answer(
-    { config, store: s, stateDir, now: m.now },
+    { config, store: reads.store, reads, stateDir, now: m.now },
     m.path,
     new URLSearchParams(m.query),
   );
@@ -102,7 +128,7 @@ port?.on("message", (m: ToPageWorker) => {
       break;
     case "close":
       void (store ?? Promise.resolve(null))
-        .then((s) => s?.close())
+        .then((r) => r?.store.close())
         .catch(() => {})
         .finally(() => port.close());
       break;
