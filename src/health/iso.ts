@@ -4,7 +4,9 @@ const DAY_MS = 86_400_000;
 /** Years 0 to 9999, where toISOString's form is YYYY-MM-DDTHH:MM:SS.mmmZ. */
 const ISO_END = 253_402_300_800_000;
 const dayPrefixes = new Map<number, string>();
-const pad = (n: number, width: number): string => String(n).padStart(width, "0");
+/** "00" to "99": two digits without a padStart call each (four per time). */
+const TWO = Array.from({ length: 100 }, (_, i) => (i < 10 ? `0${i}` : `${i}`));
+const three = (n: number): string => (n < 10 ? `00${n}` : n < 100 ? `0${n}` : `${n}`);
 
 /** toISOString's string without a Date per call (8,000 calls for 1,000 jobs: 5% of `status`). */
 export function iso(t: number | null | undefined): string | null {
@@ -18,5 +20,5 @@ export function iso(t: number | null | undefined): string | null {
     if (dayPrefixes.size < 4096) dayPrefixes.set(day, prefix);
   }
   const s = Math.floor(ms / 1000);
-  return `${prefix}${pad(Math.floor(s / 3600), 2)}:${pad(Math.floor(s / 60) % 60, 2)}:${pad(s % 60, 2)}.${pad(ms % 1000, 3)}Z`;
+  return `${prefix}${TWO[Math.floor(s / 3600)]}:${TWO[Math.floor(s / 60) % 60]}:${TWO[s % 60]}.${three(ms % 1000)}Z`;
 }
