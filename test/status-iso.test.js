@@ -1,4 +1,4 @@
-// status formats its times without a Date per call (health/status.ts `iso`): the same strings as
+// status formats its times without a Date per call (health/iso.ts `iso`): the same strings as
 // toISOString, at the edges of a day, of the years it handles, and outside them.
 import assert from "node:assert/strict";
 import { test } from "node:test";

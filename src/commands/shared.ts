@@ -158,25 +158,30 @@ const ERRNO_WORDS: Record<string, string> = {
  */
 export async function openStoreOrEmpty(config: Config) {
   const store = await import("../store/store.js");
-  return orEmpty(config, store, store.openStoreAt);
+  return orEmpty(config, store, store.openStoreAt, false);
 }
 
-/** openStoreOrEmpty for `status`: only what status reads (store.ts, openStatusStoreAt). */
+/**
+ * openStoreOrEmpty for `status`: only what status reads (store.ts, openStatusStoreAt), a store
+ * at rest read in place (its caller asks `changedSinceOpen()` before it trusts what it read).
+ */
 export async function openStatusStoreOrEmpty(config: Config) {
   const store = await import("../store/store.js");
-  return orEmpty(config, store, store.openStatusStoreAt);
+  return orEmpty(config, store, store.openStatusStoreAt, true);
 }
 
 async function orEmpty<S>(
   config: Config,
   store: typeof import("../store/store.js"),
   open: (t: StoreTarget, o: OpenOptions) => Promise<S>,
+  inPlace: boolean,
 ): Promise<S | null> {
   checkStateDir(config, store.StoreError);
   try {
     return await open(store.storeTarget(config), {
       create: false,
       readonly: true,
+      inPlace,
       busyTimeoutMs: 5000,
     });
   } catch (e) {

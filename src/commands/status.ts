@@ -2,6 +2,8 @@
 // What monitoring runs every minute: bin/cronvisor reaches it without commander (see fastStatus).
 import type { Config } from "../core/types.js";
 import type { StatusOptions } from "./args.js";
+import type { StatusReport } from "../health/status.js";
+import type { RunRow } from "../store/store.js";
 import { EXIT } from "../core/exit.js";
 import { loadForReading } from "./running-config.js";
 import { CliError, findJob, openStatusStoreOrEmpty, out } from "./shared.js";
@@ -26,41 +28,53 @@ export async function status(jobName: string | null, o: StatusOptions): Promise<
   }
   if (jobName) findJob(config, jobName);
   const { StoreError } = await import("../store/store.js");
-  let store;
-  try {
-    store = await openStatusStoreOrEmpty(config);
-  } catch (e) {
-    // A store that exists but cannot be read (empty, foreign, corrupt) stops the daemon too:
-    // CRITICAL. A busy one, or one at an older schema that the daemon has not yet brought
-    // forward (an upgrade before its restart): UNKNOWN.
-    if (o.check && e instanceof StoreError) {
-      const unknown = e.code === "busy" || e.code === "old";
-      return verdict(e.message, unknown ? EXIT.unknown : EXIT.critical);
-    }
-    throw e;
-  }
-  if (!store) {
-    if (o.check) return verdict(`no state store in ${config.stateDir} (has the daemon ever run?)`);
-    throw new CliError(
-      `no state store in ${config.stateDir}: the daemon has never run`,
-      EXIT.unknown,
-    );
-  }
   const { buildStatus, checkCode, checkSummary } = await import("../health/status.js");
-  let report;
-  let detail;
-  try {
-    report = await buildStatus(config, store, Date.now(), jobName, fileErrors);
-    detail = jobName ? await store.history(jobName, 10) : [];
-  } catch (e) {
+  let read: { report: StatusReport; detail: RunRow[] } | null = null;
+  // A store at rest is read where it lies; a writer that wrote the file meanwhile (a checkpoint)
+  // makes the read start again, from what that writer left (its -wal, or a copy).
+  for (let attempt = 1; read === null; attempt++) {
+    let store;
+    try {
+      store = await openStatusStoreOrEmpty(config);
+    } catch (e) {
+      // A store that exists but cannot be read (empty, foreign, corrupt) stops the daemon too:
+      // CRITICAL. A busy one, or one at an older schema that the daemon has not yet brought
+      // forward (an upgrade before its restart): UNKNOWN.
+      if (o.check && e instanceof StoreError) {
+        const unknown = e.code === "busy" || e.code === "old";
+        return verdict(e.message, unknown ? EXIT.unknown : EXIT.critical);
+      }
+      throw e;
+    }
+    if (!store) {
+      if (o.check)
+        return verdict(`no state store in ${config.stateDir} (has the daemon ever run?)`);
+      throw new CliError(
+        `no state store in ${config.stateDir}: the daemon has never run`,
+        EXIT.unknown,
+      );
+    }
+    let failure: unknown = null;
+    try {
+      const report = await buildStatus(config, store, Date.now(), jobName, fileErrors);
+      read = { report, detail: jobName ? await store.history(jobName, 10) : [] };
+    } catch (e) {
+      failure = e;
+    } finally {
+      await store.close();
+    }
+    if (attempt < 3 && store.changedSinceOpen?.()) {
+      read = null;
+      continue;
+    }
+    if (failure === null) break;
     // Pages that fail only when read (a store corrupted in the middle): the daemon cannot run
     // on it either. One line, no stack.
-    const msg = `cannot read the state store in ${config.stateDir}: ${(e as Error).message}`;
+    const msg = `cannot read the state store in ${config.stateDir}: ${(failure as Error).message}`;
     if (o.check) return verdict(msg, EXIT.critical);
     throw new CliError(`cronvisor: ${msg}`, EXIT.fail);
-  } finally {
-    await store.close();
   }
+  const { report, detail } = read as NonNullable<typeof read>;
   // The code first: a reader that stops after the verdict line (`| head -1`) must not change it.
   if (o.check) process.exitCode = checkCode(report, config);
   if (o.check && !o.json) out(checkSummary(report, config));

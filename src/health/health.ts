@@ -106,26 +106,25 @@ export interface Assessment {
 const describeRun = (r: RunFacts): string =>
   `run ${r.id}: ${r.status}${r.reason ? `, ${r.reason}` : ""}`;
 
-/** The health word (worst first) and every problem, as plain sentences. */
+/**
+ * The health word (worst first) and every problem, as plain sentences. `status` calls it for
+ * every job in a fresh process, mostly before the JIT compiles it: one pass per fact, and no
+ * sort or filter where there is nothing to sort or filter.
+ */
 export function assessJob(f: JobFacts): Assessment {
   const findings: Finding[] = [];
-  const { job } = f;
   const add: AddFinding = (word, runId, message) => {
     findings.push({ word, runId, message });
   };
 
   if (f.paused) add("paused", null, "paused: its slots are skipped until `cronvisor resume`");
 
-  const p95 = percentile95(
-    f.recent.filter((r) => r.status === "ok").map((r) => r.duration_ms ?? 0),
-  );
-  const slowRunIds = judgeRunning(f, p95, add);
+  const p95 = percentile95(okDurations(f.recent));
+  const slowRunIds = f.running.length > 0 ? judgeRunning(f, p95, add) : [];
 
-  const verdicts = f.recent.filter((r) => VERDICTS.has(r.status));
-  const verdict = verdicts[0];
-  if (verdict && verdict.status !== "ok") {
-    let n = 0;
-    while (n < verdicts.length && verdicts[n]?.status !== "ok") n++;
+  const failing = failingStreak(f.recent);
+  if (failing !== null) {
+    const [verdict, n] = failing;
     add(
       "failing",
       verdict.id,
@@ -139,7 +138,64 @@ export function assessJob(f: JobFacts): Assessment {
     add(null, newest.id, `the last run was ${newest.status} (${describeRun(newest)})`);
   }
 
-  const limit = job.health.repeatLimit;
+  if (f.attempts.length > 0) judgeAttempts(f, newest, add);
+
+  const late = lateness(f);
+  if (late !== null) add("late", null, late);
+
+  if (f.recent.length === 0 && f.running.length === 0 && !findings.some((x) => x.word !== null)) {
+    add("never-run", null, "it has not run yet");
+  }
+  return assessment(findings, p95, slowRunIds);
+}
+
+/** The findings, worst first (notes, word null, at the end), as an Assessment. */
+function assessment(findings: Finding[], p95: number | null, slowRunIds: number[]): Assessment {
+  if (findings.length === 0) {
+    return { health: "ok", words: ["ok"], problems: [], findings, p95DurationMs: p95, slowRunIds };
+  }
+  const rank = (x: Finding): number =>
+    x.word === null ? HEALTH_ORDER.length : HEALTH_ORDER.indexOf(x.word);
+  if (findings.length > 1) findings.sort((a, b) => rank(a) - rank(b));
+  const words = HEALTH_ORDER.filter((w) => findings.some((x) => x.word === w));
+  if (words.length === 0) words.push("ok");
+  return {
+    health: words[0] as HealthWord,
+    words,
+    // `never-run` is a state, not a problem: it is not listed among the problems.
+    problems: findings.filter((x) => x.word !== "never-run").map((x) => x.message),
+    findings,
+    p95DurationMs: p95,
+    slowRunIds,
+  };
+}
+
+/** The successful runs' durations (a missing one counts as 0). */
+function okDurations(recent: readonly RunFacts[]): number[] {
+  const out: number[] = [];
+  for (const r of recent) if (r.status === "ok") out.push(r.duration_ms ?? 0);
+  return out;
+}
+
+/**
+ * The newest run with a verdict, if it did not succeed, and how many verdicts in a row (newest
+ * first) did not; null when the newest verdict is a success or there is none.
+ */
+function failingStreak(recent: readonly RunFacts[]): [RunFacts, number] | null {
+  let verdict: RunFacts | null = null;
+  let n = 0;
+  for (const r of recent) {
+    if (!VERDICTS.has(r.status)) continue;
+    if (r.status === "ok") break;
+    verdict ??= r;
+    n++;
+  }
+  return verdict === null ? null : [verdict, n];
+}
+
+/** `repeating`: keys attempted over the limit and still being attempted. */
+function judgeAttempts(f: JobFacts, newest: RunFacts | undefined, add: AddFinding): void {
+  const limit = f.job.health.repeatLimit;
   const stillTried = newest ? newest.started_at : -Infinity;
   const repeating = f.attempts
     .filter((a) => a.count > limit && a.last_at >= stillTried)
@@ -152,29 +208,6 @@ export function assessJob(f: JobFacts): Assessment {
       `${repeating.length === 1 ? "1 key was" : `${repeating.length} keys were`} attempted more than ${limit} times without being marked done (worst: ${JSON.stringify(worst.key)}, ${worst.count} times)`,
     );
   }
-
-  const late = lateness(f);
-  if (late !== null) add("late", null, late);
-
-  if (f.recent.length === 0 && f.running.length === 0 && !findings.some((x) => x.word !== null)) {
-    add("never-run", null, "it has not run yet");
-  }
-
-  // Worst first; notes (word null) after the word they explain least: at the end.
-  const rank = (x: Finding): number =>
-    x.word === null ? HEALTH_ORDER.length : HEALTH_ORDER.indexOf(x.word);
-  findings.sort((a, b) => rank(a) - rank(b));
-  const words = HEALTH_ORDER.filter((w) => findings.some((x) => x.word === w));
-  if (words.length === 0) words.push("ok");
-  return {
-    health: words[0] as HealthWord,
-    words,
-    // `never-run` is a state, not a problem: it is not listed among the problems.
-    problems: findings.filter((x) => x.word !== "never-run").map((x) => x.message),
-    findings,
-    p95DurationMs: p95,
-    slowRunIds,
-  };
 }
 
 type AddFinding = (word: HealthWord | null, runId: number | null, message: string) => void;
@@ -217,8 +250,9 @@ function lateness(f: JobFacts): string | null {
 }
 
 /** Nearest-rank p95; null with fewer than SLOW_MIN_SAMPLES samples. */
-export function percentile95(xs: number[]): number | null {
+export function percentile95(xs: readonly number[]): number | null {
   if (xs.length < SLOW_MIN_SAMPLES) return null;
-  const s = [...xs].sort((a, b) => a - b);
+  // A typed array sorts numerically without a comparator call per step.
+  const s = Float64Array.from(xs).sort();
   return s[Math.min(s.length - 1, Math.ceil(0.95 * s.length) - 1)] ?? null;
 }

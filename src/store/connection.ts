@@ -9,10 +9,11 @@
 // that opens its own transaction by mistake fails its first test instead of committing half a
 // batch.
 import type Database from "better-sqlite3";
-import fs from "node:fs";
+import fs, { type BigIntStats } from "node:fs";
 import { StoreError, storePath } from "./errors.js";
 import { LATEST, migrate } from "./migrate.js";
 import {
+  changedSince,
   createStoreFile,
   LEFT_UNTOUCHED,
   openReadonly,
@@ -21,6 +22,7 @@ import {
   sizeProblem,
   walProblem,
   newDatabase,
+  type ReadonlyDb,
   type SchemaFacts,
 } from "./store-file.js";
 
@@ -38,6 +40,11 @@ export interface OpenOptions {
   readonly?: boolean;
   /** Run PRAGMA quick_check at open (the daemon does; a CLI call inside a job must be fast). */
   check?: boolean;
+  /**
+   * With `readonly`, for a reader that asks afterwards whether the file changed under it
+   * (`Conn.changedSinceOpen`: status): a store at rest is read where it lies, not copied.
+   */
+  inPlace?: boolean;
   /** The node this process writes as (its runs' `node`; default: the host name). */
   node?: string;
 }
@@ -45,7 +52,19 @@ export interface OpenOptions {
 export class Conn {
   private readonly stmts = new Map<string, Database.Statement>();
 
-  constructor(readonly raw: Database.Database) {}
+  constructor(
+    readonly raw: Database.Database,
+    /** The file and its stat at open, when it is read in place (see openReadonly). */
+    private readonly inPlace: { file: string; st: BigIntStats } | null = null,
+  ) {}
+
+  /**
+   * Has a writer written the file since this connection opened it in place? Then what was read
+   * may mix the file's states: open again and read again. Always false for any other connection.
+   */
+  changedSinceOpen(): boolean {
+    return this.inPlace !== null && changedSince(this.inPlace.file, this.inPlace.st);
+  }
 
   /** A prepared statement, cached: the same SQL is compiled once per connection. `rows`: as arrays. */
   q(sql: string, arrays = false): Database.Statement {
@@ -118,7 +137,7 @@ export function openConn(stateDir: string, opts: OpenOptions): Conn {
   }
   const empty = sizeProblem(file, st?.size ?? 0);
   if (empty) throw empty;
-  const db = connect(file, opts);
+  const { db, inPlace } = connect(file, opts);
   try {
     const facts: SchemaFacts = {
       version: db.pragma("user_version", { simple: true }) as number,
@@ -137,10 +156,14 @@ export function openConn(stateDir: string, opts: OpenOptions): Conn {
     } catch {
       // already closed
     }
+    // Read in place while a writer wrote the file: what failed may be a torn read. Again, as
+    // the writer left it (its -wal, or a copy).
+    if (inPlace && changedSince(file, inPlace))
+      return openConn(stateDir, { ...opts, inPlace: false });
     if (e instanceof StoreError) throw e;
     throw openFailure(file, e);
   }
-  return new Conn(db);
+  return new Conn(db, inPlace ? { file, st: inPlace } : null);
 }
 
 function statOrNull(file: string): fs.Stats | null {
@@ -160,16 +183,18 @@ function create(stateDir: string, file: string): void {
   }
 }
 
-function connect(file: string, opts: OpenOptions): Database.Database {
+function connect(file: string, opts: OpenOptions): ReadonlyDb {
   try {
     // An existing store keeps its 0600 (SQLite gives its WAL the store's mode); creating one
     // sets the umask (createStoreFile). A worker thread (the marker broker) may not set it.
-    const db = opts.readonly ? openReadonly(file) : newDatabase(file, { fileMustExist: true });
+    const { db, inPlace } = opts.readonly
+      ? openReadonly(file, opts.inPlace ?? false)
+      : { db: newDatabase(file, { fileMustExist: true }), inPlace: null };
     db.pragma(`busy_timeout = ${opts.busyTimeoutMs ?? 5000}`);
     // better-sqlite3 keeps NORMAL on a database already in WAL mode: set FULL on every connection.
     db.pragma("synchronous = FULL");
     db.pragma("foreign_keys = OFF");
-    return db;
+    return { db, inPlace };
   } catch (e) {
     throw openFailure(file, e);
   }

@@ -91,7 +91,13 @@ export type StatusStore = Pick<
   | "history"
   | "jobReadings"
   | "statusRows"
->;
+> & {
+  /**
+   * A SQLite store opened `inPlace` (read where it lies, at rest): true when a writer has written
+   * the file since, so that what was read may mix its states; the caller opens and reads again.
+   */
+  changedSinceOpen?(): boolean;
+};
 
 export interface Store extends MarkerStore {
   /** False once closed (a reader racing the daemon's stop must not touch a closed store). */

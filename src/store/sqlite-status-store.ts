@@ -34,6 +34,11 @@ export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore 
     return this.c.open;
   }
 
+  /** See Conn.changedSinceOpen: true when what was read may mix two states of the file. */
+  changedSinceOpen(): boolean {
+    return this.c.changedSinceOpen();
+  }
+
   async daemon() {
     return daemon.daemonRow(this.c);
   }

@@ -9,6 +9,7 @@ import type Database from "better-sqlite3";
 import fs from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { daemonTrust, makeDirs } from "../core/safe-path.js";
 import { StoreError } from "./errors.js";
 import { migrate } from "./migrate.js";
@@ -32,12 +33,14 @@ function loadSqlite(): typeof Database {
  * then looks as it always does) if the addon is not where a normal install puts it.
  */
 let addon: string | undefined | null = null;
-function nativeBinding(): string | undefined {
+/** Whether this process's SQLite takes `file:` URIs (see nativeBinding's `uri`). */
+let uriFilenames = false;
+function nativeBinding(uri: boolean): string | undefined {
   if (addon === null) {
     try {
       const dir = path.dirname(nodeRequire.resolve("better-sqlite3/package.json"));
       const file = path.join(dir, "build", "Release", "better_sqlite3.node");
-      addon = fs.existsSync(file) ? file : undefined;
+      addon = fs.existsSync(file) ? loadAddon(file, uri) : undefined;
     } catch {
       addon = undefined;
     }
@@ -45,9 +48,37 @@ function nativeBinding(): string | undefined {
   return addon;
 }
 
+/**
+ * Load the addon (better-sqlite3's own require of the same path then finds it loaded). `uri`:
+ * with URI filenames on, which better-sqlite3 (12.x) reads from SQLITE_USE_URI once, when its
+ * addon is first loaded, for the whole process (SQLite's setting is global). Only a process
+ * whose first open asks for an in-place read (`status`) turns it on; the variable is put back at
+ * once, so no child inherits it, and newDatabase keeps every other file name a plain path.
+ */
+function loadAddon(file: string, uri: boolean): string {
+  const was = process.env.SQLITE_USE_URI;
+  if (uri) process.env.SQLITE_USE_URI = "1";
+  try {
+    nodeRequire(file);
+    uriFilenames = uri || was === "1";
+    return file;
+  } finally {
+    if (was === undefined) delete process.env.SQLITE_USE_URI;
+    else process.env.SQLITE_USE_URI = was;
+  }
+}
+
 /** A better-sqlite3 connection (`new Database(file, opts)`), its addon loaded directly. */
-export function newDatabase(file: string | Buffer, opts: Database.Options = {}): Database.Database {
-  return new (loadSqlite())(file, { ...opts, nativeBinding: nativeBinding() });
+export function newDatabase(
+  file: string | Buffer,
+  opts: Database.Options = {},
+  uri = false,
+): Database.Database {
+  const Db = loadSqlite();
+  const binding = nativeBinding(uri);
+  // With URI filenames on, a path that happens to begin with "file:" must stay a path.
+  const name = typeof file === "string" && !uri && file.startsWith("file:") ? `./${file}` : file;
+  return new Db(name, { ...opts, nativeBinding: binding });
 }
 
 /** What every refusal ends with: what the operator does next. */
@@ -191,35 +222,75 @@ export function withPrivateUmask<T>(fn: () => T): T {
 
 /** The largest store a reader copies into memory (see openReadonly). */
 const SNAPSHOT_MAX = 256n * 1024n * 1024n;
+/**
+ * A store file written this recently is not read in place: two writes inside one tick of the
+ * file system's clock can leave its mtime as it was, and the check after the read would miss
+ * the second. A second is far beyond any such tick (every write of data sets the mtime).
+ */
+const IN_PLACE_QUIET_NS = 1_000_000_000n;
+
+/** A read-only connection, and for one that reads the file in place, the file as it was opened. */
+export interface ReadonlyDb {
+  db: Database.Database;
+  inPlace: fs.BigIntStats | null;
+}
 
 /**
  * A read-only connection that writes nothing into the state dir. SQLite cannot open a WAL-mode
  * file read-only without its -wal and -shm files: it creates them, and a read-only connection
- * cannot remove them on close (the URI options that avoid it, `immutable` and `readonly_shm`,
- * are not compiled into better-sqlite3). So:
+ * cannot remove them on close. So:
  *  - with a -wal file there (a writer is open, or a crashed one left it), a plain read-only
  *    connection: it only uses files that exist, and shares the writer's view;
- *  - with none, the store is at rest and the main file holds all of it: it is read into memory
- *    (marked as a rollback-journal file in the copy, which SQLite then reads as it is) and
- *    queried there. That costs the file's size in memory and a read of it, only while no writer
- *    is open (BENCHMARKS.md: the status row, whose store is at rest). A writer that came and went during
- *    the read (the file's size, times or inode changed, or a WAL appeared) makes it read again.
- *    A store over SNAPSHOT_MAX is not copied: the plain connection then creates SQLite's empty
- *    -wal and -shm (never the store itself), which is cheaper than that much memory.
+ *  - with none, the store is at rest and the main file holds all of it. `inPlace` (status, which
+ *    checks afterwards: changedSince): the file is opened as SQLite's `immutable` URI, which
+ *    reads it where it lies with no lock, -wal or -shm, if this process's SQLite takes URIs and
+ *    the file has not been written for a second. Otherwise it is read into memory (marked as a
+ *    rollback-journal file in the copy, which SQLite then reads as it is) and queried there. That
+ *    costs the file's size in memory and a read of it, only while no writer is open
+ *    (BENCHMARKS.md: the status row). A writer that came and went during the read (the file's
+ *    size, times or inode changed, or a WAL appeared) makes it read again. A store over
+ *    SNAPSHOT_MAX is not copied: the plain connection then creates SQLite's empty -wal and -shm
+ *    (never the store itself), which is cheaper than that much memory.
+ *
+ * A writer that opens after an in-place reader writes into its own new -wal; only a checkpoint
+ * writes the main file, and that changes its times: changedSince then says so, and the reader
+ * reads again (from the -wal's view, or a copy).
  */
-export function openReadonly(file: string): Database.Database {
+export function openReadonly(file: string, inPlace = false): ReadonlyDb {
   for (let attempt = 0; attempt < 3; attempt++) {
     if (fs.existsSync(`${file}-wal`)) break;
     const before = fs.statSync(file, { bigint: true });
+    if (inPlace && attempt === 0) {
+      const db = openInPlace(file, before);
+      if (db) return { db, inPlace: before };
+    }
     if (before.size > SNAPSHOT_MAX) break;
     const bytes = fs.readFileSync(file);
     const after = fs.statSync(file, { bigint: true });
     if (fs.existsSync(`${file}-wal`) || !sameFile(before, after)) continue;
     // Bytes 18 and 19 of the header are the write and read format: 2 is WAL, 1 rollback.
     if (bytes.length >= 100 && bytes[18] === 2 && bytes[19] === 2) bytes[18] = bytes[19] = 1;
-    return newDatabase(bytes, { readonly: true });
+    return { db: newDatabase(bytes, { readonly: true }), inPlace: null };
   }
-  return newDatabase(file, { readonly: true, fileMustExist: true });
+  return { db: newDatabase(file, { readonly: true, fileMustExist: true }), inPlace: null };
+}
+
+/** The file opened `immutable` where it lies, or null where that cannot be trusted (see above). */
+function openInPlace(file: string, st: fs.BigIntStats): Database.Database | null {
+  const nowNs = BigInt(Date.now()) * 1_000_000n;
+  if (nowNs - st.mtimeNs < IN_PLACE_QUIET_NS) return null;
+  // The addon, with URI filenames if this is the process's first open; off if it was loaded
+  // before without them (then the URI would name a file that does not exist).
+  nativeBinding(true);
+  if (!uriFilenames) return null;
+  const url = `${pathToFileURL(path.resolve(file)).href}?mode=ro&immutable=1`;
+  return newDatabase(url, { readonly: true, fileMustExist: true }, true);
+}
+
+/** Has the file been written (or replaced) since `st` was taken? */
+export function changedSince(file: string, st: fs.BigIntStats): boolean {
+  const now = fs.statSync(file, { bigint: true, throwIfNoEntry: false });
+  return now === undefined || !sameFile(st, now);
 }
 
 function sameFile(a: fs.BigIntStats, b: fs.BigIntStats): boolean {
