@@ -3,6 +3,7 @@
 // single timer over a heap of next slots instead of one croner timer per job.
 import { Cron } from "croner";
 import { CRON_OPTIONS } from "./cron-options.js";
+import { isUtcZone } from "./host-zone.js";
 import type { JobConfig } from "../core/types.js";
 
 interface Entry {
@@ -19,8 +20,11 @@ function entryFor(pattern: string, timezone: string): Entry {
   const k = `${timezone}\u0000${pattern}`;
   let e = cache.get(k);
   if (!e) {
+    // croner given a `timezone` reads every wall time through Intl, even UTC's; given
+    // `utcOffset: 0` it does UTC arithmetic (getUTC*, Date.UTC) and leaves ICU unloaded.
+    const zone = isUtcZone(timezone) ? { utcOffset: 0 } : { timezone };
     e = {
-      cron: new Cron(pattern, { timezone, paused: true, ...CRON_OPTIONS }),
+      cron: new Cron(pattern, { ...zone, paused: true, ...CRON_OPTIONS }),
       memo: new Map(),
     };
     cache.set(k, e);
