@@ -257,3 +257,33 @@ test("an empty or unknown TZ is UTC to the CLI: `next` answers instead of failin
     assert.doesNotMatch(r.stdout + r.stderr, /Etc\/Unknown|undefined/);
   }
 });
+
+test("distinct patterns cost under 8 KB of heap each: croner's year table is shared", (t) => {
+  // In a child with --expose-gc, so the heap is measured after full collections. Half the
+  // patterns in UTC, half in Europe/Berlin; the slots must match a fresh croner object's.
+  const script = `
+    const { nextSlotAt } = await import(${JSON.stringify(path.join(ROOT, "dist", "schedule", "schedule.js"))});
+    const { Cron } = await import("croner");
+    const jobs = [];
+    for (let h = 0; h < 24; h++) for (let m = 0; m < 20; m++)
+      jobs.push({ pattern: m + " " + h + " * * " + (m % 7), timezone: m % 2 ? "UTC" : "Europe/Berlin" });
+    nextSlotAt(jobs[0], 0);
+    gc(); gc();
+    const before = process.memoryUsage().heapUsed;
+    const t = Date.UTC(2026, 2, 29, 0, 30);
+    const got = jobs.map((j) => nextSlotAt(j, t));
+    gc(); gc();
+    const perPattern = (process.memoryUsage().heapUsed - before) / jobs.length;
+    const want = jobs.map((j) => new Cron(j.pattern, { timezone: j.timezone, paused: true, mode: "5-or-6-parts", domAndDow: false }).nextRun(new Date(t)).getTime());
+    console.log(JSON.stringify({ perPattern, same: JSON.stringify(got) === JSON.stringify(want) }));
+  `;
+  const r = spawnSync(process.execPath, ["--expose-gc", "--input-type=module", "-e", script], {
+    encoding: "utf8",
+    cwd: ROOT,
+  });
+  assert.equal(r.status, 0, r.stderr);
+  const { perPattern, same } = JSON.parse(r.stdout);
+  assert.ok(same, "slots differ from croner's own");
+  t.diagnostic(`${perPattern.toFixed(0)} bytes per pattern`);
+  assert.ok(perPattern < 8192, `${perPattern.toFixed(0)} bytes per pattern`);
+});
