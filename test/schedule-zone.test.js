@@ -53,9 +53,9 @@ function childZones(tz, wrap = []) {
 const isZone = (z) => typeof z === "string" && z !== "Etc/Unknown";
 
 // [TZ, the zone, how Intl's own answer relates]. "same": Intl says the same zone; "none": Intl
-// has no zone for it (undefined or Etc/Unknown) and glibc's reading is taken; "etc": Intl ignores
-// a POSIX rule and takes /etc's zone, which the daemon does not (README: a TZ that names no zone
-// is UTC). A name of UTC, or an empty TZ, must be answered without Intl; a name Intl may know
+// has no zone for it (undefined or Etc/Unknown) and glibc's reading is taken; "etc": a POSIX rule,
+// which ICU skips for /etc's zone (or for none: it depends on the host), and the daemon takes as
+// UTC (README: a TZ that names no zone is UTC). A name of UTC, or an empty TZ, must be answered without Intl; a name Intl may know
 // (Foo/Bar, UTC0) is asked of Intl first.
 const TZ_TABLE = [
   ["UTC", "UTC", "same"],
@@ -84,7 +84,7 @@ const TZ_TABLE = [
   ["/usr/share/zoneinfo/Europe/Berlin", "Europe/Berlin", "none"],
   [":/usr/share/zoneinfo/Asia/Tokyo", "Asia/Tokyo", "none"],
   ["Foo/Bar", "UTC", "none"],
-  ["UTC0", "UTC", "none"],
+  ["UTC0", "UTC", "etc"],
   ["CET-1CEST", "UTC", "etc"],
 ];
 

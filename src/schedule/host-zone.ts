@@ -61,8 +61,9 @@ function linkTarget(file: string): string | null {
  * reading `etc`, so that a test can hand it a temporary directory.
  *
  * - TZ wins when set: `:Area/City` and `Area/City` alike, `posix/` and `right/` dropped, a path
- *   into a zoneinfo directory read as the zone it names, another path read as /etc/localtime is.
- *   An empty TZ is UTC, as glibc has it.
+ *   into a zoneinfo directory (or a link to one) read as the zone it names, `localtime` or the
+ *   path of /etc/localtime read as the files below; any other path names no zone. An empty TZ is
+ *   UTC, as glibc has it.
  * - Else the zone /etc/localtime links to under a zoneinfo directory.
  * - Else, when /etc/localtime is a file of its own (a copy), the zone /etc/timezone names.
  * - Else, when there is no /etc/localtime at all, UTC: glibc's rule.
