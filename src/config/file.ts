@@ -4,6 +4,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { ConfigError } from "../core/types.js";
+import { hostZone } from "../schedule/host-zone.js";
 
 /**
  * The config file's bytes, or the one error a file that cannot be read is (at 1:1). Opened
@@ -43,7 +44,7 @@ function readError(e: unknown): string {
         : err.message;
 }
 
-/** The zone a config without `timezone:` gets. */
+/** The zone a config without `timezone:` gets: TZ, else /etc (schedule/host-zone.ts). */
 export function hostTimezone(): string {
-  return Intl.DateTimeFormat().resolvedOptions().timeZone;
+  return hostZone(process.env.TZ, "/etc");
 }

@@ -2,6 +2,7 @@
 // HOST:PORT, a schedule... and the words for what each kind expects.
 import type { Scalar } from "yaml";
 import { parseDuration, parseSize } from "../core/duration.js";
+import { isUtcZone } from "../schedule/host-zone.js";
 import { parseSchedule } from "../schedule/syntax.js";
 import { HOSTPORT_PATTERN, NODE_NAME_PATTERN, STORE_URL_PATTERN, type KeySpec } from "./keys.js";
 import { BAD, describe, sourceText, type Ctx } from "./nodes.js";
@@ -173,7 +174,8 @@ export function expected(spec: KeySpec): string {
 const knownZones = new Set<string>();
 
 function isTimeZone(zone: string): boolean {
-  if (knownZones.has(zone)) return true;
+  // A name of UTC is known without Intl: a UTC config then never loads ICU (host-zone.ts).
+  if (isUtcZone(zone) || knownZones.has(zone)) return true;
   try {
     new Intl.DateTimeFormat(undefined, { timeZone: zone });
   } catch {

@@ -1,8 +1,9 @@
-// Schedule maths over croner, pure: time is always an argument. croner keeps a large table per
-// Cron object (~80 KB), so one object is shared per distinct (pattern, zone) and the daemon runs a
-// single timer over a heap of next slots instead of one croner timer per job.
+// Schedule maths over croner, pure: time is always an argument. One Cron object is shared per
+// distinct (pattern, zone), and the daemon runs a single timer over a heap of next slots instead
+// of one croner timer per job.
 import { Cron } from "croner";
 import { CRON_OPTIONS } from "./cron-options.js";
+import { isUtcZone } from "./host-zone.js";
 import type { JobConfig } from "../core/types.js";
 
 interface Entry {
@@ -15,14 +16,29 @@ interface Entry {
 const MEMO_MAX = 256;
 const cache = new Map<string, Entry>();
 
+// croner fills a 10,000-entry year table per Cron (80 KB: 78 MiB for 1,000 distinct patterns)
+// even for the 5- and 6-field patterns a config allows, whose year is always "*", all ones. It
+// only reads the table once parsed, so every pattern shares the first one. Guarded by its shape:
+// a croner that keeps it otherwise is left alone (test/schedule-zone.test.js sees the cost).
+let allYears: unknown[] | null = null;
+
+function shareYearTable(cron: Cron): void {
+  const p = (cron as unknown as { _states?: { pattern?: { year?: unknown } } })._states?.pattern;
+  const y = p?.year;
+  if (!p || !Array.isArray(y) || y.length !== 10_000 || !y.every((v) => v === 1)) return;
+  if (allYears === null) allYears = y;
+  else p.year = allYears;
+}
+
 function entryFor(pattern: string, timezone: string): Entry {
   const k = `${timezone}\u0000${pattern}`;
   let e = cache.get(k);
   if (!e) {
-    e = {
-      cron: new Cron(pattern, { timezone, paused: true, ...CRON_OPTIONS }),
-      memo: new Map(),
-    };
+    // croner given a `timezone` reads every wall time through Intl, even UTC's; given
+    // `utcOffset: 0` it does UTC arithmetic (getUTC*, Date.UTC) and leaves ICU unloaded.
+    const zone = isUtcZone(timezone) ? { utcOffset: 0 } : { timezone };
+    e = { cron: new Cron(pattern, { ...zone, paused: true, ...CRON_OPTIONS }), memo: new Map() };
+    shareYearTable(e.cron);
     cache.set(k, e);
   }
   return e;

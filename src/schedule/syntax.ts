@@ -64,7 +64,9 @@ function parseScheduleOnce(schedule: string): string | null {
   const pattern = fields.join(" ");
   let cron: Cron;
   try {
-    cron = new Cron(pattern, { ...CRON_OPTIONS, timezone: "UTC", paused: true });
+    // UTC as an offset, not as `timezone: "UTC"`: croner reads a named zone through Intl, and a
+    // check of every schedule would load ICU for a daemon whose jobs never need it.
+    cron = new Cron(pattern, { ...CRON_OPTIONS, utcOffset: 0, paused: true });
   } catch (e) {
     throw new Error(`schedule ${quoted}: ${cronMessage(e)}`, { cause: e });
   }

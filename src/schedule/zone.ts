@@ -1,6 +1,8 @@
 // Wall-clock time in a job's time zone, pure: an ISO-8601 TIME as an operator types it (with or
 // without an offset), the instants a local time names (none in a DST gap, two in a DST repeat),
-// and an instant shown in the zone. Built on Intl only: the zone rules are the platform's.
+// and an instant shown in the zone. Built on Intl: the zone rules are the platform's. UTC is
+// plain arithmetic, so that a UTC daemon never loads ICU's formatting data (host-zone.ts).
+import { isUtcZone } from "./host-zone.js";
 
 /** A local date and time as written, before any zone is applied. */
 export interface WallTime {
@@ -58,6 +60,7 @@ const offsetFormats = new Map<string, Intl.DateTimeFormat>();
 
 /** The zone's offset from UTC at instant `t`, in ms (Europe/Berlin in summer: 7,200,000). */
 export function offsetAt(t: number, zone: string): number {
+  if (isUtcZone(zone)) return 0;
   let f = offsetFormats.get(zone);
   if (!f) {
     f = new Intl.DateTimeFormat("en-US", { timeZone: zone, timeZoneName: "longOffset" });
