@@ -163,11 +163,12 @@ export async function openStoreOrEmpty(config: Config) {
 
 /**
  * openStoreOrEmpty for `status`: only what status reads (store.ts, openStatusStoreAt), a store
- * at rest read in place (its caller asks `changedSinceOpen()` before it trusts what it read).
+ * at rest read in place unless `inPlace` is false (its caller asks `changedSinceOpen()` before
+ * it trusts what it read).
  */
-export async function openStatusStoreOrEmpty(config: Config) {
+export async function openStatusStoreOrEmpty(config: Config, inPlace = true) {
   const store = await import("../store/store.js");
-  return orEmpty(config, store, store.openStatusStoreAt, true);
+  return orEmpty(config, store, store.openStatusStoreAt, inPlace);
 }
 
 async function orEmpty<S>(

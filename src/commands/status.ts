@@ -31,11 +31,12 @@ export async function status(jobName: string | null, o: StatusOptions): Promise<
   const { buildStatus, checkCode, checkSummary } = await import("../health/status.js");
   let read: { report: StatusReport; detail: RunRow[] } | null = null;
   // A store at rest is read where it lies; a writer that wrote the file meanwhile (a checkpoint)
-  // makes the read start again, from what that writer left (its -wal, or a copy).
+  // makes the read start again, from what that writer left (its -wal, or a copy). The last try
+  // is never in place: what it reads is then never a mix of two states of the file.
   for (let attempt = 1; read === null; attempt++) {
     let store;
     try {
-      store = await openStatusStoreOrEmpty(config);
+      store = await openStatusStoreOrEmpty(config, attempt < 3);
     } catch (e) {
       // A store that exists but cannot be read (empty, foreign, corrupt) stops the daemon too:
       // CRITICAL. A busy one, or one at an older schema that the daemon has not yet brought
