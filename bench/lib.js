@@ -148,11 +148,34 @@ export function writeConfig(dir, { jobs, heartbeat = "10s", top = {} }) {
 export const jobName = (i) => `j${String(i).padStart(5, "0")}`;
 
 /** Start `cronvisor daemon` on a config and wait until it says it started. */
-export async function startDaemon(configFile, { nodeArgs = [], timeoutMs = 180_000 } = {}) {
-  const child = spawn(process.execPath, [...nodeArgs, bin(), "daemon", "-c", configFile], {
-    env: cleanEnv(),
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+/**
+ * The node options the shipped systemd unit gives the daemon (its `NODE_OPTIONS`), as the README
+ * tells people to run it: read from the measured build's examples/cronvisor.service, so the rows
+ * follow the unit.
+ */
+export function unitNodeOptions() {
+  const unit = fs.readFileSync(path.join(ROOT, "examples", "cronvisor.service"), "utf8");
+  const m = /^Environment=NODE_OPTIONS=(.*)$/m.exec(unit);
+  return m ? m[1].trim().split(/\s+/) : [];
+}
+
+/**
+ * Start the daemon on `configFile`, with the unit's node options (as flags, so its jobs do not
+ * inherit them, as under the unit) unless `unitFlags` is false.
+ */
+export async function startDaemon(
+  configFile,
+  { nodeArgs = [], timeoutMs = 180_000, unitFlags = true } = {},
+) {
+  const flags = unitFlags ? unitNodeOptions() : [];
+  const child = spawn(
+    process.execPath,
+    [...flags, ...nodeArgs, bin(), "daemon", "-c", configFile],
+    {
+      env: cleanEnv(),
+      stdio: ["ignore", "ignore", "pipe"],
+    },
+  );
   child.err = "";
   child.stderr.on("data", (d) => (child.err += d));
   child.exited = new Promise((resolve) =>

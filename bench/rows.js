@@ -31,6 +31,7 @@ import {
   importDist,
   range,
   row,
+  unitNodeOptions,
 } from "./lib.js";
 
 const perSecond = (n, command, extra) =>
@@ -75,12 +76,13 @@ export async function cvxSegment({
   during,
   top = {},
   extraJobs = [],
+  unitFlags = true,
 }) {
   const dir = tmpdir();
   const stampFile = path.join(dir, "stamps.txt");
   const argv = stamps ? stamps.argv(stampFile) : command;
   const cfg = writeConfig(dir, { jobs: [...perSecond(jobs, argv), ...extraJobs], top });
-  const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs });
+  const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs, unitFlags });
   asUnit(d.pid);
   const state = path.join(dir, "state");
   try {
@@ -226,11 +228,12 @@ export async function perRun() {
   O.log(
     `per-run cost: ${jobs} jobs x every second, ${rounds} x ${seconds} s each for cronvisor and bare`,
   );
-  const [cv, bare, floor] = await alternate(
+  const [cv, bare, floor, plain] = await alternate(
     rounds,
     () => cvxSegment({ jobs, command: ["/bin/true"], seconds }),
     () => bareSegment({ jobs, command: ["/bin/true"], seconds }),
     () => bareSegment({ jobs, command: ["/bin/true"], seconds, wrapped: true }),
+    () => cvxSegment({ jobs, command: ["/bin/true"], seconds, unitFlags: false }),
   );
   const per = (xs, f) => (sum(xs, f) / sum(xs, (s) => s.done)) * 1000;
   const cvPer = per(cv, (s) => s.cpu);
@@ -241,15 +244,27 @@ export async function perRun() {
     for (const [k, n] of Object.entries(s.byStatus)) statuses[k] = (statuses[k] ?? 0) + n;
   const lost = lostOf(statuses);
   const self = (xs) => per(xs, (s) => s.cpuSelf).toFixed(2);
+  const plainPer = per(plain, (s) => s.cpu);
+  const flags = unitNodeOptions().join(" ") || "(none)";
   return [
     row(
-      "per-run cost: CPU ms per run (daemon + children), 50 jobs x 1/s, /bin/true",
+      "per-run cost: CPU ms per run (daemon + children), 50 jobs x 1/s, /bin/true, the unit's NODE_OPTIONS",
       cvPer,
       barePer,
       "bare croner+spawn",
       "≤ 1.3×",
       cvPer / barePer <= 1.3,
       `runs measured: cronvisor ${sum(cv, (s) => s.done)} of ${sum(cv, (s) => s.slots)} slots, bare ${sum(bare, (s) => s.done)}; the daemon process itself: ${self(cv)} vs ${self(bare)} ms per run (${(per(cv, (s) => s.cpuSelf) / per(bare, (s) => s.cpuSelf)).toFixed(2)}×); ${(cvPer / floorPer).toFixed(2)}× the floor below${lost ? `; slots not run: ${lost}` : ""}`,
+      "ms",
+    ),
+    row(
+      "per-run cost: the same daemon without the unit's NODE_OPTIONS",
+      plainPer,
+      barePer,
+      "bare croner+spawn",
+      "(reference)",
+      null,
+      `the row above runs with NODE_OPTIONS=${flags}, as the unit and the README run it; the daemon process itself here: ${self(plain)} ms per run (${(per(plain, (s) => s.cpuSelf) / per(bare, (s) => s.cpuSelf)).toFixed(2)}×)`,
       "ms",
     ),
     row(
@@ -452,16 +467,6 @@ function quietHourly() {
 }
 
 /**
- * The node options the shipped systemd unit gives the daemon (its `NODE_OPTIONS`), as the README
- * tells people to run it: read from examples/cronvisor.service, so the row follows the unit.
- */
-export function unitNodeOptions() {
-  const unit = fs.readFileSync(path.join(ROOT, "examples", "cronvisor.service"), "utf8");
-  const m = /^Environment=NODE_OPTIONS=(.*)$/m.exec(unit);
-  return m ? m[1].trim().split(/\s+/) : [];
-}
-
-/**
  * Wait until a just-started daemon is idle: past its first heartbeat (writeConfig's 10 s) and
  * V8's memory reducer (about 8 s after the collection that ends start-up, src/daemon/settle.ts),
  * then without a CPU tick for a whole second, so that the window measures an idle daemon and not
@@ -484,7 +489,11 @@ async function idleDaemon(jobs, seconds, flags) {
   const cfg = writeConfig(dir, {
     jobs: range(jobs).map((i) => ({ name: jobName(i), schedule, command: ["/bin/true"] })),
   });
-  const d = await startDaemon(cfg, { nodeArgs: [...flags, ...O.nodeArgs], timeoutMs: 600_000 });
+  const d = await startDaemon(cfg, {
+    nodeArgs: [...flags, ...O.nodeArgs],
+    timeoutMs: 600_000,
+    unitFlags: false,
+  });
   // The floor: an idle Node process with one timer and the same options, watched over the same window.
   const idle = spawn(process.execPath, [...flags, "-e", "setInterval(() => {}, 1 << 30)"], {
     env: cleanEnv(),

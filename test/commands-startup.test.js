@@ -184,5 +184,5 @@ test("`status` opens a store that loads only the table groups it reads", () => {
   const shared = fs.readFileSync(path.join(DIST, "shared.js"), "utf8");
   assert.match(shared, /\bstore\.openStatusStoreAt\b/);
   const status = fs.readFileSync(path.join(DIST, "status.js"), "utf8");
-  assert.match(status, /await openStatusStoreOrEmpty\(config\)/);
+  assert.match(status, /await openStatusStoreOrEmpty\(config[,)]/);
 });
