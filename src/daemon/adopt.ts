@@ -1,9 +1,9 @@
 // Runs that outlived the daemon that started them (or `cronvisor run`): a live process group is
 // adopted (its lock stays held, its end is recorded when its main process exits); a dead one is
 // recorded from its exit file, or `interrupted` without one. The exit file is read in one place.
-import fs from "node:fs";
 import { exitFileFor, readExitFile } from "../run/execute.js";
 import { groupAlive, isAlive, signalGroup } from "../run/proc.js";
+import { retire } from "../run/spare.js";
 import type { RunRow } from "../store/store.js";
 import { exited, interrupted, runResult, stopped, stopStatus } from "../core/result.js";
 import type { JobConfig, RunResult } from "../core/types.js";
@@ -92,7 +92,7 @@ async function recordOrphanEnd(
     if (how === "found-dead") throw e;
     rt.log(`cronvisor: could not record adopted run ${r.id}: ${(e as Error).message}`);
   }
-  fs.rmSync(file, { force: true });
+  retire(file, rt.config.stateDir);
   return (await rt.store.run(r.id)) as RunRow;
 }
 

@@ -1,7 +1,7 @@
 // Run endings: results that arrive together (a tick's worth of short jobs) are recorded in one
 // transaction on the next turn of the event loop; results the store refused (a full disk) wait
 // in memory and are retried every heartbeat, holding the job's lock until they are recorded.
-import { removeExitFile } from "../run/execute.js";
+import { retireExitFile } from "../run/execute.js";
 import type { RunRow } from "../store/store.js";
 import type { RunResult } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
@@ -43,7 +43,7 @@ export class Endings {
     for (const { a, result, done } of batch) {
       try {
         if (recorded) {
-          removeExitFile(rt.config.stateDir, a.run.id);
+          retireExitFile(rt.config.stateDir, a.run.id);
           rt.broker?.unregister(a.run.id); // a straggler of the run is refused from now on
         } else rt.unrecorded.set(a.run.id, { result, job: a.job });
         const row = recorded
@@ -64,7 +64,7 @@ export class Endings {
     for (const [id, { result, job }] of rt.unrecorded) {
       await rt.store.finishRun(id, result); // throws while the disk is still full: next beat, again
       rt.unrecorded.delete(id);
-      removeExitFile(rt.config.stateDir, id);
+      retireExitFile(rt.config.stateDir, id);
       rt.broker?.unregister(id);
       rt.log(
         `cronvisor: recorded the end of run ${id} (${result.status}) after the store recovered`,

@@ -2,6 +2,7 @@
 // transaction, commit, spawn each, then record their pids in a second transaction. Two fsyncs
 // per tick however many jobs are due, and no store work between one spawn and the next.
 import { spawnRun } from "../run/execute.js";
+import { spawnBatch } from "../run/priority.js";
 import type { RunHandle } from "../run/runner.js";
 import type { RunRow } from "../store/store.js";
 import type { JobConfig, RunResult } from "../core/types.js";
@@ -54,24 +55,27 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
     return;
   }
   const started: { job: JobConfig; run: RunRow; handle: RunHandle }[] = [];
-  outcomes.forEach((out, i) => {
-    const { job, p } = writes[i] as TickWrite;
-    if (out.kind === "locked") {
-      // A scheduled slot's `skipped` disposition was recorded in the transaction that saw the lock.
-      if (p.slot === null || !p.claimSlot)
+  // Spawned back to back, at the jobs' nice once for the whole batch (priority.ts).
+  spawnBatch(() =>
+    outcomes.forEach((out, i) => {
+      const { job, p } = writes[i] as TickWrite;
+      if (out.kind === "locked") {
+        // A scheduled slot's `skipped` disposition was recorded in the transaction that saw the lock.
+        if (p.slot === null || !p.claimSlot)
+          rt.log(
+            `cronvisor: ${p.trigger} of ${job.name} skipped: run ${out.holder.id} holds the lock`,
+          );
+      } else if (out.kind === "duplicate") {
+        // On a shared store another node claiming a slot first is the normal case.
+        if (rt.store.shared) return;
         rt.log(
-          `cronvisor: ${p.trigger} of ${job.name} skipped: run ${out.holder.id} holds the lock`,
+          `cronvisor: slot ${new Date(p.slot ?? 0).toISOString()} of ${job.name} already has a disposition; not run again`,
         );
-    } else if (out.kind === "duplicate") {
-      // On a shared store another node claiming a slot first is the normal case.
-      if (rt.store.shared) return;
-      rt.log(
-        `cronvisor: slot ${new Date(p.slot ?? 0).toISOString()} of ${job.name} already has a disposition; not run again`,
-      );
-    } else if (out.kind === "started") {
-      started.push({ job, run: out.run, handle: spawnRun(rt.ctx, job, out.run) });
-    }
-  });
+      } else if (out.kind === "started") {
+        started.push({ job, run: out.run, handle: spawnRun(rt.ctx, job, out.run) });
+      }
+    }),
+  );
   await recordPids(rt, started);
   for (const { job, run, handle } of started) {
     let done!: () => void;

@@ -10,6 +10,7 @@ import os from "node:os";
 import { openStoreAt, storeTarget, StoreError, type AcceptedConfig } from "../store/store.js";
 import { VERSION } from "../core/version.js";
 import { bootId } from "../run/proc.js";
+import { clearSpares } from "../run/spare.js";
 import { holdLease, type Lease } from "./hold-lease.js";
 import { forNode, jobHashes } from "./nodes.js";
 import { packConfig } from "../core/config-record.js";
@@ -137,6 +138,7 @@ export class Supervisor {
     }
     const runs = new Runs(rt);
     this.live = { rt, runs };
+    clearSpares(cfg.stateDir); // an earlier daemon's, which it held in memory only
     // The lease is renewed from now on, not once start-up is done: adoption and catch-up can take
     // longer than the two thirds of a short lease after which a node fences itself.
     if (store.shared) this.lease = holdLease(rt, renewedFrom, () => this.arm());

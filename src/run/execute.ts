@@ -7,7 +7,7 @@ import path from "node:path";
 import { lookupUser } from "../core/passwd.js";
 import { WRITE_NOFOLLOW } from "../core/safe-path.js";
 import { buildJobEnv, daemonOwners, readEnvFile } from "./env.js";
-import { exitFileFor, readExitFile, removeExitFile } from "./exit-file.js";
+import { exitFileFor, readExitFile, removeExitFile, retireExitFile } from "./exit-file.js";
 import { runAlive } from "./proc.js";
 import { runResult, spawnFailed } from "../core/result.js";
 import { startRun, type RunHandle } from "./runner.js";
@@ -15,7 +15,7 @@ import type { Owner, ReserveOutcome, ReserveRequest, RunRow, Store } from "../st
 import type { Config, JobConfig, RunBroker, RunResult, Trigger } from "../core/types.js";
 
 // Where they lived before the split; the exit file's own module is exit-file.ts.
-export { exitFileFor, readExitFile, removeExitFile };
+export { exitFileFor, readExitFile, removeExitFile, retireExitFile };
 
 export interface RunContext {
   config: Config;

@@ -6,6 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { READ_NOFOLLOW } from "../core/safe-path.js";
 import { ensureDir } from "./log.js";
+import { retire } from "./spare.js";
 
 /**
  * `sh -c EXIT_WRAPPER cronvisor-run EXITFILE ARGV...` runs ARGV and writes its exit status to
@@ -103,6 +104,14 @@ export function readExitFile(file: string): number | null {
   } finally {
     if (fd !== null) fs.closeSync(fd);
   }
+}
+
+/**
+ * The daemon's way to be done with an exit file once the end is recorded: its inode becomes a
+ * spare for a later run's log (spare.ts). `cronvisor run`, which exits next, removes it instead.
+ */
+export function retireExitFile(stateDir: string, runId: number): void {
+  retire(exitFileFor(stateDir, runId), stateDir);
 }
 
 /** Once the end is recorded, the wrapper's exit file has served its purpose. */

@@ -6,6 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import type { LogTotals } from "../core/result.js";
 import { WRITE_NEW, WRITE_NOFOLLOW } from "../core/safe-path.js";
+import { takeSpare } from "./spare.js";
 
 /**
  * Directories this process has made (or found) already: mkdir on every run start was a tenth of
@@ -39,6 +40,18 @@ function openIn(file: string, flags: number, mode: number): number {
  * a link planted there is refused (ELOOP) either way.
  */
 function openLog(file: string): number {
+  ensureDir(path.dirname(file));
+  // A spare inode linked into place (spare.ts: creating a file is what costs here), made ours
+  // like a file already there.
+  if (takeSpare(file)) {
+    try {
+      const fd = fs.openSync(file, WRITE_NOFOLLOW, 0o600);
+      fs.fchmodSync(fd, 0o600);
+      return fd;
+    } catch {
+      // a spare that cannot be opened: the paths below report what is there
+    }
+  }
   try {
     return openIn(file, WRITE_NEW, 0o600);
   } catch (e) {

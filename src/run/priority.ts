@@ -48,6 +48,7 @@ function decide(own: number): "fork" | "after" {
  * Never throws for priority reasons: a run starts at the starter's nice rather than not at all.
  */
 export function spawnNiced<T>(start: () => T, pidOf: (child: T) => number | undefined): T {
+  if (batchAtJobNice) return start(); // the thread is at the job's nice already
   // Read each time (one syscall): an operator may have reniced the daemon since.
   const own = os.getPriority(0);
   const nice = jobNice(own);
@@ -77,4 +78,40 @@ export function spawnNiced<T>(start: () => T, pidOf: (child: T) => number | unde
     // the run has exited already
   }
   return child;
+}
+
+/** Inside spawnBatch(): the forking thread is at the jobs' nice for the whole batch. */
+let batchAtJobNice = false;
+
+/**
+ * `spawns()` (a tick's spawns, back to back) with the forking thread at the jobs' nice once for
+ * all of them, instead of there and back around each: profiled under outside load, the thread
+ * lost the CPU at each step down (setPriority was 6.6-8.9% of the throughput daemon's samples,
+ * about a millisecond a spawn). The batch's own work then runs at the nice the bare daemon runs
+ * at all the time; the daemon is back at its own before it waits for anything. Where the
+ * thread cannot come back ("after"), each spawn renices its child as before.
+ */
+export function spawnBatch<T>(spawns: () => T): T {
+  if (batchAtJobNice) return spawns();
+  const own = os.getPriority(0);
+  const nice = jobNice(own);
+  if (nice === own) return spawns();
+  mode ??= decide(own);
+  if (mode !== "fork") return spawns();
+  try {
+    os.setPriority(0, nice);
+  } catch {
+    return spawns(); // each spawn tries on its own, and starts at the starter's nice if it fails
+  }
+  batchAtJobNice = true;
+  try {
+    return spawns();
+  } finally {
+    batchAtJobNice = false;
+    try {
+      os.setPriority(0, own);
+    } catch {
+      mode = "after"; // the capability is gone: the daemon stays at this nice rather than fail a run
+    }
+  }
 }

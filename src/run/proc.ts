@@ -69,8 +69,22 @@ export interface RunProcesses {
  * never expires by time.
  */
 export function runAlive(r: RunProcesses): boolean {
-  if (r.pgid !== null && groupAlive(r.pgid)) return true;
-  return r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start);
+  // The owner first (the answer is the same either way): the lock holders a daemon checks at
+  // each reservation are mostly its own runs, which need no /proc read at all, while a group
+  // whose leader has just exited costs a scan of all of /proc (9.5% of the throughput row's
+  // daemon, profiled, sat in those reads).
+  if (r.owner_pid !== null && ownerAlive(r.owner_pid, r.owner_start)) return true;
+  return r.pgid !== null && groupAlive(r.pgid);
+}
+
+/** This process's own start time, read once: it never changes. */
+let ownStart: string | null | undefined;
+
+/** isAlive(), without a read of /proc for this very process. */
+function ownerAlive(pid: number, startTime: string | null): boolean {
+  if (pid !== process.pid) return isAlive(pid, startTime);
+  ownStart ??= startTimeOf(pid);
+  return startTime === null || startTime === ownStart;
 }
 
 /** Signal a whole process group; false if it no longer exists. */
