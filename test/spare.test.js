@@ -7,8 +7,8 @@ import path from "node:path";
 import { test } from "node:test";
 import { retireExitFile, exitFileFor } from "../dist/run/exit-file.js";
 import { startRun } from "../dist/run/runner.js";
-import { clearSpares, retire, spareCount, takeSpare } from "../dist/run/spare.js";
-import { tmpdir } from "./helpers.js";
+import { clearSpares, spareCount, takeSpare } from "../dist/run/spare.js";
+import { query, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 function spec(dir, runId, command) {
   return {
@@ -104,15 +104,12 @@ test("a spare never replaces what is at a log's path: a link planted there still
   assert.equal(spareCount(), 1, "the spare waits for the next log");
 });
 
-test("a pruned log is emptied into a spare; a start clears the spares an earlier daemon left", (t) => {
+test("a start clears the spares an earlier daemon left, and keeps this process's own", (t) => {
   const dir = tmpdir(t);
   drain(dir);
   fs.mkdirSync(path.join(dir, "runs"), { recursive: true });
-  fs.mkdirSync(path.join(dir, "logs", "j"), { recursive: true });
-  const old = path.join(dir, "logs", "j", "1.log");
-  fs.writeFileSync(old, "x".repeat(100_000));
-  retire(old, dir);
-  assert.equal(fs.existsSync(old), false);
+  fs.writeFileSync(exitFileFor(dir, 1), "0\n");
+  retireExitFile(dir, 1);
   const [mine] = fs.readdirSync(path.join(dir, "runs"));
   assert.equal(fs.statSync(path.join(dir, "runs", mine)).size, 0, "emptied when retired");
   const left = path.join(dir, "runs", "1-0.spare");
@@ -120,6 +117,52 @@ test("a pruned log is emptied into a spare; a start clears the spares an earlier
   clearSpares(dir);
   assert.equal(fs.existsSync(left), false, "an earlier daemon's spare is removed");
   assert.equal(fs.existsSync(path.join(dir, "runs", mine)), true, "this process's own is kept");
+});
+
+test("a pruned log's inode is never a later run's log: a reader still holding the old log (logs --follow, the page) never sees another run's output", async (t) => {
+  const dir = tmpdir(t);
+  const cfg = writeConfig(
+    dir,
+    [
+      "jobs:",
+      "  old:",
+      '    schedule: "* * * * * *"',
+      '    command: ["/bin/echo", "old-output"]',
+      "    log: { keep_runs: 1 }",
+      "  other:",
+      '    schedule: "* * * * * *"',
+      '    command: ["/bin/echo", "SECRET-OTHER"]',
+      "",
+    ].join("\n"),
+  );
+  const state = path.join(dir, ".cronvisor");
+  const d = startDaemon(t, cfg);
+  const firstLog = () =>
+    query(
+      state,
+      "SELECT log_path FROM runs WHERE job = 'old' AND status = 'ok' ORDER BY id LIMIT 1",
+    )[0]?.log_path;
+  await waitFor(
+    () => firstLog() && fs.statSync(firstLog()).size > 0,
+    "the first run's log",
+    20_000,
+  );
+  const log = firstLog();
+  const fd = fs.openSync(log, "r"); // as a follower holds it
+  t.after(() => fs.closeSync(fd));
+  const read = () => {
+    const buf = Buffer.alloc(4096);
+    return buf.toString("utf8", 0, fs.readSync(fd, buf, 0, buf.length, 0));
+  };
+  const before = read();
+  assert.match(before, /old-output/);
+  await waitFor(() => !fs.existsSync(log), "the first run's log to be pruned", 20_000);
+  // Later runs of both jobs, each with a new log.
+  const logsNow = () => query(state, "SELECT COUNT(*) AS n FROM runs WHERE status = 'ok'")[0].n;
+  const n0 = logsNow();
+  await waitFor(() => logsNow() >= n0 + 6, "six more runs", 20_000);
+  await stopDaemon(d);
+  assert.equal(read(), before, "the pruned log still holds what it held, and nothing else");
 });
 
 function isLink(p) {

@@ -1,9 +1,9 @@
 // Starting and ending runs: the overlap decision applied to each run to start (into the caller's
 // batch, the job's queue, a `skipped` disposition, or a replace), and what follows an end
 // (retention, a retry, the next queued slot).
+import fs from "node:fs";
 import type { RunRow } from "../store/store.js";
 import type { JobConfig } from "../core/types.js";
-import { retire } from "../run/spare.js";
 import { planResume } from "./catchup.js";
 import { Endings } from "./endings.js";
 import type { Offer } from "./jobs.js";
@@ -113,7 +113,9 @@ export class Runs {
     st.sincePrune = 0;
     try {
       const logs = await this.rt.store.pruneRuns(job.name, job.log.keepRuns);
-      for (const p of logs) retire(p, this.rt.config.stateDir); // its inode: a later run's log
+      // Removed, never kept as a spare (run/spare.ts): a reader may still hold a pruned log open
+      // (`logs --follow`, the page), and must not see a later run's output in it.
+      for (const p of logs) fs.rmSync(p, { force: true });
     } catch (e) {
       this.rt.log(`cronvisor: pruning old runs failed: ${(e as Error).message} (job: ${job.name})`);
     }

@@ -1,5 +1,7 @@
-// Spare files: the inodes of finished runs' exit files (and of pruned logs), kept by the daemon
-// to become its later runs' log files instead of being freed. On ext4 without a journal, creating
+// Spare files: the inodes of finished runs' exit files, kept by the daemon to become its later
+// runs' log files instead of being freed. Only exit files: no one but the daemon and the wrapper
+// (which has exited) ever opens one, while a pruned log may still be open in a reader
+// (`logs --follow`, the page), who must never see a later run's output through it. On ext4 without a journal, creating
 // a file scans past every inode freed in its block group in the last ~30 s (`recently_deleted`):
 // with one exit file freed per run, that was 0.3 to 1.7 ms of the daemon's CPU per log created,
 // about half of its own per-run cost (perf, BENCHMARKS.md "Issue 16: the run path, continued"),
@@ -19,7 +21,7 @@ const SUFFIX = ".spare";
 const NOFOLLOW_WRITE = fs.constants.O_WRONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
 
 /**
- * Instead of removing `file` (a finished run's exit file, a pruned run's log), empty it and keep
+ * Instead of removing `file` (a finished run's exit file, once read), empty it and keep
  * its inode as a spare in `stateDir`/runs, when it is a plain file of this process's user with no
  * other name. Anything else (a link or a FIFO planted in its place, a file also linked elsewhere,
  * another user's) is removed, never followed, as before. Never throws.
