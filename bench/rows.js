@@ -357,11 +357,11 @@ function runSched(impl, jobs, seconds) {
  * fire and is recorded `skipped (paused)` in the store. Lateness = the disposition's recorded
  * time - its slot (millisecond resolution).
  */
-async function pausedDaemon(jobs, seconds) {
+async function pausedDaemon(jobs, seconds, unitFlags = true) {
   const dir = tmpdir();
   const cfg = writeConfig(dir, { jobs: perSecond(jobs, ["/bin/true"], { paused: true }) });
   const t0 = performance.now();
-  const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs, timeoutMs: 600_000 });
+  const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs, timeoutMs: 600_000, unitFlags });
   const startMs = performance.now() - t0;
   const state = path.join(dir, "state");
   try {
@@ -406,6 +406,10 @@ export async function scheduler() {
     }
     O.log(`scheduler lateness: cronvisor daemon (paused jobs), ${jobs} jobs, ${seconds} s`);
     res.daemon = await pausedDaemon(jobs, seconds);
+    O.log(
+      `scheduler lateness: the same without the unit's NODE_OPTIONS, ${jobs} jobs, ${seconds} s`,
+    );
+    res.plain = await pausedDaemon(jobs, seconds, false);
     const floor = res.floor;
     const f = (v, d) => (typeof v === "number" && Number.isFinite(v) ? v.toFixed(d) : "-");
     const fmt = (r) =>
@@ -431,6 +435,16 @@ export async function scheduler() {
         "≤ 2×, 100%",
         res.daemon.p99 / floor.p99 <= 2 && delivered(res.daemon),
         `${note(res.daemon)}; ${res.daemon.missed} recorded missed; start-up ${(res.daemon.startMs / 1000).toFixed(1)} s`,
+        "ms",
+      ),
+      row(
+        `scheduler lateness p99 (ms), ${jobs} jobs x 1/s: the same daemon without the unit's NODE_OPTIONS`,
+        res.plain.p99,
+        floor.p99,
+        "one-timer floor",
+        "(reference)",
+        null,
+        `${note(res.plain)}; the row above runs with NODE_OPTIONS=${unitNodeOptions().join(" ") || "(none)"}, as the unit does`,
         "ms",
       ),
       row(
