@@ -1008,20 +1008,21 @@ const MARKS_JOB = {
   ],
 };
 
-/** Wait for the loops' first marks; the stopper kills their group and counts their marks. */
-async function markLoops(state) {
+/**
+ * Wait for 4 loops' first marks in the store at `state`; the stopper kills their process group
+ * (`pgid()`, asked once they are marking) and counts the marks they wrote meanwhile.
+ */
+async function watchMarkLoops(state, what, pgid) {
   const db = await openDb(state);
   const count = () =>
     db.prepare("SELECT COUNT(*) AS n FROM markers WHERE job = 'bench-marks'").get().n;
-  await waitFor(() => count() >= 4, "the mark loops' first marks", 60_000);
-  const run = db
-    .prepare("SELECT pgid FROM runs WHERE job = 'bench-marks' AND status = 'running'")
-    .get();
+  await waitFor(() => count() >= 4, `${what}' first marks`, 60_000);
+  const group = pgid(db);
   const n0 = count();
   const t0 = Date.now();
   return async () => {
     try {
-      process.kill(-run.pgid, "SIGKILL");
+      process.kill(-group, "SIGKILL");
     } catch {
       // already gone
     }
@@ -1029,6 +1030,16 @@ async function markLoops(state) {
     db.close();
     return { marks: n, perSec: n / ((Date.now() - t0) / 1000) };
   };
+}
+
+/** The loops of MARKS_JOB, one of the daemon's own runs. */
+function markLoops(state) {
+  return watchMarkLoops(state, "the mark loops", (db) => {
+    const run = db
+      .prepare("SELECT pgid FROM runs WHERE job = 'bench-marks' AND status = 'running'")
+      .get();
+    return run.pgid;
+  });
 }
 
 /**
@@ -1051,22 +1062,7 @@ async function bareMarkLoops(dir) {
     ],
     { env: cleanEnv(), stdio: "ignore", detached: true },
   );
-  const db = await openDb(state);
-  const count = () =>
-    db.prepare("SELECT COUNT(*) AS n FROM markers WHERE job = 'bench-marks'").get().n;
-  await waitFor(() => count() >= 4, "the bare mark loops' first marks", 60_000);
-  const n0 = count();
-  const t0 = Date.now();
-  return async () => {
-    try {
-      process.kill(-loops.pid, "SIGKILL");
-    } catch {
-      // already gone
-    }
-    const n = count() - n0;
-    db.close();
-    return { marks: n, perSec: n / ((Date.now() - t0) / 1000) };
-  };
+  return watchMarkLoops(state, "the bare mark loops", () => loops.pid);
 }
 
 export async function marksVsDaemon(stamps) {
