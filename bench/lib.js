@@ -94,6 +94,42 @@ export function procCpu(pid) {
   return { self, children, total: self + children };
 }
 
+/**
+ * procCpu() of a daemon together with its spawner (src/run/spawner.c: the child that forks its
+ * runs and reaps them, so the runs' CPU lands in its cutime, not the daemon's): `self` is both
+ * processes' own CPU, `children` the runs'. A build without a spawner: the daemon's alone.
+ */
+export function daemonCpu(pid) {
+  const own = procCpu(pid);
+  for (const child of childrenOf(pid)) {
+    let cmd;
+    try {
+      cmd = fs.readFileSync(`/proc/${child}/cmdline`, "utf8");
+    } catch {
+      continue;
+    }
+    if (!cmd.includes("cronvisor-spawner")) continue;
+    const c = procCpu(child);
+    own.self += c.self;
+    own.children += c.children;
+    own.total += c.total;
+  }
+  return own;
+}
+
+/** The live children of a process (every thread's list). */
+export function childrenOf(pid) {
+  const out = [];
+  try {
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`))
+      for (const c of fs.readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").split(" "))
+        if (c) out.push(Number(c));
+  } catch {
+    // gone
+  }
+  return out;
+}
+
 /** Resident set size in MiB (VmRSS), and the peak (VmHWM). */
 export function procMem(pid) {
   const s = fs.readFileSync(`/proc/${pid}/status`, "utf8");

@@ -8,6 +8,7 @@ import { test } from "node:test";
 import { Outbox, pingUrl, runUuid, transitions } from "../dist/monitor/alerts.js";
 import {
   cli,
+  killDaemonAndSpawner,
   killGroup,
   killGroupsAfter,
   rows,
@@ -350,8 +351,9 @@ test("command alert: `interrupted` once, with the event in env vars and JSON on 
     "a running run",
   );
   killGroupsAfter(t, [run.pgid]);
-  // The daemon and the job die together: the next daemon finds the run dead and records it interrupted.
-  d.kill("SIGKILL");
+  // The daemon (with its spawner) and the job die together: the next daemon finds the run dead
+  // and records it interrupted.
+  killDaemonAndSpawner(d);
   await d.exited;
   killGroup(run.pgid);
   d = startDaemon(t, cfg, env);

@@ -137,6 +137,38 @@ export function killGroup(pgid) {
   }
 }
 
+/**
+ * SIGKILL a daemon and its spawner (src/run/spawner.c, its child that forks and waits for its
+ * runs) at once: a host reclaimed, a cgroup killed. The daemon alone SIGKILLed leaves the spawner
+ * to wait for the runs and write their exit files; with both gone, nothing records how a run
+ * that dies meanwhile ended, and the next daemon records it interrupted.
+ */
+export function killDaemonAndSpawner(d) {
+  const children = childrenOf(d.pid);
+  d.kill("SIGKILL");
+  for (const pid of children) {
+    try {
+      if (fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("cronvisor-spawner"))
+        process.kill(pid, "SIGKILL");
+    } catch {
+      // gone meanwhile
+    }
+  }
+}
+
+/** The live children of a process (every thread's list); none once it is gone. */
+export function childrenOf(pid) {
+  const out = [];
+  try {
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`))
+      for (const c of fs.readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").split(" "))
+        if (c) out.push(Number(c));
+  } catch {
+    // gone
+  }
+  return out;
+}
+
 /** Job process groups outlive a SIGKILLed daemon: kill them (guarded, see killGroup) when the test ends. */
 export function killGroupsAfter(t, pgids) {
   t.after(() => {

@@ -6,6 +6,7 @@ import path from "node:path";
 import {
   ROOT,
   alive,
+  killDaemonAndSpawner,
   killGroup,
   rows,
   startDaemon,
@@ -76,8 +77,9 @@ ${jobKeys}`,
       30_000,
       5,
     );
-    // The daemon first, so it cannot record the job's death: both die at once, as on a reclaimed host.
-    d.kill("SIGKILL");
+    // The daemon (and its spawner) first, so nothing can record the job's death: all die at
+    // once, as on a reclaimed host.
+    killDaemonAndSpawner(d);
     killGroup(run.pgid);
     await d.exited;
     await waitFor(() => !alive(run.pid), "the job's death");

@@ -140,19 +140,25 @@ test("root: the root processes of a user: job's run carry none of the job's envi
   await waitFor(() => fs.existsSync(ready), "the job to start", 30_000);
   const state = path.join(s.dir, ".cronvisor");
   const run = query(state, "SELECT * FROM runs WHERE job = 'app' AND status = 'running'")[0];
-  // Every process of the run's group that runs as root: its environment.
+  // Every process of the run's group that runs as root, and the run's parent (the daemon's
+  // spawner, which waits for it as root): their environments.
   const rootEnvs = [];
+  const statOf = (pid) => {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  };
+  const parent = Number(statOf(run.pid)[1]);
   for (const pid of fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
     try {
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-      const pgrp = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
-      if (pgrp !== run.pgid || fs.statSync(`/proc/${pid}`).uid !== 0) continue;
+      const pgrp = Number(statOf(pid)[2]);
+      if ((pgrp !== run.pgid && Number(pid) !== parent) || fs.statSync(`/proc/${pid}`).uid !== 0)
+        continue;
       rootEnvs.push(fs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0"));
     } catch {
       // gone meanwhile
     }
   }
-  assert.ok(rootEnvs.length > 0, "the exit-status wrapper runs as root");
+  assert.ok(rootEnvs.length > 0, "the run's waiter runs as root");
   for (const env of rootEnvs) {
     for (const name of ["LD_PRELOAD", "PRELOAD_OUT", "MULTI", "FROM_CONFIG", "CRONVISOR_SECRET"])
       assert.ok(!env.some((e) => e.startsWith(`${name}=`)), `${name} in a root process: ${env}`);

@@ -2,6 +2,7 @@
 // jobs and live runs, and the small helpers every part needs (hooks, timers, events). Created by
 // Supervisor.start() only, so the store is never null here.
 import type { RunContext } from "../run/execute.js";
+import type { Spawner } from "../run/spawner.js";
 import type { JobConfig, Config, RunBroker, RunResult } from "../core/types.js";
 import type { Owner, RunRow, Store } from "../store/store.js";
 import { KeptWrites } from "./kept.js";
@@ -36,6 +37,8 @@ export class Runtime {
   fenced = false;
   /** The marker broker jobs reach the store through; null when none was started. */
   broker: RunBroker | null = null;
+  /** What forks the runs (src/run/spawner.ts); null where the build has none: Node forks them. */
+  spawner: Spawner | null = null;
 
   constructor(
     readonly store: Store,
@@ -55,6 +58,7 @@ export class Runtime {
       owner: this.owner,
       now: this.now,
       broker: this.broker,
+      spawner: this.spawner,
     };
   }
 

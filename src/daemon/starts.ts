@@ -1,5 +1,6 @@
 // A tick's batch and how it starts: reserve every run (locks, slots, fences, rows) in one
-// transaction, commit, spawn each, then record their pids in a second transaction. Two fsyncs
+// transaction, commit, spawn each (all asked of the spawner at once), then record their pids in
+// a second transaction. Two fsyncs
 // per tick however many jobs are due, and no store work between one spawn and the next.
 import { spawnRun } from "../run/execute.js";
 import { spawnBatch } from "../run/priority.js";
@@ -54,9 +55,8 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
     }
     return;
   }
-  const started: { job: JobConfig; run: RunRow; handle: RunHandle }[] = [];
-  // Spawned back to back, at the jobs' nice once for the whole batch (priority.ts).
-  spawnBatch(() =>
+  const spawning: Promise<{ job: JobConfig; run: RunRow; handle: RunHandle }>[] = [];
+  const spawnAll = () =>
     outcomes.forEach((out, i) => {
       const { job, p } = writes[i] as TickWrite;
       if (out.kind === "locked") {
@@ -72,10 +72,15 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
           `cronvisor: slot ${new Date(p.slot ?? 0).toISOString()} of ${job.name} already has a disposition; not run again`,
         );
       } else if (out.kind === "started") {
-        started.push({ job, run: out.run, handle: spawnRun(rt.ctx, job, out.run) });
+        const run = out.run;
+        spawning.push(spawnRun(rt.ctx, job, run).then((handle) => ({ job, run, handle })));
       }
-    }),
-  );
+    });
+  // Back to back: every request sent to the spawner (which sets each run's nice) before any
+  // answer is awaited; or, forked here, at the jobs' nice once for the whole batch (priority.ts).
+  if (rt.spawner) spawnAll();
+  else spawnBatch(spawnAll);
+  const started = await Promise.all(spawning);
   await recordPids(rt, started);
   for (const { job, run, handle } of started) {
     let done!: () => void;

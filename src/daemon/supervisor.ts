@@ -11,6 +11,8 @@ import { openStoreAt, storeTarget, StoreError, type AcceptedConfig } from "../st
 import { VERSION } from "../core/version.js";
 import { bootId } from "../run/proc.js";
 import { clearSpares } from "../run/spare.js";
+import { DRAIN_MS } from "../run/runner.js";
+import { Spawner } from "../run/spawner.js";
 import { holdLease, type Lease } from "./hold-lease.js";
 import { forNode, jobHashes } from "./nodes.js";
 import { packConfig } from "../core/config-record.js";
@@ -136,6 +138,7 @@ export class Supervisor {
       await store.close();
       throw e;
     }
+    if (Spawner.available()) rt.spawner = new Spawner(DRAIN_MS);
     const runs = new Runs(rt);
     this.live = { rt, runs };
     clearSpares(cfg.stateDir); // an earlier daemon's, which it held in memory only
@@ -357,6 +360,7 @@ export class Supervisor {
       // A tick or heartbeat still awaiting the store settles first; what it started stops below.
       await this.queue;
       await stopRuns(rt);
+      rt.spawner?.close(); // it has no run left to wait for, and exits
       await rt.stoppingHook();
       // Only now: a run's last marks during its kill_grace still go through.
       await rt.broker?.close().catch((e: unknown) => {

@@ -3,6 +3,7 @@
 // record the one result when it ends. The same path for both is what makes a manual run and a
 // scheduled tick exclude each other.
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { lookupUser } from "../core/passwd.js";
 import { WRITE_NOFOLLOW } from "../core/safe-path.js";
@@ -10,7 +11,9 @@ import { buildJobEnv, daemonOwners, readEnvFile } from "./env.js";
 import { exitFileFor, readExitFile, removeExitFile, retireExitFile } from "./exit-file.js";
 import { runAlive } from "./proc.js";
 import { runResult, spawnFailed } from "../core/result.js";
-import { startRun, type RunHandle } from "./runner.js";
+import { jobNice } from "./priority.js";
+import { startRun, startRunVia, type RunHandle } from "./runner.js";
+import type { Spawner } from "./spawner.js";
 import type { Owner, ReserveOutcome, ReserveRequest, RunRow, Store } from "../store/store.js";
 import type { Config, JobConfig, RunBroker, RunResult, Trigger } from "../core/types.js";
 
@@ -24,6 +27,8 @@ export interface RunContext {
   now: () => number;
   /** The marker broker of the supervising process; null: jobs reach the store directly. */
   broker?: RunBroker | null;
+  /** The daemon's spawner (spawner.ts); absent: runs are forked by this process (`cronvisor run`). */
+  spawner?: Spawner | null;
 }
 
 export type LaunchOutcome =
@@ -78,7 +83,7 @@ export async function launch(
   const res = reserved(await ctx.store.reserveRun(reservation(ctx, job, o)));
   if (res.kind !== "started") return res;
   const run = res.run;
-  const handle = spawnRun(ctx, job, run, o.echo);
+  const handle = await spawnRun(ctx, job, run, o.echo);
   if (handle.pid !== null && handle.pgid !== null) {
     await ctx.store.setRunProcess(run.id, handle.pid, handle.pidStart, handle.pgid);
   }
@@ -92,12 +97,16 @@ export async function launch(
  */
 let daemonEnv: NodeJS.ProcessEnv | null = null;
 
-export function spawnRun(
+/**
+ * Spawn a reserved run. Without a spawner the fork happens before this returns (the caller's
+ * spawnBatch nice applies); with one, the request is sent before it returns.
+ */
+export async function spawnRun(
   ctx: RunContext,
   job: JobConfig,
   run: RunRow,
   echo?: NodeJS.WritableStream,
-): RunHandle {
+): Promise<RunHandle> {
   const { config } = ctx;
   const cronvisor: Record<string, string> = {
     CRONVISOR_JOB: job.name,
@@ -116,7 +125,7 @@ export function spawnRun(
     const fence = run.fence ?? 0;
     cronvisor.CRONVISOR_SECRET = broker.register({ job: job.name, runId: run.id, fence });
   }
-  const handle = startOrFail(ctx, job, run, cronvisor, echo);
+  const handle = await startOrFail(ctx, job, run, cronvisor, echo);
   if (handle.pgid !== null) broker?.setGroup(run.id, handle.pgid);
   else broker?.unregister(run.id);
   return handle;
@@ -128,7 +137,7 @@ function startOrFail(
   run: RunRow,
   cronvisor: Record<string, string>,
   echo: NodeJS.WritableStream | undefined,
-): RunHandle {
+): RunHandle | Promise<RunHandle> {
   const { config } = ctx;
   let env: Record<string, string>;
   try {
@@ -168,7 +177,7 @@ function startOrFail(
     }
     return failedHandle(ctx.now(), reason, logBytes);
   }
-  return startRun({
+  const spec = {
     job: job.name,
     runId: run.id,
     command: job.command,
@@ -182,7 +191,10 @@ function startOrFail(
     killGraceMs: job.killGraceMs,
     echo,
     exitFile: exitFileFor(config.stateDir, run.id),
-  });
+  };
+  return ctx.spawner && !echo
+    ? startRunVia(ctx.spawner, spec, jobNice(os.getPriority(0)))
+    : startRun(spec);
 }
 
 /** A run that could not get as far as a process (unreadable env_file, unknown user). */

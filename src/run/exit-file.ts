@@ -78,7 +78,8 @@ export function withExitFile(argv: string[], exitFile: string): string[] {
   return ["/bin/sh", "-c", EXIT_WRAPPER, "cronvisor-run", exitFile, ...argv];
 }
 
-function freshExitFile(exitFile: string): void {
+/** No stale status may be read for a new run: whatever lies at its exit file's path goes. */
+export function freshExitFile(exitFile: string): void {
   ensureDir(path.dirname(exitFile));
   // A stale status must never be read for this run. Run ids are fresh, so there rarely is
   // one: look first (existsSync does not throw; a failed unlink's exception cost 4% of the

@@ -8,9 +8,12 @@ import { formatDuration } from "../core/duration.js";
 import { ENV_FD, commandLine } from "./command.js";
 import { CappedLog } from "./log.js";
 import { spawnNiced } from "./priority.js";
-import { signalGroup, startTimeOf } from "./proc.js";
+import { freshExitFile } from "./exit-file.js";
+import { groupAlive, signalGroup, startTimeOf } from "./proc.js";
+import type { Spawner } from "./spawner.js";
 import {
   exited,
+  interrupted,
   NO_LOG,
   runResult,
   spawnFailed,
@@ -43,7 +46,7 @@ export interface RunHandle {
  * from the pipes. Only a process that left the group (setsid) can hold them open longer; we
  * stop reading then, so it cannot hang the run.
  */
-const DRAIN_MS = 1000;
+export const DRAIN_MS = 1000;
 
 export function startRun(spec: RunSpec): RunHandle {
   const { done, settle } = settleOnce(Date.now());
@@ -114,6 +117,86 @@ export function startRun(spec: RunSpec): RunHandle {
   });
 
   return { pid, pgid: pid, pidStart, done, terminate: stop.terminate };
+}
+
+/**
+ * The same run, forked by the daemon's spawner (spawner.ts) instead of by Node: resolves once
+ * the run has a process (or has failed to start). The spawner waits for the main process,
+ * kills what is left of its group, writes the exit file and drains the output; this side keeps
+ * the log, the timeout and terminate(). Only the daemon uses it: `cronvisor run` echoes the
+ * output as it arrives, and forks itself (startRun).
+ */
+export function startRunVia(spawner: Spawner, spec: RunSpec, nice: number): Promise<RunHandle> {
+  const { done, settle } = settleOnce(Date.now());
+  const where = `(job: ${spec.job}, run: ${spec.runId})`;
+  let log: CappedLog | null = null;
+  const failed = (code: string, message: string): void => {
+    const reason = `spawn failed: ${code} ${message} ${where}`;
+    settle(spawnFailed(reason), log?.finish(`[cronvisor: ${reason}]\n`) ?? NO_LOG);
+  };
+  const noProcess: RunHandle = { pid: null, pgid: null, pidStart: null, done, terminate: () => {} };
+  let line;
+  try {
+    if (!spec.exitFile) throw new Error("a spawner run needs its exit file");
+    log = new CappedLog(spec.logPath, spec.logMaxBytes);
+    // No wrapper: the spawner writes the exit file itself.
+    line = commandLine({ ...spec, exitFile: undefined });
+    freshExitFile(spec.exitFile);
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    failed(err.code ?? "ERROR", err.message);
+    return Promise.resolve(noProcess);
+  }
+  const output = log;
+  return new Promise<RunHandle>((resolve) => {
+    let stop: ReturnType<typeof escalation> | null = null;
+    let end: RunEnd | null = null;
+    let pid = 0;
+    spawner.start(
+      {
+        runId: spec.runId,
+        nice,
+        cwd: spec.cwd,
+        exitFile: spec.exitFile as string,
+        argv: line.argv,
+        env: line.env as Record<string, string>,
+        script: line.envScript,
+      },
+      {
+        started: (p, pidStart) => {
+          pid = p;
+          stop = escalation(p, spec);
+          resolve({ pid: p, pgid: p, pidStart, done, terminate: stop.terminate });
+        },
+        failed: (code, message) => {
+          failed(code, message);
+          resolve(noProcess);
+        },
+        output: (chunk) => output.write(chunk),
+        exited: (code, signal) => {
+          const ending = stop?.exited() ?? null;
+          end = ending ? stopped(ending.status, ending.reason, code, signal) : exited(code, signal);
+        },
+        closed: () => settle(end ?? exited(null, null), output.finish()),
+        lost: () => {
+          // The spawner died (killed by hand, out of memory): no exit status will come. The run
+          // is watched like an adopted one until its group is gone, then recorded interrupted.
+          const ending = stop?.exited() ?? null;
+          if (pid === 0) return failed("ESRCH", "the spawner exited");
+          const reason = "the spawner exited: exit status unknown";
+          const poll = setInterval(() => {
+            if (groupAlive(pid)) return;
+            clearInterval(poll);
+            settle(
+              end ??
+                (ending ? stopped(ending.status, ending.reason, null, null) : interrupted(reason)),
+              output.finish(),
+            );
+          }, 500);
+        },
+      },
+    );
+  });
 }
 
 /** A `user:` run's environment, into the pipe its loader reads after the privilege drop. */

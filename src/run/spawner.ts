@@ -1,0 +1,209 @@
+// The daemon's side of the spawner (spawner.c, built next to this module by `npm run build`):
+// one small process that forks the daemon's runs, relays their output, waits for them and
+// writes each one's exit file, also after the daemon is gone. A fork of the daemon itself copied
+// its whole heap's page tables in the thread that runs the loop, for every run, and each run had
+// a /bin/sh wrapper of its own to write the exit file; see ARCHITECTURE.md, "The spawner".
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import { fileURLToPath } from "node:url";
+
+/** The built spawner; absent where no C compiler was found at build time (Node then forks). */
+export const SPAWNER_PATH = fileURLToPath(new URL("./cronvisor-spawner", import.meta.url));
+
+export interface SpawnRequest {
+  runId: number;
+  /** The nice the run starts at (the spawner's child sets it before exec). */
+  nice: number;
+  cwd: string;
+  /** Written by the spawner with the exit status once the main process ends (exit-file.ts). */
+  exitFile: string;
+  argv: string[];
+  env: Readonly<Record<string, string>>;
+  /** What the run reads on fd 4 (a `user:` run's environment, command.ts); null: nothing. */
+  script: string | null;
+}
+
+/** What a run hears from the spawner, each called synchronously as its frame is read. */
+export interface RunEvents {
+  started(pid: number, pidStart: string | null): void;
+  /** The run never started: errno's code (ENOENT, EACCES, ...) or why the spawner failed. */
+  failed(code: string, message: string): void;
+  output(chunk: Buffer): void;
+  /** The main process ended; its group has been killed and its exit file written. */
+  exited(code: number | null, signal: NodeJS.Signals | null): void;
+  /** No more output will come. */
+  closed(): void;
+  /** The spawner itself died: nothing more will come for this run. */
+  lost(): void;
+}
+
+const SIGNAL_NAMES = new Map<number, NodeJS.Signals>(
+  Object.entries(os.constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]),
+);
+const ERRNO_NAMES = new Map<number, string>(
+  Object.entries(os.constants.errno).map(([name, n]) => [n, name]),
+);
+
+/** A raw wait(2) status as Node reports a child's end: (code, null) or (null, signal). */
+export function decodeStatus(status: number): {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+} {
+  const sig = status & 0x7f;
+  if (sig === 0) return { code: (status >> 8) & 0xff, signal: null };
+  return { code: null, signal: SIGNAL_NAMES.get(sig) ?? null };
+}
+
+/** A request frame: u32 length, 'S', NUL-terminated fields, then the fd 4 script (pure). */
+export function encodeRequest(r: SpawnRequest): Buffer {
+  const fields = [
+    String(r.runId),
+    String(r.nice),
+    r.cwd,
+    r.exitFile,
+    String(r.argv.length),
+    ...r.argv,
+  ];
+  const env = Object.entries(r.env);
+  fields.push(String(env.length));
+  for (const [k, v] of env) fields.push(`${k}=${v}`);
+  for (const f of fields)
+    if (f.includes("\0")) throw new Error("a NUL byte in a command, its environment or its cwd");
+  const body = `S${fields.join("\0")}\0${r.script ?? ""}`;
+  const len = Buffer.byteLength(body);
+  const buf = Buffer.allocUnsafe(4 + len);
+  buf.writeUInt32LE(len, 0);
+  buf.write(body, 4);
+  return buf;
+}
+
+export class Spawner {
+  private child: ChildProcess | null = null;
+  private readonly runs = new Map<string, RunEvents>();
+  private input: Buffer = Buffer.alloc(0);
+
+  /** `drainMs`: how long a run's output may still come after its main process has ended. */
+  constructor(private readonly drainMs: number) {}
+
+  /** Whether this build has a spawner (built and executable). */
+  static available(): boolean {
+    try {
+      fs.accessSync(SPAWNER_PATH, fs.constants.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Ask for a run; its events follow, `started` or `failed` first. Never throws. */
+  start(req: SpawnRequest, events: RunEvents): void {
+    let frame: Buffer;
+    try {
+      frame = encodeRequest(req);
+    } catch (e) {
+      events.failed("EINVAL", (e as Error).message);
+      return;
+    }
+    const child = this.process();
+    if (!child?.stdin) {
+      events.failed("ENOENT", `the spawner could not be started (${SPAWNER_PATH})`);
+      return;
+    }
+    this.runs.set(String(req.runId), events);
+    child.stdin.write(frame);
+  }
+
+  /** The daemon stops: the spawner exits once the runs it still waits for have ended. */
+  close(): void {
+    this.child?.stdin?.end();
+    this.child = null;
+  }
+
+  private process(): ChildProcess | null {
+    if (this.child) return this.child;
+    let child: ChildProcess;
+    try {
+      child = spawn(SPAWNER_PATH, [String(this.drainMs)], {
+        stdio: ["pipe", "pipe", "inherit"],
+        // Its own session: a signal to the daemon's terminal or group leaves the runs' waiter be.
+        detached: true,
+        env: {},
+      });
+    } catch {
+      return null;
+    }
+    if (child.pid === undefined) return null;
+    this.child = child;
+    const lose = () => {
+      if (this.child === child) this.child = null;
+      const lost = [...this.runs.values()];
+      this.runs.clear();
+      for (const r of lost) r.lost();
+    };
+    child.on("error", lose);
+    // 'close', not 'exit': the frames still in its stdout (ends, output) are read first.
+    child.on("close", lose);
+    child.stdin?.on("error", () => {}); // a dead spawner: its 'exit' tells the story
+    child.stdout?.on("data", (chunk: Buffer) => this.read(chunk));
+    // The daemon's event loop may end while its spawner still waits for runs.
+    child.unref();
+    (child.stdout as unknown as { unref?: () => void } | null)?.unref?.();
+    (child.stdin as unknown as { unref?: () => void } | null)?.unref?.();
+    return child;
+  }
+
+  private read(chunk: Buffer): void {
+    this.input = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
+    let off = 0;
+    while (this.input.length - off >= 4) {
+      const len = this.input.readUInt32LE(off);
+      if (this.input.length - off - 4 < len) break;
+      this.frame(this.input.subarray(off + 4, off + 4 + len));
+      off += 4 + len;
+    }
+    this.input = off === this.input.length ? Buffer.alloc(0) : this.input.subarray(off);
+  }
+
+  private frame(f: Buffer): void {
+    const type = String.fromCharCode(f[0] as number);
+    let at = 1;
+    const field = (): string => {
+      const end = f.indexOf(0, at);
+      const s = f.toString("latin1", at, end);
+      at = end + 1;
+      return s;
+    };
+    const id = field();
+    const run = this.runs.get(id);
+    if (!run) return;
+    switch (type) {
+      case "P": {
+        const pid = Number(field());
+        const st = field();
+        run.started(pid, st === "" ? null : st);
+        break;
+      }
+      case "F": {
+        this.runs.delete(id);
+        const code = ERRNO_NAMES.get(Number(field())) ?? "ERROR";
+        run.failed(code, `${code} (the spawner's fork or exec)`);
+        break;
+      }
+      case "O":
+        at += 2; // the stream ('1' or '2') and its NUL: both go to the one log
+        run.output(f.subarray(at)); // written to the log at once (log.ts): no copy needed
+
+        break;
+      case "X": {
+        const { code, signal } = decodeStatus(Number(field()));
+        run.exited(code, signal);
+        break;
+      }
+      case "C":
+        this.runs.delete(id);
+        run.closed();
+        break;
+    }
+  }
+}

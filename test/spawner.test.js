@@ -1,0 +1,207 @@
+// The spawner (src/run/spawner.c): the daemon's runs are forked by it, waited for by it, and
+// outlive the daemon with it. What a run inherits from it, what happens when the daemon dies
+// while a run writes output, and when the spawner itself dies.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import {
+  ROOT,
+  alive,
+  childrenOf,
+  killGroup,
+  killGroupsAfter,
+  rows,
+  startDaemon,
+  stopDaemon,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
+
+const SPAWNER = path.join(ROOT, "dist", "run", "cronvisor-spawner");
+
+/** The daemon's spawner: its child running dist/run/cronvisor-spawner. */
+function spawnerOf(pid) {
+  for (const c of childrenOf(pid)) {
+    try {
+      if (fs.readFileSync(`/proc/${c}/cmdline`, "utf8").split("\0")[0] === SPAWNER) return c;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return null;
+}
+
+test("the build has a spawner, and the daemon's runs are its children", async (t) => {
+  assert.ok(fs.existsSync(SPAWNER), "npm run build compiles src/run/spawner.c");
+  const dir = tmpdir(t);
+  const flag = path.join(dir, "finish");
+  const cfg = writeConfig(
+    dir,
+    `jobs:\n  long:\n    schedule: "* * * * * *"\n    command: "while [ ! -e ${flag} ]; do sleep 0.05; done"\n`,
+  );
+  const d = startDaemon(t, cfg);
+  const run = await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+    "a running run",
+  );
+  killGroupsAfter(t, [run.pgid]);
+  const spawner = spawnerOf(d.pid);
+  assert.ok(spawner, "the daemon has a spawner");
+  assert.ok(childrenOf(spawner).includes(run.pid), "the run is the spawner's child");
+  fs.writeFileSync(flag, "");
+  await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status = 'ok'", run.id)[0],
+    "the run to end ok",
+  );
+  await stopDaemon(d);
+  await waitFor(() => !alive(spawner), "the spawner to exit with the daemon's stop");
+});
+
+test("a run inherits no ignored or blocked signal and no descriptor of the spawner's", async (t) => {
+  // The spawner ignores SIGINT, SIGHUP, SIGTERM, SIGQUIT and SIGPIPE and blocks SIGCHLD: a run
+  // that inherited them would outlive its timeout's SIGTERM, or loop on a closed pipe.
+  const dir = tmpdir(t);
+  const out = path.join(dir, "out");
+  const cfg = writeConfig(
+    dir,
+    `jobs:\n  probe:\n    schedule: "@reboot"\n    command: "grep -E '^(SigIgn|SigBlk):' /proc/self/status > ${out}.tmp; ls /proc/self/fd >> ${out}.tmp; mv ${out}.tmp ${out}"\n`,
+  );
+  const d = startDaemon(t, cfg);
+  await waitFor(() => fs.existsSync(out), "the probe's output");
+  await stopDaemon(d);
+  const text = fs.readFileSync(out, "utf8");
+  assert.match(text, /^SigIgn:\s+0+$/m, text);
+  assert.match(text, /^SigBlk:\s+0+$/m, text);
+  // grep's and ls's own: 0 (/dev/null), 1 and 2 (the log's pipes), and the directory ls reads.
+  const fds = text
+    .split("\n")
+    .filter((l) => /^\d+$/.test(l))
+    .map(Number);
+  assert.deepEqual(
+    fds.filter((f) => f <= 2),
+    [0, 1, 2],
+  );
+  assert.ok(fds.length <= 4, `only stdio and ls's own directory: ${fds}`);
+});
+
+test("daemon SIGKILLed while its run writes output: the run goes on (no SIGPIPE) and its exit status is recorded on adoption", async (t) => {
+  // A run's output went through a pipe the daemon read: once the daemon was gone, the job's
+  // next write killed it (SIGPIPE, exit 141). The spawner keeps reading, and waits for it.
+  const dir = tmpdir(t);
+  const flag = path.join(dir, "finish");
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s\njobs:\n  chatty:\n    schedule: "@reboot"\n    command: "while [ ! -e ${flag} ]; do echo tick; sleep 0.05; done; echo done; exit 3"\n`,
+  );
+  let d = startDaemon(t, cfg);
+  const run = await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+    "a running run",
+  );
+  killGroupsAfter(t, [run.pgid]);
+  d.kill("SIGKILL");
+  await d.exited;
+  // Output goes on meanwhile: the job is still alive well after its next writes.
+  const deadline = Date.now() + 500;
+  await waitFor(() => Date.now() > deadline || !alive(run.pid), "half a second of output");
+  assert.ok(alive(run.pid), "the job outlives its daemon while writing output");
+  fs.writeFileSync(flag, "");
+  await waitFor(() => !alive(run.pid), "the job's end");
+  d = startDaemon(t, cfg);
+  const row = await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status != 'running'", run.id)[0],
+    "the run's end recorded",
+  );
+  await stopDaemon(d);
+  assert.equal(row.status, "failed");
+  assert.equal(row.exit_code, 3, row.reason);
+});
+
+test("the spawner SIGKILLed under a live run: the run is recorded interrupted once its group is gone, and later runs start from a new spawner", async (t) => {
+  const dir = tmpdir(t);
+  const flag = path.join(dir, "finish");
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s\njobs:\n  long:\n    schedule: "* * * * * *"\n    command: "while [ ! -e ${flag} ]; do sleep 0.05; done"\n`,
+  );
+  const d = startDaemon(t, cfg);
+  const run = await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+    "a running run",
+  );
+  killGroupsAfter(t, [run.pgid]);
+  const first = spawnerOf(d.pid);
+  process.kill(first, "SIGKILL");
+  await waitFor(() => !alive(first), "the spawner's death");
+  assert.ok(alive(run.pid), "the run outlives its spawner");
+  killGroup(run.pgid);
+  const row = await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status != 'running'", run.id)[0],
+    "the run's end recorded",
+  );
+  assert.equal(row.status, "interrupted");
+  assert.match(row.reason, /the spawner exited: exit status unknown/);
+  // The next slot's run starts from a new spawner and ends as usual.
+  fs.writeFileSync(flag, "");
+  const later = await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE id > ? AND status = 'ok'", run.id)[0],
+    "a later run ok",
+  );
+  assert.ok(later);
+  const second = spawnerOf(d.pid);
+  assert.ok(second !== null && second !== first, "a new spawner");
+  await stopDaemon(d);
+});
+
+test("the spawner itself: a start, its output, its end and exit file; a failed exec and a missing cwd say why", async (t) => {
+  const { Spawner } = await import("../dist/run/spawner.js");
+  const dir = tmpdir(t);
+  const spawner = new Spawner(1000);
+  // The spawner's pipes do not hold a process's event loop open (a stopping daemon exits while
+  // its spawner still waits for runs): this test's timer does.
+  const keep = setInterval(() => {}, 1000);
+  t.after(() => {
+    clearInterval(keep);
+    spawner.close();
+  });
+  const start = (runId, argv, cwd = dir) =>
+    new Promise((resolve) => {
+      const r = { out: "", failed: null, exited: null, pid: null };
+      spawner.start(
+        {
+          runId,
+          nice: 0,
+          cwd,
+          exitFile: path.join(dir, `${runId}.exit`),
+          argv,
+          env: { PATH: "/usr/bin:/bin", GREETING: "hello" },
+          script: null,
+        },
+        {
+          started: (pid) => (r.pid = pid),
+          failed: (code) => resolve({ ...r, failed: code }),
+          output: (chunk) => (r.out += chunk),
+          exited: (code, signal) => (r.exited = { code, signal }),
+          closed: () => resolve(r),
+          lost: () => resolve({ ...r, failed: "lost" }),
+        },
+      );
+    });
+  const ok = await start(1, ["sh", "-c", 'echo "$GREETING from $(pwd)"; echo oops >&2; exit 7']);
+  assert.ok(ok.pid > 0);
+  assert.equal(ok.out, `hello from ${dir}\noops\n`);
+  assert.deepEqual(ok.exited, { code: 7, signal: null });
+  assert.equal(fs.readFileSync(path.join(dir, "1.exit"), "utf8"), "7\n");
+  const killed = await start(2, ["sh", "-c", "kill -TERM $$"]);
+  assert.deepEqual(killed.exited, { code: null, signal: "SIGTERM" });
+  assert.equal(fs.readFileSync(path.join(dir, "2.exit"), "utf8"), "143\n");
+  assert.equal((await start(3, ["/nonexistent/program"])).failed, "ENOENT");
+  assert.equal((await start(4, ["true"], path.join(dir, "gone"))).failed, "ENOENT");
+  assert.ok(!fs.existsSync(path.join(dir, "3.exit")), "a run that never started has no exit file");
+  // An exit file planted where a new one belongs is never written through (O_EXCL, O_NOFOLLOW).
+  fs.symlinkSync(path.join(dir, "target"), path.join(dir, "5.exit"));
+  await start(5, ["true"]);
+  assert.ok(!fs.existsSync(path.join(dir, "target")), "not written through a link");
+});
