@@ -86,7 +86,7 @@ test("a run inherits no ignored or blocked signal and no descriptor of the spawn
   assert.ok(fds.length <= 4, `only stdio and ls's own directory: ${fds}`);
 });
 
-test("daemon SIGKILLed while its run writes output: the run goes on (no SIGPIPE) and its exit status is recorded on adoption", async (t) => {
+test("daemon SIGKILLed while its run writes output: the run goes on (no SIGPIPE), its exit status is recorded on adoption, and the spawner exits after it", async (t) => {
   // A run's output went through a pipe the daemon read: once the daemon was gone, the job's
   // next write killed it (SIGPIPE, exit 141). The spawner keeps reading, and waits for it.
   const dir = tmpdir(t);
@@ -101,6 +101,7 @@ test("daemon SIGKILLed while its run writes output: the run goes on (no SIGPIPE)
     "a running run",
   );
   killGroupsAfter(t, [run.pgid]);
+  const spawner = spawnerOf(d.pid);
   d.kill("SIGKILL");
   await d.exited;
   // Output goes on meanwhile: the job is still alive well after its next writes.
@@ -109,6 +110,8 @@ test("daemon SIGKILLed while its run writes output: the run goes on (no SIGPIPE)
   assert.ok(alive(run.pid), "the job outlives its daemon while writing output");
   fs.writeFileSync(flag, "");
   await waitFor(() => !alive(run.pid), "the job's end");
+  // Its last run ended: the spawner of the dead daemon has nothing left to wait for.
+  await waitFor(() => !alive(spawner), "the orphaned spawner to exit");
   d = startDaemon(t, cfg);
   const row = await waitFor(
     () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status != 'running'", run.id)[0],

@@ -411,7 +411,6 @@ int main(int argc, char **argv) {
   run_t **owner = NULL;
   size_t cap = 0;
   for (;;) {
-    if (daemon_gone && nruns == 0) return 0;
     size_t need = 2 + nruns * 3;
     if (need > cap) {
       cap = need * 2;
@@ -443,6 +442,8 @@ int main(int argc, char **argv) {
       }
       i++;
     }
+    /* Here, after the runs that ended were dropped: before, a last run's end went unnoticed. */
+    if (daemon_gone && nruns == 0) return 0;
     int got = poll(pfds, n, (int)wait);
     if (got < 0 && errno != EINTR) die("poll");
     if (got <= 0) continue;
