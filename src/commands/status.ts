@@ -6,7 +6,7 @@ import type { StatusReport } from "../health/status.js";
 import type { RunRow } from "../store/store.js";
 import { EXIT } from "../core/exit.js";
 import { loadForReading } from "./running-config.js";
-import { CliError, findJob, openStatusStoreOrEmpty, out } from "./shared.js";
+import { CliError, findJob, openStatusStoreOrEmpty, out, outJson } from "./shared.js";
 
 export async function status(jobName: string | null, o: StatusOptions): Promise<void> {
   // `--check` answers for monitoring (0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN) whatever goes wrong:
@@ -79,7 +79,7 @@ export async function status(jobName: string | null, o: StatusOptions): Promise<
   // The code first: a reader that stops after the verdict line (`| head -1`) must not change it.
   if (o.check) process.exitCode = checkCode(report, config);
   if (o.check && !o.json) out(checkSummary(report, config));
-  if (o.json) out(JSON.stringify(report, null, 2));
+  if (o.json) outJson(report);
   else {
     const { renderStatus } = await import("../health/render.js");
     // hasColors() is false with NO_COLOR, NODE_DISABLE_COLORS or TERM=dumb (and honours FORCE_COLOR).
