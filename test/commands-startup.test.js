@@ -186,3 +186,44 @@ test("`status` opens a store that loads only the table groups it reads", () => {
   const status = fs.readFileSync(path.join(DIST, "status.js"), "utf8");
   assert.match(status, /await openStatusStoreOrEmpty\(config[,)]/);
 });
+
+test("`status` asks for health's and the store's modules before the config cache's", (t) => {
+  // Node's ESM loader reads module files through the thread pool: asked for first, those reads
+  // overlap the config check instead of following it. A resolve hook (on the hooks thread, which
+  // receives the requests in the order they are made) records the order of the requests.
+  const dir = tmpdir(t);
+  const file = writeConfig(
+    dir,
+    `state_dir: ${path.join(dir, "state")}\njobs:\n  a: { schedule: "* * * * *", command: "true" }\n`,
+  );
+  const log = path.join(dir, "resolved.txt");
+  const hooks = `import fs from "node:fs";
+    export async function resolve(specifier, context, next) {
+      fs.appendFileSync(${JSON.stringify(log)}, specifier + "\\n");
+      return next(specifier, context);
+    }`;
+  const register = `import { register } from "node:module";
+    register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
+  const r = spawnSync(
+    process.execPath,
+    [
+      "--import",
+      `data:text/javascript,${encodeURIComponent(register)}`,
+      path.join(ROOT, "bin", "cronvisor"),
+      "status",
+      "-c",
+      file,
+    ],
+    { encoding: "utf8", env: cleanEnv() },
+  );
+  assert.equal(r.status, 3, r.stderr); // no store yet: UNKNOWN, after the config was read
+  const asked = fs.readFileSync(log, "utf8").split("\n");
+  const at = (m) => {
+    const i = asked.findIndex((s) => s.endsWith(m));
+    assert.ok(i >= 0, `${m} never asked for: ${asked.join(" ")}`);
+    return i;
+  };
+  const cache = at("/config/config-cache.js");
+  assert.ok(at("/health/status.js") < cache, asked.join(" "));
+  assert.ok(at("/store/store.js") < cache, asked.join(" "));
+});
