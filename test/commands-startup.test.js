@@ -186,3 +186,47 @@ test("`status` opens a store that loads only the table groups it reads", () => {
   const status = fs.readFileSync(path.join(DIST, "status.js"), "utf8");
   assert.match(status, /await openStatusStoreOrEmpty\(config[,)]/);
 });
+
+test("`status` asks for the config cache's module with its own, health's and the store's before the config is read", (t) => {
+  // Node's ESM loader reads module files through the thread pool: asked for first, those reads
+  // overlap the config check instead of following it. A resolve hook (on the hooks thread, which
+  // receives the requests in the order they are made) records the order of the requests.
+  const dir = tmpdir(t);
+  const file = writeConfig(
+    dir,
+    `state_dir: ${path.join(dir, "state")}\njobs:\n  a: { schedule: "* * * * *", command: "true" }\n`,
+  );
+  const log = path.join(dir, "resolved.txt");
+  const hooks = `import fs from "node:fs";
+    export async function resolve(specifier, context, next) {
+      fs.appendFileSync(${JSON.stringify(log)}, specifier + "\\n");
+      return next(specifier, context);
+    }`;
+  const register = `import { register } from "node:module";
+    register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
+  const r = spawnSync(
+    process.execPath,
+    [
+      "--import",
+      `data:text/javascript,${encodeURIComponent(register)}`,
+      path.join(ROOT, "bin", "cronvisor"),
+      "status",
+      "-c",
+      file,
+    ],
+    { encoding: "utf8", env: cleanEnv() },
+  );
+  assert.equal(r.status, 3, r.stderr); // no store yet: UNKNOWN, after the config was read
+  const asked = fs.readFileSync(log, "utf8").split("\n");
+  const at = (m) => {
+    const i = asked.findIndex((s) => s.endsWith(m));
+    assert.ok(i >= 0, `${m} never asked for: ${asked.join(" ")}`);
+    return i;
+  };
+  // cli.ts asks for the config cache's module with status's own; the config check asks again
+  // (loadForReading), by which time health's and the store's were asked for (status.ts).
+  assert.ok(at("/config/config-cache.js") < at("./status.js"), asked.join(" "));
+  const check = asked.lastIndexOf("../config/config-cache.js");
+  assert.ok(at("/health/status.js") < check, asked.join(" "));
+  assert.ok(at("/store/store.js") < check, asked.join(" "));
+});

@@ -13,8 +13,13 @@ export async function main(argv: string[]): Promise<void> {
   });
   const fast = fastStatus(argv.slice(2));
   try {
-    if (fast) await (await import("./status.js")).status(fast.job, fast.opts);
-    else await parse(argv);
+    if (fast) {
+      // The config cache's module is asked for beside status's own: Node's ESM loader reads
+      // module files through the thread pool, and the two sets of reads then overlap instead of
+      // following each other (status.ts does the same for health's and the store's modules).
+      import("../config/config-cache.js").catch(() => {});
+      await (await import("./status.js")).status(fast.job, fast.opts);
+    } else await parse(argv);
   } catch (e) {
     await fail(e, fast !== null);
   }

@@ -119,7 +119,7 @@ export function assessJob(f: JobFacts): Assessment {
 
   if (f.paused) add("paused", null, "paused: its slots are skipped until `cronvisor resume`");
 
-  const p95 = percentile95(okDurations(f.recent));
+  const p95 = okPercentile95(f.recent);
   const slowRunIds = f.running.length > 0 ? judgeRunning(f, p95, add) : [];
 
   const failing = failingStreak(f.recent);
@@ -168,6 +168,33 @@ function assessment(findings: Finding[], p95: number | null, slowRunIds: number[
     p95DurationMs: p95,
     slowRunIds,
   };
+}
+
+/**
+ * percentile95(okDurations(recent)) without the two arrays per job: up to 39 samples, nearest
+ * rank is the largest or the second largest, found in one pass (`status` judges 1,000 jobs of
+ * up to 20 runs in a fresh process: an array and a typed array each was 2% of the call). Any
+ * other case, and any sample that is not a finite number other than -0, takes the sort.
+ */
+function okPercentile95(recent: readonly RunFacts[]): number | null {
+  let n = 0;
+  let first = -Infinity;
+  let second = -Infinity;
+  for (const r of recent) {
+    if (r.status !== "ok") continue;
+    const d = r.duration_ms ?? 0;
+    if (!Number.isFinite(d) || Object.is(d, -0)) return percentile95(okDurations(recent));
+    n++;
+    if (d >= first) {
+      second = first;
+      first = d;
+    } else if (d > second) second = d;
+  }
+  if (n < SLOW_MIN_SAMPLES) return null;
+  const fromTop = n - Math.ceil(0.95 * n);
+  if (fromTop === 0) return first;
+  if (fromTop === 1) return second;
+  return percentile95(okDurations(recent));
 }
 
 /** The successful runs' durations (a missing one counts as 0). */
