@@ -13,9 +13,8 @@
 // 30-70 ms under load with its helper threads, where a heartbeat costs about 1 ms. Its first one
 // waits until V8 judges the allocation rate low, which under load can be 16 or 24 s after
 // start-up instead of 8, well into the idle time; after it, the reducer always ran a second one
-// that released nothing more (10.0 -> 10.0 MB committed at 1,000 jobs). So the reducer is told
-// to stop after one. (Compacting every page in the collection here, as the reducer's own does,
-// was tried: idle RSS rose by about 1 MiB.)
+// that released nothing more (10.0 -> 10.0 MB committed at 1,000 jobs). So the collection here
+// compacts every page, as the reducer's own does, and the reducer is told to stop after one.
 import v8 from "node:v8";
 import vm from "node:vm";
 
@@ -25,6 +24,9 @@ import vm from "node:vm";
  * started with `--expose-gc` has its own, used as it is).
  */
 export function collectGarbage(): void {
+  // Read at every collection, so set for these two only: a busy daemon's collections compact as
+  // V8 decides.
+  v8.setFlagsFromString("--compact-on-every-full-gc");
   try {
     const exposed = (globalThis as { gc?: () => void }).gc;
     if (typeof exposed === "function") {
@@ -42,6 +44,7 @@ export function collectGarbage(): void {
       v8.setFlagsFromString("--no-expose-gc");
     }
   } finally {
+    v8.setFlagsFromString("--no-compact-on-every-full-gc");
     // Read by the reducer whenever it decides (process-wide, and for later activations too: each
     // then costs one collection instead of two or three).
     v8.setFlagsFromString("--memory-reducer-single-gc");
