@@ -139,7 +139,15 @@ test("root: the root processes of a user: job's run carry none of the job's envi
   const d = startDaemon(t, cfg);
   await waitFor(() => fs.existsSync(ready), "the job to start", 30_000);
   const state = path.join(s.dir, ".cronvisor");
-  const run = query(state, "SELECT * FROM runs WHERE job = 'app' AND status = 'running'")[0];
+  // The job may be ready before its pid is recorded (one transaction after the tick's spawns).
+  const run = await waitFor(
+    () =>
+      query(
+        state,
+        "SELECT * FROM runs WHERE job = 'app' AND status = 'running' AND pid IS NOT NULL",
+      )[0],
+    "the run's pid recorded",
+  );
   // Every process of the run's group that runs as root, and the run's parent (the daemon's
   // spawner, which waits for it as root): their environments.
   const rootEnvs = [];

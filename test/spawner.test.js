@@ -208,3 +208,59 @@ test("the spawner itself: a start, its output, its end and exit file; a failed e
   await start(5, ["true"]);
   assert.ok(!fs.existsSync(path.join(dir, "target")), "not written through a link");
 });
+
+/** A run started through `spawner` by the daemon's path (runner.ts's startRunVia). */
+async function runVia(spawner, dir, runId, command, timeoutMs = null) {
+  const { startRunVia } = await import("../dist/run/runner.js");
+  return startRunVia(
+    spawner,
+    {
+      job: "probe",
+      runId,
+      command,
+      shell: "/bin/sh",
+      cwd: dir,
+      env: { PATH: "/usr/bin:/bin" },
+      user: null,
+      logPath: path.join(dir, `${runId}.log`),
+      logMaxBytes: 1 << 20,
+      timeoutMs,
+      killGraceMs: 500,
+      exitFile: path.join(dir, `${runId}.exit`),
+    },
+    0,
+  );
+}
+
+test("the spawner killed with a start in flight, or under a run with a timeout: the start fails, the run still times out", async (t) => {
+  const { Spawner } = await import("../dist/run/spawner.js");
+  const dir = tmpdir(t);
+  const spawner = new Spawner(1000);
+  const keep = setInterval(() => {}, 1000);
+  t.after(() => {
+    clearInterval(keep);
+    spawner.close();
+  });
+  const first = await runVia(spawner, dir, 1, "sleep 30", 1500);
+  assert.ok(first.pid > 0);
+  killGroupsAfter(t, [first.pid]);
+  const pid = Number(
+    fs.readFileSync(`/proc/${first.pid}/stat`, "utf8").split(") ")[1].split(" ")[1],
+  );
+  // Frozen, it reads no request: the second start is in flight when it dies.
+  process.kill(pid, "SIGSTOP");
+  const second = runVia(spawner, dir, 2, "true");
+  process.kill(pid, "SIGKILL");
+  const h2 = await second;
+  assert.equal(h2.pid, null, "never started");
+  const r2 = await h2.done;
+  assert.equal(r2.status, "spawn_failed");
+  assert.match(r2.reason, /spawner exited before the run started/);
+  // The first run lives on without its spawner, and its timeout still ends it.
+  const r1 = await first.done;
+  assert.equal(r1.status, "timeout", r1.reason);
+  assert.ok(!alive(first.pid));
+  // A job killed by SIGABRT says so (not by one of its aliases), from a new spawner.
+  const abrt = await (await runVia(spawner, dir, 3, "kill -ABRT $$")).done;
+  assert.equal(abrt.signal, "SIGABRT");
+});

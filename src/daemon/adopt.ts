@@ -2,7 +2,7 @@
 // adopted (its lock stays held, its end is recorded when its main process exits); a dead one is
 // recorded from its exit file, or `interrupted` without one. The exit file is read in one place.
 import { exitFileFor, readExitFile } from "../run/execute.js";
-import { groupAlive, isAlive, signalGroup } from "../run/proc.js";
+import { groupAlive, isAlive, isZombie, signalGroup } from "../run/proc.js";
 import { retire } from "../run/spare.js";
 import type { RunRow } from "../store/store.js";
 import { exited, interrupted, runResult, stopped, stopStatus } from "../core/result.js";
@@ -74,6 +74,19 @@ export function orphanResult(
 }
 
 /**
+ * The orphan's main process has ended but its waiter (the previous daemon's spawner) has not
+ * reaped it yet, nor written its exit file: its end is not known yet, and is looked at again at
+ * the next poll or beat rather than recorded `interrupted` for want of a file about to come.
+ */
+function exitPending(rt: Runtime, r: RunRow): boolean {
+  return (
+    r.pid !== null &&
+    isZombie(r.pid, r.pid_start) &&
+    readExitFile(exitFileFor(rt.config.stateDir, r.id)) === null
+  );
+}
+
+/**
  * Record an orphan's end from its exit file and remove the file. A run found dead whose end the
  * store refuses is left `running` (the next heartbeat tries again); an adopted run's end is
  * logged and dropped, as its watcher is gone.
@@ -125,6 +138,7 @@ export async function adoptOrphans(
       rt.broker?.adopt({ job: r.job, runId: r.id, fence: r.fence ?? 0, pgid: r.pgid });
       watchAdopted(rt, r, job, ended);
     } else if (action === "reap") {
+      if (exitPending(rt, r)) continue;
       const row = await recordOrphanEnd(rt, r, "found-dead");
       rt.broker?.unregister(r.id); // forgets the secret a previous daemon kept for it
       if (job) onReaped(row, job);
@@ -144,7 +158,7 @@ function watchAdopted(
   const finished = new Promise<RunRow>((res) => (resolve = res));
   const a: Active = { run: r, job, handle: null, finished };
   const poll = setInterval(() => {
-    if (r.pid !== null && isAlive(r.pid, r.pid_start)) return;
+    if (r.pid !== null && (isAlive(r.pid, r.pid_start) || exitPending(rt, r))) return;
     clearInterval(poll);
     if (r.pgid !== null) signalGroup(r.pgid, "SIGKILL");
     rt.guard(async () => {

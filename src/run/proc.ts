@@ -15,6 +15,20 @@ export function startTimeOf(pid: number): string | null {
   }
 }
 
+/**
+ * Has this exact process ended without being reaped yet (a zombie)? Its waiter, the daemon's
+ * spawner, writes the run's exit file in that moment, before it reaps it.
+ */
+export function isZombie(pid: number, startTime: string | null): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return rest[0] === "Z" && (startTime === null || rest[19] === startTime);
+  } catch {
+    return false;
+  }
+}
+
 /** Is this exact process (pid + start time) still alive? */
 export function isAlive(pid: number, startTime: string | null): boolean {
   const now = startTimeOf(pid);

@@ -179,17 +179,23 @@ export function startRunVia(spawner: Spawner, spec: RunSpec, nice: number): Prom
         },
         closed: () => settle(end ?? exited(null, null), output.finish()),
         lost: () => {
-          // The spawner died (killed by hand, out of memory): no exit status will come. The run
-          // is watched like an adopted one until its group is gone, then recorded interrupted.
-          const ending = stop?.exited() ?? null;
-          if (pid === 0) return failed("ESRCH", "the spawner exited");
-          const reason = "the spawner exited: exit status unknown";
+          // The spawner died (killed by hand, out of memory): nothing more will come for this run.
+          if (pid === 0) {
+            failed("ESRCH", "the spawner exited before the run started");
+            resolve(noProcess);
+            return;
+          }
+          if (end) return settle(end, output.finish()); // it had ended; only its output was cut
+          // Still running: watched like an adopted run until its group is gone. Its timeout and
+          // terminate() still signal the group; its exit status is unknown.
           const poll = setInterval(() => {
             if (groupAlive(pid)) return;
             clearInterval(poll);
+            const ending = stop?.exited() ?? null;
             settle(
-              end ??
-                (ending ? stopped(ending.status, ending.reason, null, null) : interrupted(reason)),
+              ending
+                ? stopped(ending.status, ending.reason, null, null)
+                : interrupted("the spawner exited: exit status unknown"),
               output.finish(),
             );
           }, 500);

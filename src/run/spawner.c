@@ -172,13 +172,17 @@ static void reap(void) {
        group id cannot have been reused by the time the signal is sent. */
     if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0) return;
     pid_t pid = si.si_pid;
-    kill(-pid, SIGKILL); /* the run is over: what is left of its group goes with it */
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
     run_t *r = find_pid(pid);
+    /* The exit file first, while the main process is still a zombie: a restarted daemon that
+       sees it (not yet reaped) waits for the file (src/daemon/adopt.ts) rather than record the
+       run interrupted in the moment between the reap and the write. */
+    int status = si.si_code == CLD_EXITED ? (si.si_status & 0xff) << 8
+                                          : (si.si_status & 0x7f) | (si.si_code == CLD_DUMPED ? 0x80 : 0);
+    if (r) write_exit_file(r->exit_file, status);
+    kill(-pid, SIGKILL); /* the run is over: what is left of its group goes with it */
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
     if (!r) continue;
-    write_exit_file(r->exit_file, status);
     r->exited = 1;
     r->drain_until = now_ms() + drain_ms;
     close_fd(&r->script);
@@ -198,10 +202,21 @@ static const char *field(const char **p, const char *end) {
   return s;
 }
 
-static int move_high(int fd) {
+/* Close every descriptor from lo to hi; close_range(2) where the kernel has it (5.9). */
+static void close_from(unsigned lo, unsigned hi) {
+  if (syscall(SYS_close_range, lo, hi, 0) == 0) return;
+  long max = sysconf(_SC_OPEN_MAX);
+  if (max < 0 || max > 1 << 20) max = 1 << 20;
+  for (long fd = lo; fd <= (long)hi && fd < max; fd++) close((int)fd);
+}
+
+/* In the child: fd moved above the ones it sets up; on failure, say why and never exec. */
+static int move_high(int fd, int errfd) {
   int h = fcntl(fd, F_DUPFD_CLOEXEC, 10);
-  if (h < 0) _exit(127);
-  return h;
+  if (h >= 0) return h;
+  int why = errno;
+  if (write(errfd, &why, sizeof why) < 0) { /* the parent then takes exec as done */ }
+  _exit(127);
 }
 
 static void start(const char *p, const char *end) {
@@ -211,12 +226,15 @@ static void start(const char *p, const char *end) {
   int argc = atoi(argc_s);
   if (argc < 1 || argc > 100000) die("malformed request");
   char **argv = calloc((size_t)argc + 1, sizeof *argv);
+  if (!argv) die("calloc");
   for (int i = 0; i < argc; i++)
     if (!(argv[i] = (char *)field(&p, end))) die("malformed request");
   const char *envc_s = field(&p, end);
   if (!envc_s) die("malformed request");
   int envc = atoi(envc_s);
+  if (envc < 0 || envc > 100000) die("malformed request");
   char **envp = calloc((size_t)envc + 1, sizeof *envp);
+  if (!envp) die("calloc");
   for (int i = 0; i < envc; i++)
     if (!(envp[i] = (char *)field(&p, end))) die("malformed request");
   size_t script_len = (size_t)(end - p);
@@ -239,8 +257,9 @@ static void start(const char *p, const char *end) {
     setpriority(PRIO_PROCESS, 0, nice_v);
     /* Every descriptor the child keeps goes above the ones it sets up first, so that no dup2
        below overwrites another; the exec-error pipe then sits right above ENV_FD. */
-    int o = move_high(out[1]), e = move_high(err[1]), s = sp[0] >= 0 ? move_high(sp[0]) : -1;
-    int errfd = move_high(ep[1]);
+    int errfd = move_high(ep[1], ep[1]);
+    int o = move_high(out[1], errfd), e = move_high(err[1], errfd);
+    int s = sp[0] >= 0 ? move_high(sp[0], errfd) : -1;
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0) goto fail;
     if (s >= 0 && dup2(s, ENV_FD) < 0) goto fail;
@@ -248,8 +267,8 @@ static void start(const char *p, const char *end) {
     errfd = ENV_FD + 1;
     /* Nothing else reaches the job: not even a descriptor the daemon itself inherited without
        close-on-exec from whoever started it (a root process's pipe would reach a user: job). */
-    syscall(SYS_close_range, 3, s >= 0 ? ENV_FD - 1 : ENV_FD, 0);
-    syscall(SYS_close_range, ENV_FD + 2, ~0U, 0);
+    close_from(3, s >= 0 ? ENV_FD - 1 : ENV_FD);
+    close_from(ENV_FD + 2, ~0U);
     if (chdir(cwd) < 0) goto fail;
     environ = envp; /* execvp searches the job's PATH, as Node's spawn does */
     execvp(argv[0], argv);
@@ -401,6 +420,9 @@ int main(int argc, char **argv) {
   signal(SIGHUP, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
+  /* Nothing the daemon inherited from whoever started it is held here: a pipe a harness waits
+     on would stay open as long as this process waits for runs, after the daemon is gone. */
+  close_from(3, ~0U);
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);

@@ -38,12 +38,14 @@ export interface RunEvents {
   lost(): void;
 }
 
-const SIGNAL_NAMES = new Map<number, NodeJS.Signals>(
-  Object.entries(os.constants.signals).map(([name, n]) => [n, name as NodeJS.Signals]),
-);
-const ERRNO_NAMES = new Map<number, string>(
-  Object.entries(os.constants.errno).map(([name, n]) => [n, name]),
-);
+/** number -> name, the first of its aliases (SIGABRT, not SIGIOT; EAGAIN, not EWOULDBLOCK), as Node says it. */
+function names<T extends string>(table: Record<string, number>): Map<number, T> {
+  const m = new Map<number, T>();
+  for (const [name, n] of Object.entries(table)) if (!m.has(n)) m.set(n, name as T);
+  return m;
+}
+const SIGNAL_NAMES = names<NodeJS.Signals>(os.constants.signals);
+const ERRNO_NAMES = names<string>(os.constants.errno);
 
 /** A raw wait(2) status as Node reports a child's end: (code, null) or (null, signal). */
 export function decodeStatus(status: number): {
@@ -80,8 +82,8 @@ export function encodeRequest(r: SpawnRequest): Buffer {
 
 export class Spawner {
   private child: ChildProcess | null = null;
-  private readonly runs = new Map<string, RunEvents>();
-  private input: Buffer = Buffer.alloc(0);
+  /** Each run asked for, by id, with the spawner that has it. */
+  private readonly runs = new Map<string, { events: RunEvents; by: ChildProcess }>();
 
   /** `drainMs`: how long a run's output may still come after its main process has ended. */
   constructor(private readonly drainMs: number) {}
@@ -110,7 +112,7 @@ export class Spawner {
       events.failed("ENOENT", `the spawner could not be started (${SPAWNER_PATH})`);
       return;
     }
-    this.runs.set(String(req.runId), events);
+    this.runs.set(String(req.runId), { events, by: child });
     child.stdin.write(frame);
   }
 
@@ -135,17 +137,22 @@ export class Spawner {
     }
     if (child.pid === undefined) return null;
     this.child = child;
+    // This spawner's frames only: one killed in the middle of a frame must not leave its half
+    // in front of the next spawner's.
+    const reader = { input: Buffer.alloc(0) };
     const lose = () => {
       if (this.child === child) this.child = null;
-      const lost = [...this.runs.values()];
-      this.runs.clear();
-      for (const r of lost) r.lost();
+      for (const [id, r] of this.runs) {
+        if (r.by !== child) continue;
+        this.runs.delete(id);
+        r.events.lost();
+      }
     };
     child.on("error", lose);
     // 'close', not 'exit': the frames still in its stdout (ends, output) are read first.
     child.on("close", lose);
     child.stdin?.on("error", () => {}); // a dead spawner: its 'exit' tells the story
-    child.stdout?.on("data", (chunk: Buffer) => this.read(chunk));
+    child.stdout?.on("data", (chunk: Buffer) => this.read(reader, chunk));
     // The daemon's event loop may end while its spawner still waits for runs.
     child.unref();
     (child.stdout as unknown as { unref?: () => void } | null)?.unref?.();
@@ -153,16 +160,17 @@ export class Spawner {
     return child;
   }
 
-  private read(chunk: Buffer): void {
-    this.input = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
+  private read(reader: { input: Buffer }, chunk: Buffer): void {
+    let input = reader.input.length === 0 ? chunk : Buffer.concat([reader.input, chunk]);
     let off = 0;
-    while (this.input.length - off >= 4) {
-      const len = this.input.readUInt32LE(off);
-      if (this.input.length - off - 4 < len) break;
-      this.frame(this.input.subarray(off + 4, off + 4 + len));
+    while (input.length - off >= 4) {
+      const len = input.readUInt32LE(off);
+      if (input.length - off - 4 < len) break;
+      this.frame(input.subarray(off + 4, off + 4 + len));
       off += 4 + len;
     }
-    this.input = off === this.input.length ? Buffer.alloc(0) : this.input.subarray(off);
+    input = off === input.length ? Buffer.alloc(0) : input.subarray(off);
+    reader.input = input;
   }
 
   private frame(f: Buffer): void {
@@ -175,7 +183,7 @@ export class Spawner {
       return s;
     };
     const id = field();
-    const run = this.runs.get(id);
+    const run = this.runs.get(id)?.events;
     if (!run) return;
     switch (type) {
       case "P": {
