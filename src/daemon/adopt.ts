@@ -2,7 +2,7 @@
 // adopted (its lock stays held, its end is recorded when its main process exits); a dead one is
 // recorded from its exit file, or `interrupted` without one. The exit file is read in one place.
 import { exitFileFor, readExitFile } from "../run/execute.js";
-import { groupAlive, isAlive, isZombie, signalGroup } from "../run/proc.js";
+import { awaitingItsSpawner, groupAlive, isAlive, signalGroup } from "../run/proc.js";
 import { retire } from "../run/spare.js";
 import type { RunRow } from "../store/store.js";
 import { exited, interrupted, runResult, stopped, stopStatus } from "../core/result.js";
@@ -74,14 +74,14 @@ export function orphanResult(
 }
 
 /**
- * The orphan's main process has ended but its waiter (the previous daemon's spawner) has not
- * reaped it yet, nor written its exit file: its end is not known yet, and is looked at again at
- * the next poll or beat rather than recorded `interrupted` for want of a file about to come.
+ * The orphan's main process has ended but its waiter (the previous daemon's spawner, alive) has
+ * not reaped it yet, nor written its exit file: its end is not known yet, and is looked at again
+ * at the next poll or beat rather than recorded `interrupted` for want of a file about to come.
  */
 function exitPending(rt: Runtime, r: RunRow): boolean {
   return (
     r.pid !== null &&
-    isZombie(r.pid, r.pid_start) &&
+    awaitingItsSpawner(r.pid, r.pid_start) &&
     readExitFile(exitFileFor(rt.config.stateDir, r.id)) === null
   );
 }

@@ -16,14 +16,18 @@ export function startTimeOf(pid: number): string | null {
 }
 
 /**
- * Has this exact process ended without being reaped yet (a zombie)? Its waiter, the daemon's
- * spawner, writes the run's exit file in that moment, before it reaps it.
+ * Has this process ended, and does a spawner (src/run/spawner.c) still hold it unreaped? The
+ * spawner writes the run's exit file in that moment, before it reaps it: until then the run's end
+ * is not known yet, and its lock is still held. A zombie whose parent is anything else (init,
+ * after its spawner died) is just dead.
  */
-export function isZombie(pid: number, startTime: string | null): boolean {
+export function awaitingItsSpawner(pid: number, startTime: string | null = null): boolean {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
     const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return rest[0] === "Z" && (startTime === null || rest[19] === startTime);
+    if (rest[0] !== "Z" || (startTime !== null && rest[19] !== startTime)) return false;
+    // comm is cut to 15 bytes: "cronvisor-spawner" reads "cronvisor-spawn".
+    return fs.readFileSync(`/proc/${rest[1]}/comm`, "utf8").startsWith("cronvisor-spawn");
   } catch {
     return false;
   }
@@ -48,7 +52,7 @@ export function groupAlive(pgid: number): boolean {
   }
   // The group exists. The common case: its leader is alive. Otherwise look for any member
   // that is not a zombie (a scan of /proc, done only when the leader is gone).
-  if (startTimeOf(pgid) !== null) return true;
+  if (startTimeOf(pgid) !== null || awaitingItsSpawner(pgid)) return true;
   let pids: string[];
   try {
     pids = fs.readdirSync("/proc");
