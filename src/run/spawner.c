@@ -219,6 +219,67 @@ static int move_high(int fd, int errfd) {
   _exit(127);
 }
 
+/* A started run, watched from now on: its output pipes, its fd 4 script, its exit file. */
+static void add_run(const char *id, const char *exitfile, pid_t pid, int out, int err, int script,
+                    const char *p, size_t script_len) {
+  run_t *r = calloc(1, sizeof *r);
+  if (!r) die("malloc");
+  r->id = strdup(id);
+  r->exit_file = strdup(exitfile);
+  r->pid = pid;
+  r->out = out;
+  r->err = err;
+  r->script = script;
+  if (script_len > 0) {
+    /* Written as the child reads it (poll), never blocking the spawner on a child that won't. */
+    r->script_buf = malloc(script_len);
+    if (!r->script_buf) die("malloc");
+    memcpy(r->script_buf, p, script_len);
+    r->script_len = script_len;
+    fcntl(r->script, F_SETFL, O_NONBLOCK);
+  }
+  if (nruns == capruns) {
+    capruns = capruns ? capruns * 2 : 64;
+    runs = realloc(runs, capruns * sizeof *runs);
+    if (!runs) die("realloc");
+  }
+  runs[nruns++] = r;
+}
+
+/* The child, between fork and exec: what Node's spawn(..., { detached: true, cwd, env }) did.
+   Never returns: the job's program, or errno on `ep` and exit 127. */
+static void exec_child(int nice_v, const char *cwd, char **argv, char **envp, int out, int err,
+                       int ep, int sp) {
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; s++) sigaction(s, &dfl, NULL); /* ignored ones would be inherited */
+  sigprocmask(SIG_SETMASK, &child_mask, NULL);
+  setsid(); /* its own session and process group: signalled as one */
+  setpriority(PRIO_PROCESS, 0, nice_v);
+  /* Every descriptor the child keeps goes above the ones it sets up first, so that no dup2
+     below overwrites another; the exec-error pipe then sits right above ENV_FD. */
+  int errfd = move_high(ep, ep);
+  int o = move_high(out, errfd), e = move_high(err, errfd);
+  int s = sp >= 0 ? move_high(sp, errfd) : -1;
+  int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0) goto fail;
+  if (s >= 0 && dup2(s, ENV_FD) < 0) goto fail;
+  if (dup3(errfd, ENV_FD + 1, O_CLOEXEC) < 0) goto fail;
+  errfd = ENV_FD + 1;
+  /* Nothing else reaches the job: not even a descriptor the daemon itself inherited without
+     close-on-exec from whoever started it (a root process's pipe would reach a user: job). */
+  close_from(3, s >= 0 ? ENV_FD - 1 : ENV_FD);
+  close_from(ENV_FD + 2, ~0U);
+  if (chdir(cwd) < 0) goto fail;
+  environ = envp; /* execvp searches the job's PATH, as Node's spawn does */
+  execvp(argv[0], argv);
+fail:;
+  int why = errno;
+  if (write(errfd, &why, sizeof why) < 0) { /* the parent then takes exec as done */ }
+  _exit(127);
+}
+
 static void start(const char *p, const char *end) {
   const char *id = field(&p, end), *nice_s = field(&p, end), *cwd = field(&p, end),
              *exitfile = field(&p, end), *argc_s = field(&p, end);
@@ -246,37 +307,7 @@ static void start(const char *p, const char *end) {
   if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0 ||
       (script_len > 0 && pipe2(sp, O_CLOEXEC) < 0) || (pid = fork()) < 0)
     en = errno ? errno : EAGAIN;
-  if (pid == 0) {
-    /* The child: what Node's spawn(..., { detached: true, cwd, env }) did, then exec. */
-    struct sigaction dfl;
-    memset(&dfl, 0, sizeof dfl);
-    dfl.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; s++) sigaction(s, &dfl, NULL); /* ignored ones would be inherited */
-    sigprocmask(SIG_SETMASK, &child_mask, NULL);
-    setsid(); /* its own session and process group: signalled as one */
-    setpriority(PRIO_PROCESS, 0, nice_v);
-    /* Every descriptor the child keeps goes above the ones it sets up first, so that no dup2
-       below overwrites another; the exec-error pipe then sits right above ENV_FD. */
-    int errfd = move_high(ep[1], ep[1]);
-    int o = move_high(out[1], errfd), e = move_high(err[1], errfd);
-    int s = sp[0] >= 0 ? move_high(sp[0], errfd) : -1;
-    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0) goto fail;
-    if (s >= 0 && dup2(s, ENV_FD) < 0) goto fail;
-    if (dup3(errfd, ENV_FD + 1, O_CLOEXEC) < 0) goto fail;
-    errfd = ENV_FD + 1;
-    /* Nothing else reaches the job: not even a descriptor the daemon itself inherited without
-       close-on-exec from whoever started it (a root process's pipe would reach a user: job). */
-    close_from(3, s >= 0 ? ENV_FD - 1 : ENV_FD);
-    close_from(ENV_FD + 2, ~0U);
-    if (chdir(cwd) < 0) goto fail;
-    environ = envp; /* execvp searches the job's PATH, as Node's spawn does */
-    execvp(argv[0], argv);
-  fail:;
-    int why = errno;
-    if (write(errfd, &why, sizeof why) < 0) { /* the parent then takes exec as done */ }
-    _exit(127);
-  }
+  if (pid == 0) exec_child(nice_v, cwd, argv, envp, out[1], err[1], ep[1], sp[0]);
   free(argv);
   free(envp);
   close_fd(&ep[1]);
@@ -305,28 +336,7 @@ static void start(const char *p, const char *end) {
     return;
   }
 
-  run_t *r = calloc(1, sizeof *r);
-  if (!r) die("malloc");
-  r->id = strdup(id);
-  r->exit_file = strdup(exitfile);
-  r->pid = pid;
-  r->out = out[0];
-  r->err = err[0];
-  r->script = sp[1];
-  if (script_len > 0) {
-    /* Written as the child reads it (poll), never blocking the spawner on a child that won't. */
-    r->script_buf = malloc(script_len);
-    if (!r->script_buf) die("malloc");
-    memcpy(r->script_buf, p, script_len);
-    r->script_len = script_len;
-    fcntl(r->script, F_SETFL, O_NONBLOCK);
-  }
-  if (nruns == capruns) {
-    capruns = capruns ? capruns * 2 : 64;
-    runs = realloc(runs, capruns * sizeof *runs);
-    if (!runs) die("realloc");
-  }
-  runs[nruns++] = r;
+  add_run(id, exitfile, pid, out[0], err[0], sp[1], p, script_len);
 
   char pid_s[16], st[32];
   snprintf(pid_s, sizeof pid_s, "%d", (int)pid);
