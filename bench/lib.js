@@ -5,6 +5,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+// The daemon's spawner is found as the tests find it (any build's: --root measures others).
+import { spawnerOf } from "../test/helpers.js";
 
 export const BENCH = path.dirname(fileURLToPath(import.meta.url));
 /** The cronvisor checkout under test (`--root DIR` measures another build, e.g. a patched one). */
@@ -101,33 +103,19 @@ export function procCpu(pid) {
  */
 export function daemonCpu(pid) {
   const own = procCpu(pid);
-  for (const child of childrenOf(pid)) {
-    let cmd;
-    try {
-      cmd = fs.readFileSync(`/proc/${child}/cmdline`, "utf8");
-    } catch {
-      continue;
-    }
-    if (!cmd.includes("cronvisor-spawner")) continue;
-    const c = procCpu(child);
-    own.self += c.self;
-    own.children += c.children;
-    own.total += c.total;
-  }
-  return own;
-}
-
-/** The live children of a process (every thread's list). */
-export function childrenOf(pid) {
-  const out = [];
+  const spawner = spawnerOf(pid);
+  if (spawner === null) return own;
+  let c;
   try {
-    for (const tid of fs.readdirSync(`/proc/${pid}/task`))
-      for (const c of fs.readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").split(" "))
-        if (c) out.push(Number(c));
+    c = procCpu(spawner);
   } catch {
-    // gone
+    return own; // it exited meanwhile
   }
-  return out;
+  return {
+    self: own.self + c.self,
+    children: own.children + c.children,
+    total: own.total + c.total,
+  };
 }
 
 /** Resident set size in MiB (VmRSS), and the peak (VmHWM). */

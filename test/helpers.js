@@ -144,15 +144,12 @@ export function killGroup(pgid) {
  * that dies meanwhile ended, and the next daemon records it interrupted.
  */
 export function killDaemonAndSpawner(d) {
-  const children = childrenOf(d.pid);
+  const spawner = spawnerOf(d.pid); // before the daemon dies: it is found as its child
   d.kill("SIGKILL");
-  for (const pid of children) {
-    try {
-      if (fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("cronvisor-spawner"))
-        process.kill(pid, "SIGKILL");
-    } catch {
-      // gone meanwhile
-    }
+  try {
+    if (spawner !== null) process.kill(spawner, "SIGKILL");
+  } catch {
+    // gone meanwhile
   }
 }
 
@@ -167,6 +164,22 @@ export function childrenOf(pid) {
     // gone
   }
   return out;
+}
+
+/**
+ * The daemon's spawner (src/run/spawner.c): its child whose program is a `cronvisor-spawner`
+ * (of whichever build it runs: the benchmarks measure others); null when it has none.
+ */
+export function spawnerOf(pid) {
+  for (const c of childrenOf(pid)) {
+    try {
+      const program = fs.readFileSync(`/proc/${c}/cmdline`, "utf8").split("\0")[0];
+      if (path.basename(program) === "cronvisor-spawner") return c;
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return null;
 }
 
 /** Job process groups outlive a SIGKILLed daemon: kill them (guarded, see killGroup) when the test ends. */

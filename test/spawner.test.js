@@ -12,6 +12,7 @@ import {
   killGroup,
   killGroupsAfter,
   rows,
+  spawnerOf,
   startDaemon,
   stopDaemon,
   tmpdir,
@@ -21,25 +22,15 @@ import {
 
 const SPAWNER = path.join(ROOT, "dist", "run", "cronvisor-spawner");
 
-/** The daemon's spawner: its child running dist/run/cronvisor-spawner. */
-function spawnerOf(pid) {
-  for (const c of childrenOf(pid)) {
-    try {
-      if (fs.readFileSync(`/proc/${c}/cmdline`, "utf8").split("\0")[0] === SPAWNER) return c;
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return null;
-}
-
-test("the build has a spawner, and the daemon's runs are its children", async (t) => {
-  assert.ok(fs.existsSync(SPAWNER), "npm run build compiles src/run/spawner.c");
+/**
+ * A daemon with one job (`schedule`, `command`), once its first run is running with its pid
+ * recorded; the run's group is killed when the test ends.
+ */
+async function daemonWithRun(t, schedule, command) {
   const dir = tmpdir(t);
-  const flag = path.join(dir, "finish");
   const cfg = writeConfig(
     dir,
-    `jobs:\n  long:\n    schedule: "* * * * * *"\n    command: "while [ ! -e ${flag} ]; do sleep 0.05; done"\n`,
+    `heartbeat: 1s\njobs:\n  job:\n    schedule: "${schedule}"\n    command: "${command}"\n`,
   );
   const d = startDaemon(t, cfg);
   const run = await waitFor(
@@ -47,8 +38,20 @@ test("the build has a spawner, and the daemon's runs are its children", async (t
     "a running run",
   );
   killGroupsAfter(t, [run.pgid]);
+  return { dir, cfg, d, run };
+}
+
+test("the build has a spawner, and the daemon's runs are its children", async (t) => {
+  assert.ok(fs.existsSync(SPAWNER), "npm run build compiles src/run/spawner.c");
+  const flag = path.join(tmpdir(t), "finish");
+  const { dir, d, run } = await daemonWithRun(
+    t,
+    "* * * * * *",
+    `while [ ! -e ${flag} ]; do sleep 0.05; done`,
+  );
   const spawner = spawnerOf(d.pid);
   assert.ok(spawner, "the daemon has a spawner");
+  assert.equal(fs.readlinkSync(`/proc/${spawner}/exe`), SPAWNER, "this build's spawner");
   assert.ok(childrenOf(spawner).includes(run.pid), "the run is the spawner's child");
   fs.writeFileSync(flag, "");
   await waitFor(
@@ -89,18 +92,14 @@ test("a run inherits no ignored or blocked signal and no descriptor of the spawn
 test("daemon SIGKILLed while its run writes output: the run goes on (no SIGPIPE), its exit status is recorded on adoption, and the spawner exits after it", async (t) => {
   // A run's output went through a pipe the daemon read: once the daemon was gone, the job's
   // next write killed it (SIGPIPE, exit 141). The spawner keeps reading, and waits for it.
-  const dir = tmpdir(t);
-  const flag = path.join(dir, "finish");
-  const cfg = writeConfig(
-    dir,
-    `heartbeat: 1s\njobs:\n  chatty:\n    schedule: "@reboot"\n    command: "while [ ! -e ${flag} ]; do echo tick; sleep 0.05; done; echo done; exit 3"\n`,
+  const flag = path.join(tmpdir(t), "finish");
+  const started = await daemonWithRun(
+    t,
+    "@reboot",
+    `while [ ! -e ${flag} ]; do echo tick; sleep 0.05; done; echo done; exit 3`,
   );
-  let d = startDaemon(t, cfg);
-  const run = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
-    "a running run",
-  );
-  killGroupsAfter(t, [run.pgid]);
+  const { dir, cfg, run } = started;
+  let { d } = started;
   const spawner = spawnerOf(d.pid);
   d.kill("SIGKILL");
   await d.exited;
@@ -123,18 +122,12 @@ test("daemon SIGKILLed while its run writes output: the run goes on (no SIGPIPE)
 });
 
 test("the spawner SIGKILLed under a live run: the run is recorded interrupted once its group is gone, and later runs start from a new spawner", async (t) => {
-  const dir = tmpdir(t);
-  const flag = path.join(dir, "finish");
-  const cfg = writeConfig(
-    dir,
-    `heartbeat: 1s\njobs:\n  long:\n    schedule: "* * * * * *"\n    command: "while [ ! -e ${flag} ]; do sleep 0.05; done"\n`,
+  const flag = path.join(tmpdir(t), "finish");
+  const { dir, d, run } = await daemonWithRun(
+    t,
+    "* * * * * *",
+    `while [ ! -e ${flag} ]; do sleep 0.05; done`,
   );
-  const d = startDaemon(t, cfg);
-  const run = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
-    "a running run",
-  );
-  killGroupsAfter(t, [run.pgid]);
   const first = spawnerOf(d.pid);
   process.kill(first, "SIGKILL");
   await waitFor(() => !alive(first), "the spawner's death");
@@ -158,9 +151,9 @@ test("the spawner SIGKILLed under a live run: the run is recorded interrupted on
   await stopDaemon(d);
 });
 
-test("the spawner itself: a start, its output, its end and exit file; a failed exec and a missing cwd say why", async (t) => {
+/** A spawner of this test process's own, closed when the test ends. */
+async function ownSpawner(t) {
   const { Spawner } = await import("../dist/run/spawner.js");
-  const dir = tmpdir(t);
   const spawner = new Spawner(1000);
   // The spawner's pipes do not hold a process's event loop open (a stopping daemon exits while
   // its spawner still waits for runs): this test's timer does.
@@ -169,6 +162,12 @@ test("the spawner itself: a start, its output, its end and exit file; a failed e
     clearInterval(keep);
     spawner.close();
   });
+  return spawner;
+}
+
+test("the spawner itself: a start, its output, its end and exit file; a failed exec and a missing cwd say why", async (t) => {
+  const dir = tmpdir(t);
+  const spawner = await ownSpawner(t);
   const start = (runId, argv, cwd = dir) =>
     new Promise((resolve) => {
       const r = { out: "", failed: null, exited: null, pid: null };
@@ -233,14 +232,8 @@ async function runVia(spawner, dir, runId, command, timeoutMs = null) {
 }
 
 test("the spawner killed with a start in flight, or under a run with a timeout: the start fails, the run still times out", async (t) => {
-  const { Spawner } = await import("../dist/run/spawner.js");
   const dir = tmpdir(t);
-  const spawner = new Spawner(1000);
-  const keep = setInterval(() => {}, 1000);
-  t.after(() => {
-    clearInterval(keep);
-    spawner.close();
-  });
+  const spawner = await ownSpawner(t);
   const first = await runVia(spawner, dir, 1, "sleep 30", 1500);
   assert.ok(first.pid > 0);
   killGroupsAfter(t, [first.pid]);

@@ -1,7 +1,7 @@
 // A tick's batch and how it starts: reserve every run (locks, slots, fences, rows) in one
 // transaction, commit, spawn each (all asked of the spawner at once), then record their pids in
-// a second transaction. Two fsyncs
-// per tick however many jobs are due, and no store work between one spawn and the next.
+// a second transaction. Two fsyncs per tick however many jobs are due, and no store work between
+// one spawn and the next.
 import { spawnRun } from "../run/execute.js";
 import { spawnBatch } from "../run/priority.js";
 import type { RunHandle } from "../run/runner.js";

@@ -48,21 +48,34 @@ export interface RunHandle {
  */
 export const DRAIN_MS = 1000;
 
-export function startRun(spec: RunSpec): RunHandle {
+/**
+ * What both ways of starting a run share: its one result, its log once opened, how a run that
+ * never got a process fails (said in its log too), and the handle of such a run.
+ */
+function beginRun(spec: RunSpec) {
   const { done, settle } = settleOnce(Date.now());
-  const where = `(job: ${spec.job}, run: ${spec.runId})`;
-  let log: CappedLog | null = null;
-  const failed = (e: unknown): void => {
-    const err = e as NodeJS.ErrnoException;
-    const reason = `spawn failed: ${err.code ?? "ERROR"} ${err.message} ${where}`;
-    // Say it in the log too: `cronvisor logs` is where an operator looks first.
-    settle(spawnFailed(reason), log?.finish(`[cronvisor: ${reason}]\n`) ?? NO_LOG);
+  const r = {
+    done,
+    settle,
+    log: null as CappedLog | null,
+    failed: (e: unknown): void => {
+      const err = e as NodeJS.ErrnoException;
+      const reason = `spawn failed: ${err.code ?? "ERROR"} ${err.message} (job: ${spec.job}, run: ${spec.runId})`;
+      // Say it in the log too: `cronvisor logs` is where an operator looks first.
+      settle(spawnFailed(reason), r.log?.finish(`[cronvisor: ${reason}]\n`) ?? NO_LOG);
+    },
+    noProcess: { pid: null, pgid: null, pidStart: null, done, terminate: () => {} } as RunHandle,
   };
-  const noProcess: RunHandle = { pid: null, pgid: null, pidStart: null, done, terminate: () => {} };
+  return r;
+}
 
+export function startRun(spec: RunSpec): RunHandle {
+  const run = beginRun(spec);
+  const { done, settle, failed, noProcess } = run;
+  let log: CappedLog;
   let child: ChildProcess;
   try {
-    log = new CappedLog(spec.logPath, spec.logMaxBytes);
+    log = run.log = new CappedLog(spec.logPath, spec.logMaxBytes);
     const { argv, env, envScript } = commandLine(spec);
     child = spawnNiced(
       () =>
@@ -127,27 +140,22 @@ export function startRun(spec: RunSpec): RunHandle {
  * output as it arrives, and forks itself (startRun).
  */
 export function startRunVia(spawner: Spawner, spec: RunSpec, nice: number): Promise<RunHandle> {
-  const { done, settle } = settleOnce(Date.now());
-  const where = `(job: ${spec.job}, run: ${spec.runId})`;
-  let log: CappedLog | null = null;
-  const failed = (code: string, message: string): void => {
-    const reason = `spawn failed: ${code} ${message} ${where}`;
-    settle(spawnFailed(reason), log?.finish(`[cronvisor: ${reason}]\n`) ?? NO_LOG);
-  };
-  const noProcess: RunHandle = { pid: null, pgid: null, pidStart: null, done, terminate: () => {} };
+  const run = beginRun(spec);
+  const { done, settle, noProcess } = run;
+  const failed = (code: string, message: string) =>
+    run.failed(Object.assign(new Error(message), { code }));
   let line;
+  let output: CappedLog;
   try {
     if (!spec.exitFile) throw new Error("a spawner run needs its exit file");
-    log = new CappedLog(spec.logPath, spec.logMaxBytes);
+    output = run.log = new CappedLog(spec.logPath, spec.logMaxBytes);
     // No wrapper: the spawner writes the exit file itself.
     line = commandLine({ ...spec, exitFile: undefined });
     freshExitFile(spec.exitFile);
   } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    failed(err.code ?? "ERROR", err.message);
+    run.failed(e);
     return Promise.resolve(noProcess);
   }
-  const output = log;
   return new Promise<RunHandle>((resolve) => {
     let stop: ReturnType<typeof escalation> | null = null;
     let end: RunEnd | null = null;
