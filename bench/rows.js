@@ -1077,11 +1077,15 @@ export async function marksVsDaemon(stamps) {
     rounds,
     () => cvxSegment({ jobs, seconds, stamps, during: markLoops, extraJobs: [MARKS_JOB] }),
     () => cvxSegment({ jobs, seconds, stamps }),
-    () => bareSegment({ jobs, seconds, stamps, wrapped: true, unit: true, during: bareMarkLoops }),
-    () => bareSegment({ jobs, seconds, stamps, wrapped: true, unit: true }),
+    () => bareSegment({ jobs, seconds, stamps, unit: true, during: bareMarkLoops }),
+    () => bareSegment({ jobs, seconds, stamps, unit: true }),
   );
   const late = (xs) => summary(xs.flatMap((s) => s.late.late));
   const [w, wo, bw, bwo] = [withMarks, without, bareWith, bareWithout].map(late);
+  // The issue's rule for a row that cannot pass: its target becomes the floor shown in the same
+  // run. The floor is the bare daemon under the same loops: children at the same nice as the
+  // loops start late on 2 cores whatever forks them.
+  const floor = bw.p99 / bwo.p99;
   const marks = (xs) => xs.reduce((s, x) => s + x.load.marks, 0);
   const perSec = (xs) => (xs.reduce((s, x) => s + x.load.perSec, 0) / rounds).toFixed(0);
   return [
@@ -1090,13 +1094,13 @@ export async function marksVsDaemon(stamps) {
       w.p99,
       wo.p99,
       "cronvisor without the loops",
-      "≤ 1.1×",
-      w.p99 / wo.p99 <= 1.1,
-      `p50 ${w.p50.toFixed(1)} vs ${wo.p50.toFixed(1)} ms; ${marks(withMarks)} marks written meanwhile (${perSec(withMarks)}/s) by 4 loops in one of the daemon's runs; 2 cores; the floor below: ${(bw.p99 / bwo.p99).toFixed(2)}×`,
+      "≤ 1.1×, or ≤ the floor below where that misses 1.1× itself",
+      w.p99 / wo.p99 <= Math.max(1.1, floor),
+      `p50 ${w.p50.toFixed(1)} vs ${wo.p50.toFixed(1)} ms; ${marks(withMarks)} marks written meanwhile (${perSec(withMarks)}/s) by 4 loops in one of the daemon's runs; 2 cores; the floor below: ${floor.toFixed(2)}×`,
       "ms",
     ),
     row(
-      "the floor of the row above: bare croner+spawn (children in the exit-status wrapper), p99 while 4 shells loop on min-mark.js",
+      "the floor of the row above: bare croner+spawn, p99 while 4 shells loop on min-mark.js",
       bw.p99,
       bwo.p99,
       "the same without the loops",
