@@ -276,14 +276,18 @@ export function stampCommand(dir) {
   };
 }
 
-/** Parse a stamp file into lateness values (ms) of child start after its slot. */
+/**
+ * Parse a stamp file into lateness values (ms) of child start after its slot, and (C stamps
+ * only) each child's wait for a CPU since its fork (ms), index for index.
+ */
 export function readStamps(file, { from = -Infinity, to = Infinity } = {}) {
   const late = [];
+  const wait = [];
   const seen = new Set();
   let dup = 0;
   if (!fs.existsSync(file)) return { late, dup };
   for (const line of fs.readFileSync(file, "utf8").split("\n")) {
-    const [job, slotIso, t] = line.split(" ");
+    const [job, slotIso, t, waitNs] = line.split(" ");
     if (!t) continue;
     const slot = Date.parse(slotIso);
     if (!(slot >= from && slot < to)) continue;
@@ -291,8 +295,9 @@ export function readStamps(file, { from = -Infinity, to = Infinity } = {}) {
     if (seen.has(k)) dup++;
     seen.add(k);
     late.push(Number(t) * 1000 - slot);
+    if (waitNs !== undefined && Number(waitNs) >= 0) wait.push(Number(waitNs) / 1e6);
   }
-  return { late, dup, distinct: seen.size };
+  return { late, wait: wait.length === late.length ? wait : null, dup, distinct: seen.size };
 }
 
 // ---- the machine ----------------------------------------------------------------------------
