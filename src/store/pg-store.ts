@@ -36,6 +36,9 @@ import * as why from "./postgres/why.js";
 import { defaultSelf, type NodeSelf } from "./rows.js";
 
 export class PgStore extends PgMarkerStore implements Store {
+  /** The log paths of the runs this store started, for their tails when they end. */
+  private readonly logs = new runs.StartedLogs();
+
   private constructor(c: PgConn) {
     super(c);
   }
@@ -149,7 +152,9 @@ export class PgStore extends PgMarkerStore implements Store {
 
   async reserveRuns(items: readonly TickWrite[]) {
     if (items.length === 0) return [];
-    return this.c.write((q) => tick.writeTick(q, items, this.c.node));
+    const out = await this.c.write((q) => tick.writeTick(q, items, this.c.node));
+    this.logs.remember(out, this.c.node);
+    return out;
   }
 
   async setRunProcess(runId: number, pid: number, pidStart: string | null, pgid: number) {
@@ -181,17 +186,13 @@ export class PgStore extends PgMarkerStore implements Store {
 
   async finishRuns(list: readonly RunEnd[]) {
     if (list.length === 0) return;
-    const ids = list.map((e) => e.runId);
-    await this.c.write(async (q) => {
-      await runs.lockRunJobs(q, ids);
-      const ended: runs.Finished[] = [];
-      for (const e of list) {
-        const f = await runs.finishRun(q, e.runId, e.result);
-        if (f !== null) ended.push(f);
-      }
-      // Any node may be asked for this run's log: keep its tail here (the file stays on this node).
-      await runs.keepLogTails(q, ids, ended, this.c.node);
-    });
+    // A run recorded twice in one batch keeps its first end, as when recorded one after another.
+    const seen = new Set<number>();
+    const ends = list.filter((e) => !seen.has(e.runId) && seen.add(e.runId));
+    const ids = ends.map((e) => e.runId);
+    // Any node may be asked for a run's log: keep its tail here (the file stays on this node).
+    await runs.recordEnds(this.c.one, ends, await this.logs.tails(this.c.one, ids, this.c.node));
+    this.logs.forget(ids);
   }
 
   async recordDisposition(
