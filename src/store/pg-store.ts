@@ -1,10 +1,12 @@
 // The PostgreSQL Store: the same operations, outcomes and row shapes as SqliteStore, over a
 // pg.Pool. Each method is one whole transaction on one client (PgConn.write / PgConn.read:
-// BEGIN ... COMMIT, ROLLBACK on any error) or one statement. Where SQLite serialises writers with
-// BEGIN IMMEDIATE, a write here locks the rows of the jobs it acts on, in name order
-// (postgres/jobs.ts, lockJobs), and claims slots by their unique key (ON CONFLICT), so two
-// daemons, runs or `mark` calls on other connections are serialised per job. A tick's writes
-// (postgres/tick.ts) claim their slots first and lock only the jobs they then act on.
+// BEGIN ... COMMIT, ROLLBACK on any error) or one statement (finishRuns: one, after reading the
+// log paths it does not know; a transaction would cost a round trip each for BEGIN and COMMIT).
+// Where SQLite serialises writers with BEGIN IMMEDIATE, a write here locks the rows of the jobs
+// it acts on, in name order (postgres/jobs.ts, lockJobs), and claims slots by their unique key
+// (ON CONFLICT), so two daemons, runs or `mark` calls on other connections are serialised per
+// job. A tick's writes (postgres/tick.ts) claim their slots first and lock only the jobs they
+// then act on.
 import type { Store } from "./interface.js";
 import type { PgConn, PgOpenOptions } from "./pg-connection.js";
 import { openPgConn } from "./pg-connection.js";
