@@ -60,7 +60,10 @@ async function startAll(cfgs, opts = {}) {
 
 const ME = { pid: process.pid, start: null };
 
-/** One claim + record: the tick's reservation (one transaction), then the run's end (another). */
+/**
+ * One claim + record: the tick's reservation (one transaction), then the run's end (another on
+ * SQLite, one statement on PostgreSQL).
+ */
 async function claimAndRecord(store, job, slot) {
   const [o] = await store.reserveRuns([
     {
@@ -169,7 +172,7 @@ export async function pgClaim() {
       baseName,
       target,
       p.p50 / s.p50 <= 5,
-      `median of ${n} each, alternating blocks of ${block}; p99 ${p.p99.toFixed(2)} vs ${s.p99.toFixed(2)} ms; two transactions per claim (reserve, finish), as the daemon does; one fsync'd 1-row INSERT through pg: ${floor.toFixed(2)} ms; load ${load0} -> ${load()}`,
+      `median of ${n} each, alternating blocks of ${block}; p99 ${p.p99.toFixed(2)} vs ${s.p99.toFixed(2)} ms; a reservation (one transaction) and an end (one statement) per claim, as the daemon writes them; one fsync'd 1-row INSERT through pg: ${floor.toFixed(2)} ms; load ${load0} -> ${load()}`,
       "ms",
     ),
   ];

@@ -1,10 +1,12 @@
 // The PostgreSQL Store: the same operations, outcomes and row shapes as SqliteStore, over a
 // pg.Pool. Each method is one whole transaction on one client (PgConn.write / PgConn.read:
-// BEGIN ... COMMIT, ROLLBACK on any error) or one statement. Where SQLite serialises writers with
-// BEGIN IMMEDIATE, a write here locks the rows of the jobs it acts on, in name order
-// (postgres/jobs.ts, lockJobs), and claims slots by their unique key (ON CONFLICT), so two
-// daemons, runs or `mark` calls on other connections are serialised per job. A tick's writes
-// (postgres/tick.ts) claim their slots first and lock only the jobs they then act on.
+// BEGIN ... COMMIT, ROLLBACK on any error) or one statement (finishRuns: one, after reading the
+// log paths it does not know; a transaction would cost a round trip each for BEGIN and COMMIT).
+// Where SQLite serialises writers with BEGIN IMMEDIATE, a write here locks the rows of the jobs
+// it acts on, in name order (postgres/jobs.ts, lockJobs), and claims slots by their unique key
+// (ON CONFLICT), so two daemons, runs or `mark` calls on other connections are serialised per
+// job. A tick's writes (postgres/tick.ts) claim their slots first and lock only the jobs they
+// then act on.
 import type { Store } from "./interface.js";
 import type { PgConn, PgOpenOptions } from "./pg-connection.js";
 import { openPgConn } from "./pg-connection.js";
@@ -36,6 +38,9 @@ import * as why from "./postgres/why.js";
 import { defaultSelf, type NodeSelf } from "./rows.js";
 
 export class PgStore extends PgMarkerStore implements Store {
+  /** The log paths of the runs this store started, for their tails when they end. */
+  private readonly logs = new runs.StartedLogs();
+
   private constructor(c: PgConn) {
     super(c);
   }
@@ -149,7 +154,9 @@ export class PgStore extends PgMarkerStore implements Store {
 
   async reserveRuns(items: readonly TickWrite[]) {
     if (items.length === 0) return [];
-    return this.c.write((q) => tick.writeTick(q, items, this.c.node));
+    const out = await this.c.write((q) => tick.writeTick(q, items, this.c.node));
+    this.logs.remember(out, this.c.node);
+    return out;
   }
 
   async setRunProcess(runId: number, pid: number, pidStart: string | null, pgid: number) {
@@ -181,17 +188,13 @@ export class PgStore extends PgMarkerStore implements Store {
 
   async finishRuns(list: readonly RunEnd[]) {
     if (list.length === 0) return;
-    const ids = list.map((e) => e.runId);
-    await this.c.write(async (q) => {
-      await runs.lockRunJobs(q, ids);
-      const ended: runs.Finished[] = [];
-      for (const e of list) {
-        const f = await runs.finishRun(q, e.runId, e.result);
-        if (f !== null) ended.push(f);
-      }
-      // Any node may be asked for this run's log: keep its tail here (the file stays on this node).
-      await runs.keepLogTails(q, ids, ended, this.c.node);
-    });
+    // A run recorded twice in one batch keeps its first end, as when recorded one after another.
+    const seen = new Set<number>();
+    const ends = list.filter((e) => !seen.has(e.runId) && seen.add(e.runId));
+    const ids = ends.map((e) => e.runId);
+    // Any node may be asked for a run's log: keep its tail here (the file stays on this node).
+    await runs.recordEnds(this.c.one, ends, await this.logs.tails(this.c.one, ids, this.c.node));
+    this.logs.forget(ids);
   }
 
   async recordDisposition(

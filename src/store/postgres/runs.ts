@@ -3,10 +3,10 @@
 // their caller's transaction and never open one. A write that reads a job's runs and acts on them
 // holds the job's row lock (jobs.lockJobs, lockRunJobs) first.
 import type { Q } from "../pg-connection.js";
-import type { Owner, RunProcess, RunRow } from "../rows.js";
+import type { Owner, RunEnd, RunProcess, RunRow, TickOutcome } from "../rows.js";
+import { readLogTail } from "../log-tail.js";
 import { fenced, interrupted, runResult } from "../../core/result.js";
 import { leaseLive } from "./daemon.js";
-import { readLogTail } from "../log-tail.js";
 import type { RunResult } from "../../core/types.js";
 import { runningRuns } from "./history.js";
 
@@ -141,35 +141,99 @@ export async function pruneRuns(q: Q, job: string, keep: number): Promise<string
 }
 
 /**
- * Keep the log tail of each of these finished runs of this node (read from its log file).
- * `ended`: the rows this transaction finished (their paths known); the others of `runIds` (ended
- * before, by another writer) are read.
+ * The log paths of the runs a store started whose ends it has not recorded yet, so that their
+ * tails are read before the one statement that records their ends (recordEnds) without reading
+ * their rows first (a run's log path never changes once its row is written). A hint, not a
+ * record: the path of a run not here (adopted, or started by another process) is read.
  */
-export async function keepLogTails(
-  q: Q,
-  runIds: readonly number[],
-  ended: readonly Finished[],
-  node: string,
-) {
-  const known = new Set(ended.map((r) => r.id));
-  const rest = runIds.filter((id) => !known.has(id));
-  const rows = [
-    ...ended.filter((r) => r.node === node),
-    ...(rest.length === 0
-      ? []
-      : await q.all<Finished>(
-          "SELECT id, log_path, node FROM runs WHERE id = ANY($1::bigint[]) AND node = $2 AND status <> 'running'",
-          [rest, node],
-        )),
-  ];
-  for (const r of rows) {
-    const tail = r.log_path === null ? null : readLogTail(r.log_path);
-    if (tail === null) continue;
-    await q.run(
-      "INSERT INTO run_logs (run_id, tail) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING",
-      [r.id, tail],
-    );
+export class StartedLogs {
+  private readonly paths = new Map<number, string>();
+
+  /** The runs a tick started on this node. */
+  remember(out: readonly TickOutcome[], node: string): void {
+    // Bounded: an end may be recorded by another writer (an adopter, a takeover), never here.
+    if (this.paths.size > 10_000) this.paths.clear();
+    for (const o of out)
+      if (o.kind === "started" && o.run.node === node && o.run.log_path !== null)
+        this.paths.set(o.run.id, o.run.log_path);
   }
+
+  forget(runIds: readonly number[]): void {
+    for (const id of runIds) this.paths.delete(id);
+  }
+
+  /** The log tails of these runs of this node (a run's log is whole once it ended). */
+  async tails(q: Q, runIds: readonly number[], node: string): Promise<LogTail[]> {
+    const known = runIds.flatMap((id) => {
+      const p = this.paths.get(id);
+      return p === undefined ? [] : [{ id, log_path: p }];
+    });
+    const unknown = runIds.filter((id) => !this.paths.has(id));
+    const read =
+      unknown.length === 0
+        ? []
+        : await q.all<{ id: number; log_path: string }>(
+            "SELECT id, log_path FROM runs WHERE id = ANY($1::bigint[]) AND node = $2 AND log_path IS NOT NULL",
+            [unknown, node],
+          );
+    return [...known, ...read].flatMap((p) => {
+      const tail = readLogTail(p.log_path);
+      return tail === null ? [] : [{ runId: p.id, tail }];
+    });
+  }
+}
+
+/**
+ * Record these runs' ends and keep the given log tails, as one statement (atomic by itself: no
+ * transaction, so no BEGIN and COMMIT round trips). In the order a write transaction takes its
+ * locks (see Q.order): the runs' job rows locked in name order (`l`, an aggregate, so that every
+ * row is locked before the runs are touched, which the one-time filters on `l` wait for), then
+ * each running run of the list ended (a run ended already, by an adopter or a takeover, keeps its
+ * first end: under READ COMMITTED the UPDATE re-checks `status` on a row changed since its
+ * snapshot), its job's success stamps moved when it succeeded, the tails kept, and data_version
+ * bumped last. `ends` has each run once.
+ */
+const RECORD_ENDS = `WITH l AS MATERIALIZED (
+    SELECT count(*) AS n FROM (SELECT 1 FROM jobs
+      WHERE name IN (SELECT job FROM runs WHERE id = ANY($1::bigint[]))
+      ORDER BY name FOR UPDATE) x),
+  e AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::text[],
+      $6::bigint[], $7::bigint[], $8::bigint[])
+    AS e(id, status, reason, exit_code, signal, finished_at, duration_ms, log_bytes)),
+  f AS (UPDATE runs SET status = e.status, reason = e.reason, exit_code = e.exit_code,
+      signal = e.signal, finished_at = e.finished_at, duration_ms = e.duration_ms,
+      log_bytes = e.log_bytes, revoked = 1
+    FROM e WHERE runs.id = e.id AND runs.status = 'running' AND (SELECT n FROM l) >= 0
+    RETURNING runs.job, runs.status, runs.finished_at),
+  j AS (UPDATE jobs SET last_success_at = GREATEST(COALESCE(last_success_at, 0), m.at),
+      last_progress_at = GREATEST(COALESCE(last_progress_at, 0), m.at)
+    FROM (SELECT job, MAX(finished_at) AS at FROM f WHERE status = 'ok' GROUP BY job) m
+    WHERE jobs.name = m.job),
+  t AS (INSERT INTO run_logs (run_id, tail)
+    SELECT u.id, u.tail FROM unnest($9::bigint[], $10::bytea[]) AS u(id, tail)
+    WHERE (SELECT n FROM l) >= 0 AND EXISTS (SELECT 1 FROM runs WHERE runs.id = u.id)
+    ON CONFLICT (run_id) DO NOTHING)
+UPDATE data_version SET n = n + 1 WHERE id = 1 AND (SELECT count(*) FROM f) >= 0`;
+
+export interface LogTail {
+  runId: number;
+  tail: Buffer;
+}
+
+export async function recordEnds(q: Q, ends: readonly RunEnd[], tails: readonly LogTail[]) {
+  const rs = ends.map((e) => e.result);
+  await q.run(RECORD_ENDS, [
+    ends.map((e) => e.runId),
+    rs.map((r) => r.status),
+    rs.map((r) => r.reason),
+    rs.map((r) => r.exitCode),
+    rs.map((r) => r.signal),
+    rs.map((r) => r.finishedAt),
+    rs.map((r) => r.durationMs),
+    rs.map((r) => r.logBytes),
+    tails.map((t) => t.runId),
+    tails.map((t) => t.tail),
+  ]);
 }
 
 /** The kept tail of a run's log, or null. */
