@@ -18,12 +18,15 @@ export interface DuePlan {
   /** The slot to fire: the latest one that has passed. */
   fire: number;
   /** Older slots that passed while the timer was late: recorded `missed`, oldest first. */
-  missed: number[];
+  missed: readonly number[];
   /** The job's next slot after this tick. */
   next: number | null;
   /** Set when the tick is late for this job: reported as an event. */
   late: LateSlot | null;
 }
+
+/** No missed slot: one array for every plan of a punctual tick (10,000 a second at 10,000 jobs). */
+const NONE: readonly number[] = Object.freeze([]);
 
 /** A job's slot `due` came due (due <= now). If the timer woke late, older slots are missed. */
 export function planDue(job: SlotJob, due: number, now: number): DuePlan {
@@ -32,13 +35,13 @@ export function planDue(job: SlotJob, due: number, now: number): DuePlan {
     // The common case, one slot due: no walk over passed slots.
     const late =
       now - due > LATE_MS ? { name: job.name, slot: due, missed: 0, capped: false } : null;
-    return { fire: due, missed: [], next: after, late };
+    return { fire: due, missed: NONE, next: after, late };
   }
   const passed = missedSlots(job, new Date(due - 1), new Date(now), MISSED_ROWS);
   const slots = passed.slots.map((d) => d.getTime());
   const fire = slots.pop() ?? due;
   const next = nextSlotAt(job, Math.max(now, fire));
-  if (now - fire <= LATE_MS && slots.length === 0) return { fire, missed: [], next, late: null };
+  if (now - fire <= LATE_MS && slots.length === 0) return { fire, missed: NONE, next, late: null };
   const late = {
     name: job.name,
     slot: due,

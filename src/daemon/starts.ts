@@ -21,6 +21,8 @@ export class TickBatch {
   readonly writes: TickWrite[] = [];
   /** Jobs with a start here: a second start of one waits like one behind a running run. */
   private readonly starts = new Set<string>();
+  /** The last disposition recorded, whose slot and record the next one may share. */
+  private lastRecord: Required<TickWrite> | null = null;
 
   start(job: JobConfig, p: Pending): void {
     this.writes.push({ job, p });
@@ -28,7 +30,20 @@ export class TickBatch {
   }
 
   record(job: JobConfig, slot: number, status: "skipped" | "missed", reason: string): void {
-    this.writes.push({ job, p: scheduled(slot), record: { status, reason } });
+    // Many jobs record the same slot alike (10,000 paused jobs, one slot): they share one Pending
+    // and one record (neither is changed once made), so the batch holds one object per job, not
+    // three, until it is written; fewer for the young generation's scavenges to copy.
+    const last = this.lastRecord;
+    const same =
+      last !== null &&
+      last.p.slot === slot &&
+      last.record.status === status &&
+      last.record.reason === reason;
+    const w = same
+      ? { job, p: last.p, record: last.record }
+      : { job, p: scheduled(slot), record: { status, reason } };
+    this.lastRecord = w;
+    this.writes.push(w);
   }
 
   starting(name: string): boolean {

@@ -33,6 +33,8 @@ export type { SupervisorHooks } from "./runtime.js";
 
 /** Never sleep longer than this: re-read the wall clock at least this often. */
 const MAX_SLEEP_MS = 30_000;
+/** The store's paused jobs, for a tick whose due jobs the config pauses all (none read). */
+const NONE_PAUSED: ReadonlySet<string> = new Set();
 /** How often a fenced node's timer wakes (its lease's renewal wakes it at once anyway). */
 const FENCED_SLEEP_MS = 1000;
 
@@ -216,14 +218,20 @@ export class Supervisor {
         this.lastWake = now;
       }
       this.lastWake = Math.max(this.lastWake, now);
-      // `cronvisor pause` writes the store from another process: read it once per tick that fires.
-      let paused: Set<string> | null = null;
-      const isPaused = async (name: string) => (paused ??= await rt.store.pausedJobs()).has(name);
+      // `cronvisor pause` writes the store from another process: read it once per tick that
+      // fires a job the config does not pause.
+      let paused: ReadonlySet<string> | null = null;
       for (const st of rt.jobs.values()) {
         const slot = st.next;
         if (slot === null || slot > now) continue;
         try {
-          await this.due(st, now, batch, late, isPaused);
+          if (!st.cfg.paused) paused ??= await rt.store.pausedJobs();
+          // Slots that came due while the store refused writes: recorded once a write works again.
+          if (st.gap !== null) await this.recordGap(st, now);
+          // Awaited only when there is something to wait for: 10,000 due jobs are not 10,000
+          // microtask turns before the batch, and its time, are written.
+          const offered = this.due(st, now, batch, late, paused ?? NONE_PAUSED);
+          if (offered !== null) await offered;
         } catch (e) {
           this.log(`cronvisor: error handling slot: ${(e as Error).message} (job: ${st.cfg.name})`);
           st.next = nextSlotAt(st.cfg, now);
@@ -238,35 +246,42 @@ export class Supervisor {
     }
   }
 
-  private async due(
+  private async recordGap(st: JobState, now: number): Promise<void> {
+    const { cfg, gap } = st;
+    if (gap === null) return;
+    const slots = gapSlots(cfg, gap, st.next as number);
+    await recordMissed(this.on.rt.store, [{ job: cfg.name, slots, reason: gap.reason }], now);
+    st.gap = null;
+  }
+
+  /**
+   * A due job's slot into the tick's batch: the missed slots of a late timer, then a skip if
+   * paused, a jittered start, or the overlap decision (the one part that may wait: its promise).
+   */
+  private due(
     st: JobState,
     now: number,
     batch: TickBatch,
     late: LateSlot[],
-    isPaused: (name: string) => Promise<boolean>,
-  ): Promise<void> {
+    paused: ReadonlySet<string>,
+  ): Promise<void> | null {
     const { rt, runs } = this.on;
     const { cfg } = st;
     const plan = planDue(cfg, st.next as number, now);
-    if (st.gap !== null) {
-      // Slots that came due while the store refused writes: recorded once a write works again.
-      const slots = gapSlots(cfg, st.gap, st.next as number);
-      await recordMissed(rt.store, [{ job: cfg.name, slots, reason: st.gap.reason }], now);
-      st.gap = null;
-    }
     st.next = plan.next;
     if (plan.late) late.push(plan.late);
     for (const s of plan.missed)
       batch.record(cfg, s, "missed", "timer late (suspend or clock step)");
-    if (cfg.paused || (await isPaused(cfg.name))) {
+    if (cfg.paused || paused.has(cfg.name)) {
       batch.record(cfg, plan.fire, "skipped", "paused");
     } else if (cfg.jitterMs > 0) {
       // The slot stays the nominal time; only the start moves (in a batch of its own).
       const p = scheduled(plan.fire);
       rt.later(Math.floor(Math.random() * cfg.jitterMs), () => runs.offerNow(cfg.name, p));
     } else {
-      await runs.offer(st, scheduled(plan.fire), batch);
+      return runs.offer(st, scheduled(plan.fire), batch);
     }
+    return null;
   }
 
   // ---- liveness, reload, stop ----------------------------------------------------------------
