@@ -3,7 +3,7 @@
 // the rows are the same until someone commits. SQLite's `data_version` changes whenever another
 // connection commits (the page's own connection is read-only), so the rows read at one version
 // are exactly the rows a new read at that version would return. (A shared PostgreSQL store does
-// not count its lease renewals in its data_version: there every page reads again.)
+// not count its lease renewals in its data_version: there every page reads again, as below.)
 //
 // After a commit (on a daemon that beats every 10 s, most of them are its heartbeat, which
 // changes no job), the read is incremental where that is cheaper and as exact as a whole read:
