@@ -159,7 +159,7 @@ async function pageWall() {
         "node -e 0",
         "≤ 2×",
         median(cold.page) / median(cold.node) <= 2,
-        `median of ${cold.page.length}: every load reads the store again (the page keeps its rows only while the store is unchanged)`,
+        `median of ${cold.page.length}: every load reads what changed since the last (the summaries again, the timelines' changes)`,
         "ms",
       ),
     ];
@@ -170,7 +170,8 @@ async function pageWall() {
 
 /**
  * Loads of `/` each made as soon as the daemon has committed something since the last (its
- * heartbeat): the page's worker cannot reuse a row it read before (src/monitor/page-reads.ts).
+ * heartbeat): the page's worker cannot reuse its kept rows as they are, and reads what changed
+ * since (src/monitor/page-reads.ts).
  */
 async function coldLoads(state, port, n) {
   const db = await openDb(state);

@@ -4,9 +4,10 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { test } from "node:test";
-import { openStore } from "../dist/store/store.js";
+import { openPgStore, openStore } from "../dist/store/store.js";
 import { PageReads } from "../dist/monitor/page-reads.js";
 import { tmpdir } from "./helpers.js";
+import { freshDatabase, pgSkip } from "./pg.js";
 
 const ME = { pid: process.pid, start: "me" };
 const req = (job, slot, now) => ({
@@ -102,3 +103,126 @@ test("kept reads: the same rows while nothing commits, fresh ones after any comm
     [running.run.id],
   );
 });
+
+/** A store whose timeline reads are counted: which path a page took (whole or changes). */
+function counted(store) {
+  const n = { timelines: 0, timelineChanges: 0 };
+  const proxy = new Proxy(store, {
+    get(target, key) {
+      const v = Reflect.get(target, key, target);
+      if (typeof v !== "function") return v;
+      return (...a) => {
+        if (key in n) n[key]++;
+        return v.apply(target, a);
+      };
+    },
+  });
+  return { proxy, n };
+}
+
+/** The page's rows, kept and brought up to date, next to a whole read on the same connection. */
+async function sameAsWhole(reads, reader, list, since, label) {
+  await reads.check();
+  const kept = await reads.statusStore().statusRows(list, 20);
+  const whole = await reader.statusRows(list, 20);
+  assert.deepEqual(kept.jobs, whole.jobs, `${label}: the status rows`);
+  assert.deepEqual(kept.daemon, whole.daemon, `${label}: the daemon row`);
+  const names = list.map((j) => j.name);
+  const lines = await reads.timelines(names, since);
+  const full = await reader.timelines(names, since);
+  if (!reader.shared) for (const rows of full.values()) for (const r of rows) r.node = null;
+  assert.deepEqual(lines, full, `${label}: the timelines`);
+}
+
+/**
+ * After each kind of change, the incremental read (kept parses, the timelines' changes) gives
+ * what a whole read gives; `others` writes as another node where the store is shared.
+ */
+async function everyKindOfChange(writer, reader, others) {
+  const H = 3_600_000;
+  const base = 1_800_000_000_000;
+  for (let k = 0; k < 6; k++)
+    for (const job of ["a", "b"]) await run(writer, job, base + k * H, k === 3 ? "failed" : "ok");
+  const { proxy, n } = counted(reader);
+  const reads = new PageReads(proxy);
+  const ab = ["a", "b"].map((name) => ({ name, repeatLimit: 3 }));
+  let since = base + 2 * H;
+  const same = (label, list = ab) => sameAsWhole(reads, reader, list, since, label);
+  const changesOnly = async (label, fn, list = ab) => {
+    const whole = n.timelines;
+    await fn();
+    await same(label, list);
+    assert.equal(n.timelines, whole, `${label}: read as changes, not whole`);
+  };
+
+  await same("the first read");
+  assert.equal(n.timelines, 1);
+  let started;
+  await changesOnly("a run started", async () => {
+    started = await writer.reserveRun(req("a", base + 6 * H, base + 6 * H + 5));
+  });
+  await changesOnly("the run ended", () =>
+    writer.finishRun(started.run.id, result("failed", base + 6 * H + 5, base + 6 * H + 905)),
+  );
+  await changesOnly("a disposition", () =>
+    writer.recordDisposition("b", base + 6 * H, "skipped", "overlap", base + 6 * H + 1),
+  );
+  await changesOnly("a marker", () =>
+    writer.markDone({ job: "a", run: null }, ["k1", "k2"], base + 6 * H + 2),
+  );
+  await changesOnly("a pause", () => writer.setPaused("b", true, base + 6 * H + 3));
+  await changesOnly("a commit that changes no job", () => writer.setScannedTo("zz", base));
+  await changesOnly("the range moved on: old runs leave it", async () => {
+    since = base + 3 * H + 1005;
+  });
+  await changesOnly("the range moved on again", async () => {
+    since = base + 4 * H + 1006;
+  });
+  if (others) {
+    let theirs;
+    await changesOnly("another node's run", async () => {
+      theirs = await others.reserveRun(req("b", base + 7 * H, base + 7 * H + 5));
+    });
+    await changesOnly("another node's run ended", () =>
+      others.finishRun(theirs.run.id, result("ok", base + 7 * H + 5, base + 7 * H + 50)),
+    );
+  }
+  // A prune deletes rows inside the range: the counts tell, and the range is read whole.
+  since = base + 2 * H;
+  await same("the range back to its start (a wider range: read whole)");
+  const whole = n.timelines;
+  await writer.pruneRuns("a", 3);
+  await same("a prune");
+  assert.equal(n.timelines, whole + 1, "a prune: read whole");
+  // A reload: a job added, then removed.
+  const abc = [...ab, { name: "c", repeatLimit: 3 }];
+  await run(writer, "c", base + 6 * H, "ok");
+  await same("a job added", abc);
+  await changesOnly("a run of the added job", () => run(writer, "c", base + 7 * H, "failed"), abc);
+  await same("the job removed", ab);
+}
+
+test("after each kind of change, the kept rows brought up to date are what a whole read gives (SQLite)", async (t) => {
+  const dir = path.join(tmpdir(t), "state");
+  const writer = await openStore(dir, { create: true });
+  t.after(() => writer.close());
+  await run(writer, "a", 1_700_000_000_000, "ok"); // the WAL exists: the reader reads the file
+  const reader = await openStore(dir, { create: false, readonly: true });
+  t.after(() => reader.close());
+  await everyKindOfChange(writer, reader, null);
+});
+
+test(
+  "after each kind of change, including another node's runs, the same on PostgreSQL",
+  { skip: pgSkip() },
+  async (t) => {
+    const url = await freshDatabase();
+    const writer = await openPgStore(url, { create: true, node: "one" });
+    t.after(() => writer.close());
+    const other = await openPgStore(url, { create: false, node: "two" });
+    t.after(() => other.close());
+    const reader = await openPgStore(url, { create: false, node: "one" });
+    t.after(() => reader.close());
+    await everyKindOfChange(writer, reader, other);
+  },
+);

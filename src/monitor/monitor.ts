@@ -40,6 +40,13 @@ import { storeTarget } from "../store/store.js";
 
 /** Time a beat may spend judging jobs before it yields to the scheduler (the rest: next beat). */
 const BEAT_BUDGET_MS = 50;
+
+/**
+ * How long the judging runs before it lets the loop's other work in (an HTTP request, the page
+ * worker's answer): SQLite's calls answer at once, so the loop would otherwise see nothing else
+ * for the whole budget, and a page loaded at a beat would wait behind it.
+ */
+const YIELD_MS = 5;
 /** How long `stop` waits for queued alerts and pings. */
 const STOP_DRAIN_MS = 3000;
 
@@ -250,10 +257,15 @@ export class Monitor {
     const todo = [...this.dirty];
     this.dirty.clear();
     const t0 = performance.now();
+    let yielded = t0;
     for (let i = 0; i < todo.length; i++) {
       if (performance.now() - t0 > BEAT_BUDGET_MS) {
         for (const name of todo.slice(i)) this.dirty.add(name);
         return;
+      }
+      if (performance.now() - yielded > YIELD_MS) {
+        await new Promise(setImmediate);
+        yielded = performance.now();
       }
       const job = byName.get(todo[i] as string);
       if (job) await this.watch(job, now, nodes);

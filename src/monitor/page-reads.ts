@@ -1,22 +1,93 @@
-// The status page's store reads, kept while the store has not changed. A page is the rows read
-// from the store judged at `now`: the judgement (health, ages, the verdict) is made again for
-// every page, but the rows are the same until someone commits. SQLite's `data_version` changes
-// whenever another connection commits (the page's own connection is read-only), so the rows read
-// at one version are exactly the rows a new read at that version would return. A client that
-// reloads the page every second, on a daemon that beats every 10 s, then reads 1,000 jobs' rows
-// once per beat instead of once per load. (A shared PostgreSQL store does not count its lease
-// renewals in its data_version, so there every page reads everything again.)
-import type { StatusRows, StatusStore, Store, TimelineRow } from "../store/store.js";
+// The status page's store reads, kept between pages. A page is the rows read from the store
+// judged at `now`: the judgement (health, ages, the verdict) is made again for every page, but
+// the rows are the same until someone commits. SQLite's `data_version` changes whenever another
+// connection commits (the page's own connection is read-only), so the rows read at one version
+// are exactly the rows a new read at that version would return. (A shared PostgreSQL store does
+// not count its lease renewals in its data_version: there every page reads again, as below.)
+//
+// After a commit (on a daemon that beats every 10 s, most of them are its heartbeat, which
+// changes no job), the read is incremental where that is cheaper and as exact as a whole read:
+// the summaries are read again, but a column read back unchanged is not parsed again
+// (SummaryParses), and the timelines ask only for what changed since the runs they saw
+// (Store.timelineChanges: rows inserted since, the rows that were running, and per job the count
+// of rows finished in the range, which tells a prune's deletions; a count that disagrees with
+// the merged rows makes the page read them whole).
+import type {
+  StatusRows,
+  StatusStore,
+  Store,
+  SummaryParses,
+  TimelineChanges,
+  TimelineRow,
+} from "../store/store.js";
 
 type Hashes = Awaited<ReturnType<Store["jobHashes"]>>;
 type Timelines = Map<string, TimelineRow[]>;
+
+/** A row on a timeline from `since`: running, or finished at or after it (as the query). */
+const inRange = (r: TimelineRow, since: number): boolean =>
+  r.status === "running" || (r.finished_at ?? -Infinity) >= since;
+
+/** Rows finished at or after `since`: what timelineChanges counts. */
+const finishedIn = (rows: readonly TimelineRow[], since: number): number =>
+  rows.reduce((n, r) => (r.finished_at !== null && r.finished_at >= since ? n + 1 : n), 0);
+
+/** The kept rows cut to a later `since`, as a new read would cut them. */
+export function cutTimelines(kept: Timelines, since: number): Timelines {
+  const out: Timelines = new Map();
+  for (const [job, rows] of kept)
+    out.set(
+      job,
+      rows.filter((r) => inRange(r, since)),
+    );
+  return out;
+}
+
+/**
+ * Kept timelines brought up to date by the changes since (pure): a finished row never changes,
+ * so each job's rows are its kept finished ones in range, replaced or joined by the rows read
+ * again (those running then, as they are now, and those inserted since), oldest first. Null if
+ * a job's count of rows finished in the range disagrees: rows were deleted (a prune), and the
+ * caller reads the whole range again.
+ */
+export function mergeTimelines(
+  kept: Timelines,
+  changes: TimelineChanges,
+  since: number,
+): Timelines | null {
+  const out: Timelines = new Map();
+  for (const [job, rows] of kept) {
+    const fresh = changes.rows.get(job);
+    let list = rows.filter((r) => r.status !== "running" && inRange(r, since));
+    if (fresh) {
+      const byId = new Map(list.map((r) => [r.id, r]));
+      for (const r of fresh) if (inRange(r, since)) byId.set(r.id, r);
+      list = [...byId.values()].sort((a, b) => a.id - b.id);
+    }
+    if (finishedIn(list, since) !== (changes.finished.get(job) ?? 0)) return null;
+    out.set(job, list);
+  }
+  return out;
+}
+
+interface KeptLines {
+  key: string;
+  since: number;
+  /** The newest run id when the rows were read (or brought up to date). */
+  maxId: number;
+  /** The data_version they were brought up to date at (null: the store does not count). */
+  version: number | null;
+  rows: Timelines;
+}
 
 export class PageReads {
   /** The store's data_version the kept rows were read at; null: nothing is kept. */
   private version: number | null = null;
   private status: { key: string; rows: StatusRows } | null = null;
   private hashes: Hashes | null = null;
-  private lines: { key: string; since: number; rows: Timelines } | null = null;
+  private lines: KeptLines | null = null;
+  /** The summaries as last parsed: kept across commits, as they are checked at each read. */
+  private readonly parses: SummaryParses = new Map();
 
   constructor(readonly store: Store) {}
 
@@ -30,7 +101,6 @@ export class PageReads {
     if (version === null || version !== this.version) {
       this.status = null;
       this.hashes = null;
-      this.lines = null;
     }
     this.version = version;
   }
@@ -58,7 +128,9 @@ export class PageReads {
       statusRows: async (list, limit) => {
         const key = `${limit} ${JSON.stringify(list)}`;
         if (this.version !== null && this.status?.key === key) return this.status.rows;
-        const rows = await s.statusRows(list, limit);
+        // Jobs gone from the config (a reload) leave no parse behind.
+        if (this.parses.size > list.length) this.parses.clear();
+        const rows = await s.statusRows(list, limit, this.parses);
         if (this.version !== null) this.status = { key, rows };
         return rows;
       },
@@ -66,25 +138,40 @@ export class PageReads {
   }
 
   /**
-   * Store.timelines: rows kept for the same jobs from an earlier `since` are a superset (the
-   * range only moves forward with `now`), so those finished before `since` are dropped here.
+   * Store.timelines, from the kept rows: as they are while the store is unchanged (the range only
+   * moves forward with `now`, so they are cut in memory), brought up to date by the changes
+   * since after a commit, and read whole for other jobs, a wider range or deleted rows.
    */
   async timelines(jobs: readonly string[], since: number): Promise<Timelines> {
     const key = JSON.stringify(jobs);
     const kept = this.lines;
-    if (this.version !== null && kept?.key === key && kept.since <= since) {
-      const out: Timelines = new Map();
-      for (const [job, rows] of kept.rows)
-        out.set(
-          job,
-          rows.filter((r) => r.status === "running" || (r.finished_at ?? -Infinity) >= since),
-        );
-      return out;
+    if (kept?.key !== key || kept.since > since) return this.readTimelines(jobs, since, key);
+    if (this.version === null || kept.version !== this.version) {
+      const running: number[] = [];
+      for (const rows of kept.rows.values())
+        for (const r of rows) if (r.status === "running") running.push(r.id);
+      const changes = await this.store.timelineChanges(jobs, since, kept.maxId, running);
+      if (!this.store.shared) for (const rows of changes.rows.values()) nodeless(rows);
+      const rows = mergeTimelines(kept.rows, changes, since);
+      if (rows === null) return this.readTimelines(jobs, since, key);
+      this.lines = { key, since, maxId: changes.maxId, version: this.version, rows };
+      return rows;
     }
+    return cutTimelines(kept.rows, since);
+  }
+
+  private async readTimelines(jobs: readonly string[], since: number, key: string) {
+    // The newest id first: a row committed between the two reads comes again with the next
+    // changes (and replaces its copy), never goes missing.
+    const { runId } = await this.store.maxIds();
     const rows = await this.store.timelines(jobs, since);
-    // One node has nothing to tell apart: a bar names its node only on a shared store.
-    if (!this.store.shared) for (const list of rows.values()) for (const r of list) r.node = null;
-    if (this.version !== null) this.lines = { key, since, rows };
+    if (!this.store.shared) for (const list of rows.values()) nodeless(list);
+    this.lines = { key, since, maxId: runId, version: this.version, rows };
     return rows;
   }
+}
+
+/** One node has nothing to tell apart: a bar names its node only on a shared store. */
+function nodeless(rows: TimelineRow[]): void {
+  for (const r of rows) r.node = null;
 }

@@ -37,7 +37,9 @@ import type {
   SlotRecord,
   StatusJob,
   StatusRows,
+  SummaryParses,
   TickOutcome,
+  TimelineChanges,
   TimelineRow,
   TickWrite,
 } from "./rows.js";
@@ -215,8 +217,13 @@ export interface Store extends MarkerStore {
   /**
    * Everything `status` shows, in one snapshot: one row per job (its summary, migration 006),
    * the running runs and the attempts; `recentLimit` above SUMMARY_RECENT reads the runs.
+   * `parses`: the summaries as parsed by an earlier read, reused where unchanged and updated.
    */
-  statusRows(jobs: readonly StatusJob[], recentLimit: number): Promise<StatusRows>;
+  statusRows(
+    jobs: readonly StatusJob[],
+    recentLimit: number,
+    parses?: SummaryParses,
+  ): Promise<StatusRows>;
   repeatingKeysSince(job: string, limit: number, since: number): Promise<AttemptRow[]>;
   repeatingKeysAll(limit: number): Promise<Map<string, AttemptRow[]>>;
   runsAfter(job: string, afterId: number, limit: number): Promise<RunRow[]>;
@@ -226,6 +233,17 @@ export interface Store extends MarkerStore {
    * first, only the columns a timeline draws, in one snapshot: the status page's timelines.
    */
   timelines(jobs: readonly string[], since: number): Promise<Map<string, TimelineRow[]>>;
+  /**
+   * What those timelines gained and lost since a read that saw the runs up to `afterId`, in one
+   * snapshot: the rows inserted since, the rows `ids` (those running then) as they are now, and
+   * each job's count of rows finished at or after `since`, which tells a prune's deletions.
+   */
+  timelineChanges(
+    jobs: readonly string[],
+    since: number,
+    afterId: number,
+    ids: readonly number[],
+  ): Promise<TimelineChanges>;
   maxRunId(job: string): Promise<number>;
   jobsChangedSince(
     runId: number,

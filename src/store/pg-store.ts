@@ -23,6 +23,7 @@ import type {
   RunProcess,
   SlotRecord,
   StatusJob,
+  SummaryParses,
   TickWrite,
 } from "./rows.js";
 import type { RunResult } from "../core/types.js";
@@ -334,8 +335,8 @@ export class PgStore extends PgMarkerStore implements Store {
     return this.c.read((q) => status.jobReadings(q, job, recentLimit, repeatLimit));
   }
 
-  async statusRows(list: readonly StatusJob[], recentLimit: number) {
-    return this.c.read((q) => status.statusRows(q, list, recentLimit, this.c.node));
+  async statusRows(list: readonly StatusJob[], recentLimit: number, parses?: SummaryParses) {
+    return this.c.read((q) => status.statusRows(q, list, recentLimit, this.c.node, parses));
   }
 
   async repeatingKeysSince(job: string, limit: number, since: number) {
@@ -357,6 +358,15 @@ export class PgStore extends PgMarkerStore implements Store {
   async timelines(jobs: readonly string[], since: number) {
     // One statement: one snapshot.
     return history.timelines(this.c.one, jobs, since);
+  }
+
+  async timelineChanges(
+    jobs: readonly string[],
+    since: number,
+    afterId: number,
+    ids: readonly number[],
+  ) {
+    return history.timelineChanges(this.c.one, jobs, since, afterId, ids);
   }
 
   async maxRunId(job: string) {

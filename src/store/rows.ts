@@ -72,6 +72,16 @@ export type TimelineRow = Pick<
   | "node"
 >;
 
+/** What the status page's timelines gained and lost since a read (Store.timelineChanges). */
+export interface TimelineChanges {
+  /** Per job, the rows inserted since and the asked-for rows as they are now, oldest first. */
+  rows: Map<string, TimelineRow[]>;
+  /** Per job, how many of its rows finished at or after `since` (none: absent). */
+  finished: Map<string, number>;
+  /** The newest run id now (0: none): the next read's `afterId`. */
+  maxId: number;
+}
+
 /** The columns of a run that health is judged from. */
 export type RunFacts = Pick<
   RunRow,
@@ -318,6 +328,23 @@ export interface StatusRows {
   nodes: NodeRow[];
   jobs: Map<string, StatusJobRows>;
 }
+
+/**
+ * The summary columns as last parsed, by job: the status page reads every job's summary again
+ * after each commit (the daemon's heartbeat), and a column read back unchanged, which is almost
+ * every one, is not parsed again. The caller keeps it between reads; the parsed rows are shared,
+ * never changed by their readers.
+ */
+export type SummaryParses = Map<
+  string,
+  {
+    recentJson: string;
+    limit: number;
+    recent: RunFacts[];
+    lastJson: string | null;
+    lastFinished: HistoryRow | null;
+  }
+>;
 
 /** A job `status` reads: its name and repeat limit. */
 export interface StatusJob {

@@ -6,7 +6,7 @@ import type Database from "better-sqlite3";
 import os from "node:os";
 import { openConn, type Conn, type OpenOptions } from "./connection.js";
 import type { StatusStore } from "./interface.js";
-import type { StatusJob } from "./rows.js";
+import type { StatusJob, SummaryParses } from "./rows.js";
 import { SqliteMarkerStore } from "./sqlite-marker-store.js";
 import * as daemon from "./sqlite/daemon.js";
 import * as history from "./sqlite/history.js";
@@ -67,7 +67,7 @@ export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore 
     return this.c.read(() => status.jobReadings(this.c, job, recentLimit, repeatLimit));
   }
 
-  async statusRows(list: readonly StatusJob[], recentLimit: number) {
-    return this.c.read(() => status.statusRows(this.c, list, recentLimit));
+  async statusRows(list: readonly StatusJob[], recentLimit: number, parses?: SummaryParses) {
+    return this.c.read(() => status.statusRows(this.c, list, recentLimit, parses));
   }
 }

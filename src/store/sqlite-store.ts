@@ -300,6 +300,15 @@ export class SqliteStore extends SqliteStatusStore implements Store {
     return this.c.read(() => history.timelines(this.c, jobs, since));
   }
 
+  async timelineChanges(
+    jobs: readonly string[],
+    since: number,
+    afterId: number,
+    ids: readonly number[],
+  ) {
+    return this.c.read(() => history.timelineChanges(this.c, jobs, since, afterId, ids));
+  }
+
   async maxRunId(job: string) {
     return history.maxRunId(this.c, job);
   }

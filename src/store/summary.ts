@@ -1,7 +1,7 @@
 // A job's status summary (migration 006): the columns triggers keep in the job's own row, made
 // into what `status` reads, the same for both engines. Pure: no SQL here (the columns' meaning
 // is in migrations/sqlite/006_job_summary.sql).
-import type { HistoryRow, RunFacts, RunRow } from "./rows.js";
+import type { HistoryRow, RunFacts, RunRow, SummaryParses } from "./rows.js";
 import type { RunStatus } from "../core/types.js";
 
 /** How many finished runs recent_runs keeps: a reader asking for more reads the runs table. */
@@ -24,6 +24,23 @@ export function factsOf(r: readonly unknown[]): RunFacts {
 export function summaryFacts(json: string, limit: number): RunFacts[] {
   const rows = JSON.parse(json) as unknown[][];
   return (rows.length > limit ? rows.slice(0, limit) : rows).map(factsOf);
+}
+
+/** A job's recent_runs and last_finished as RunFacts and a HistoryRow, from `parses` if unchanged. */
+export function parseSummary(
+  job: string,
+  recentJson: string,
+  lastJson: string | null,
+  limit: number,
+  parses?: SummaryParses,
+): { recent: RunFacts[]; lastFinished: HistoryRow | null } {
+  const kept = parses?.get(job);
+  if (kept && kept.recentJson === recentJson && kept.lastJson === lastJson && kept.limit === limit)
+    return kept;
+  const recent = summaryFacts(recentJson, limit);
+  const lastFinished = lastJson ? (JSON.parse(lastJson) as HistoryRow) : null;
+  parses?.set(job, { recentJson, limit, recent, lastJson, lastFinished });
+  return { recent, lastFinished };
 }
 
 /**

@@ -2,7 +2,7 @@
 // Table-group functions: they run in their caller's transaction (a snapshot when the caller
 // opened one) and never open one.
 import type { Q } from "../pg-connection.js";
-import type { HistoryRow, RunFacts, RunRow, TimelineRow } from "../rows.js";
+import type { HistoryRow, RunFacts, RunRow, TimelineChanges, TimelineRow } from "../rows.js";
 
 const HISTORY_COLUMNS = `id, job, slot, trigger, status, reason, exit_code, signal, attempt, started_at,
   finished_at, duration_ms, markers_new, markers_skipped, pid, log_path`;
@@ -85,6 +85,44 @@ export async function timelines(
   );
   const out = new Map<string, TimelineRow[]>(jobs.map((j) => [j, []]));
   for (const { job, ...row } of rows) out.get(job)?.push(row);
+  return out;
+}
+
+/**
+ * What the timelines of `jobs` gained and lost since a read that saw the runs up to `afterId`
+ * (see SQLite's): the rows inserted since, the rows of `ids` again, each job's count of rows
+ * finished at or after `since`, and the newest run id. One statement: one snapshot. (Run ids
+ * are taken in commit order, `Q.order`, so no row committed later has an id below `afterId`.)
+ */
+export async function timelineChanges(
+  q: Q,
+  jobs: readonly string[],
+  since: number,
+  afterId: number,
+  ids: readonly number[],
+): Promise<TimelineChanges> {
+  const rows = await q.all<TimelineRow & { job: string; kind: string; n: number }>(
+    `SELECT 'row' AS kind, 0::bigint AS n, job, ${TIMELINE_COLUMNS} FROM runs
+     WHERE (id > $1 AND job = ANY($2)) OR id = ANY($3)
+     UNION ALL
+     SELECT 'count', COUNT(*), job, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL FROM runs WHERE job = ANY($2) AND finished_at >= $4 GROUP BY job
+     UNION ALL
+     SELECT 'max', COALESCE(MAX(id), 0), '', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL FROM runs
+     ORDER BY id NULLS LAST`,
+    [afterId, jobs, ids, since],
+  );
+  const out: TimelineChanges = { rows: new Map(), finished: new Map(), maxId: 0 };
+  for (const { kind, n, job, ...row } of rows) {
+    if (kind === "count") out.finished.set(job, n);
+    else if (kind === "max") out.maxId = n;
+    else {
+      const at = out.rows.get(job);
+      if (at) at.push(row);
+      else out.rows.set(job, [row]);
+    }
+  }
   return out;
 }
 

@@ -4,19 +4,19 @@
 import type { Q } from "../pg-connection.js";
 import type {
   AttemptRow,
-  HistoryRow,
   JobReadings,
   JobRow,
   RunRow,
   StatusJob,
   StatusJobRows,
   StatusRows,
+  SummaryParses,
 } from "../rows.js";
 import { daemonRow, nodes } from "./daemon.js";
 import { historyRow, lastRun, recentFinished, runningRuns } from "./history.js";
 import { jobRow } from "./jobs.js";
 import { markerCount, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
-import { latestRun, SUMMARY_RECENT, summaryFacts } from "../summary.js";
+import { latestRun, parseSummary, SUMMARY_RECENT } from "../summary.js";
 
 /** One job's readings, by per-job queries. */
 export async function jobReadings(
@@ -51,6 +51,7 @@ export async function statusRows(
   jobs: readonly StatusJob[],
   recentLimit: number,
   node: string,
+  parses?: SummaryParses,
 ): Promise<StatusRows> {
   if (recentLimit > SUMMARY_RECENT) return statusRowsFromRuns(q, jobs, recentLimit, node);
   const out = new Map<string, StatusJobRows>();
@@ -77,9 +78,10 @@ export async function statusRows(
     jobs.length > 0 ? await repeatingKeysAll(q, minLimit) : new Map();
   for (const job of jobs) {
     const s = rows.get(job.name);
-    const recent = s ? summaryFacts(s.recent_runs, recentLimit) : [];
+    const { recent, lastFinished } = s
+      ? parseSummary(job.name, s.recent_runs, s.last_finished, recentLimit, parses)
+      : { recent: [], lastFinished: null };
     const since = recent[0]?.started_at ?? 0;
-    const lastFinished = s?.last_finished ? (JSON.parse(s.last_finished) as HistoryRow) : null;
     const run = running.get(job.name) ?? [];
     out.set(job.name, {
       row: s ? jobOf(s) : null,

@@ -2,7 +2,7 @@
 // from, and the monitor's scans. Table-group functions: they run in their caller's transaction
 // (a snapshot when the caller opened one) and never open one.
 import type { Conn } from "../connection.js";
-import type { HistoryRow, RunFacts, RunRow, TimelineRow } from "../rows.js";
+import type { HistoryRow, RunFacts, RunRow, TimelineChanges, TimelineRow } from "../rows.js";
 import { factsOf } from "../summary.js";
 
 const HISTORY_COLUMNS = `id, job, slot, trigger, status, reason, exit_code, signal, attempt, started_at,
@@ -112,22 +112,68 @@ export function timelines(
       true,
     )
     .all(list, since, list) as unknown[][];
-  for (const r of rows) {
-    out.get(r[0] as string)?.push({
-      id: r[1] as number,
-      slot: r[2] as number | null,
-      trigger: r[3] as TimelineRow["trigger"],
-      status: r[4] as TimelineRow["status"],
-      reason: r[5] as string | null,
-      exit_code: r[6] as number | null,
-      signal: r[7] as string | null,
-      started_at: r[8] as number,
-      finished_at: r[9] as number | null,
-      duration_ms: r[10] as number | null,
-      node: r[11] as string | null,
-    });
-  }
+  for (const r of rows) out.get(r[0] as string)?.push(timelineRow(r));
   return out;
+}
+
+/** A raw row of `job, TIMELINE_COLUMNS` as a TimelineRow. */
+function timelineRow(r: unknown[]): TimelineRow {
+  return {
+    id: r[1] as number,
+    slot: r[2] as number | null,
+    trigger: r[3] as TimelineRow["trigger"],
+    status: r[4] as TimelineRow["status"],
+    reason: r[5] as string | null,
+    exit_code: r[6] as number | null,
+    signal: r[7] as string | null,
+    started_at: r[8] as number,
+    finished_at: r[9] as number | null,
+    duration_ms: r[10] as number | null,
+    node: r[11] as string | null,
+  };
+}
+
+/**
+ * What the timelines of `jobs` gained and lost since a read that saw the runs up to `afterId`,
+ * in one snapshot (Store.timelineChanges). A finished row's timeline columns never change, so
+ * besides the rows inserted since (over the primary key) only the rows that were running then
+ * (`ids`) are read again; a prune's deletions show in each job's count of rows finished at or
+ * after `since`, which comes from runs_by_job_finish alone (no table row is read).
+ */
+export function timelineChanges(
+  c: Conn,
+  jobs: readonly string[],
+  since: number,
+  afterId: number,
+  ids: readonly number[],
+): TimelineChanges {
+  const list = JSON.stringify(jobs);
+  const rows = c
+    .q(
+      `SELECT job, ${TIMELINE_COLUMNS} FROM runs
+       WHERE id > ? AND job IN (SELECT value FROM json_each(?))
+       UNION ALL
+       SELECT job, ${TIMELINE_COLUMNS} FROM runs WHERE id IN (SELECT value FROM json_each(?))
+       ORDER BY id`,
+      true,
+    )
+    .all(afterId, list, JSON.stringify(ids)) as unknown[][];
+  const changed = new Map<string, TimelineRow[]>();
+  for (const r of rows) {
+    const job = r[0] as string;
+    const at = changed.get(job);
+    if (at) at.push(timelineRow(r));
+    else changed.set(job, [timelineRow(r)]);
+  }
+  const counts = c
+    .q(
+      `SELECT job, COUNT(*) FROM runs INDEXED BY runs_by_job_finish
+       WHERE job IN (SELECT value FROM json_each(?)) AND finished_at >= ? GROUP BY job`,
+      true,
+    )
+    .all(list, since) as [string, number][];
+  const top = c.q("SELECT COALESCE(MAX(id), 0) FROM runs", true).get() as [number];
+  return { rows: changed, finished: new Map(counts), maxId: top[0] };
 }
 
 /** The highest row id of a job (0 if none). */

@@ -4,19 +4,19 @@
 import type { Conn } from "../connection.js";
 import type {
   AttemptRow,
-  HistoryRow,
   JobReadings,
   JobRow,
   RunRow,
   StatusJob,
   StatusJobRows,
   StatusRows,
+  SummaryParses,
 } from "../rows.js";
 import { daemonRow, nodes } from "./daemon.js";
 import { historyRow, lastRun, recentFinished, runningRuns } from "./history.js";
 import { jobRow } from "./jobs.js";
 import { markerCount, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
-import { latestRun, SUMMARY_RECENT, summaryFacts } from "../summary.js";
+import { latestRun, parseSummary, SUMMARY_RECENT } from "../summary.js";
 
 /** One job's readings, by per-job queries. */
 export function jobReadings(
@@ -66,8 +66,14 @@ function summaryRows(c: Conn, one: string | null): Map<string, SummaryRow> {
  * Everything `status` shows: one row per job (its summary, kept by triggers in the transaction
  * of each write that changes it), plus the running runs and the attempts, one query each for
  * every job at once. Asked for more recent runs than the summary keeps, the runs are read.
+ * `parses`: the summaries' parses kept from an earlier read (summary.ts).
  */
-export function statusRows(c: Conn, jobs: readonly StatusJob[], recentLimit: number): StatusRows {
+export function statusRows(
+  c: Conn,
+  jobs: readonly StatusJob[],
+  recentLimit: number,
+  parses?: SummaryParses,
+): StatusRows {
   if (recentLimit > SUMMARY_RECENT) return statusRowsFromRuns(c, jobs, recentLimit);
   const out = new Map<string, StatusJobRows>();
   const daemon = daemonRow(c);
@@ -84,9 +90,10 @@ export function statusRows(c: Conn, jobs: readonly StatusJob[], recentLimit: num
     jobs.length > 0 ? repeatingKeysAll(c, minLimit) : new Map();
   for (const job of jobs) {
     const s = rows.get(job.name);
-    const recent = s ? summaryFacts(s[1], recentLimit) : [];
+    const { recent, lastFinished } = s
+      ? parseSummary(job.name, s[1], s[2], recentLimit, parses)
+      : { recent: [], lastFinished: null };
     const since = recent[0]?.started_at ?? 0;
-    const lastFinished = s?.[2] ? (JSON.parse(s[2]) as HistoryRow) : null;
     const run = running.get(job.name) ?? [];
     out.set(job.name, {
       row: s?.[0] ?? null,
