@@ -1,13 +1,15 @@
 // The last step of `npm run build`: the two entries bin/cronvisor starts, the CLI and the marker
-// commands inside a job, bundled into dist/bundle/, so that a `status` or a `mark` call loads one
-// or two module files of ours instead of 36 or 13. Node 20's ESM loader costs about 1 ms of CPU
-// per module file in a fresh process (BENCHMARKS.md, "Issue 16: status and mark start-up").
+// commands inside a job, bundled into dist/bundle/ as CommonJS, so that a `status` or a `mark`
+// call loads two files of ours through Node's CommonJS loader instead of 36 or 13 modules through
+// its ESM loader, which costs about 1 ms of CPU per module file in a fresh process, and more to
+// start at all than the CommonJS one (BENCHMARKS.md, "Issue 16: status and mark start-up").
 //
 // Each entry is its own rollup build. Everything the fast path loads (a plain status: the config
 // cache, health, the status reader of the store; a marker command: the store's marker path) is
 // put in one chunk; what only other paths load (commander's commands, the daemon, the broker's
-// client, `once`, the PostgreSQL engine) stays in chunks of its own, imported when that path
-// runs, as in dist/. Packages stay external, loaded from node_modules as before.
+// client, `once`, the PostgreSQL engine) stays in chunks of its own, required when that path
+// runs, as dist/ imports it. Packages stay external, required from node_modules (each of them
+// has a CommonJS build).
 //
 // The rest of dist/ is unchanged and still used: the library (dist/index.js), the worker threads
 // and the tests. A bundled module's `import.meta.url` is rewritten to its own file's URL in
@@ -51,7 +53,7 @@ const ownImportMetaUrl = {
   resolveImportMeta(property, { chunkId, moduleId }) {
     if (property !== "url") return null;
     const rel = path.relative(path.dirname(path.join(out, chunkId)), moduleId);
-    return `new URL(${JSON.stringify(rel.split(path.sep).join("/"))}, import.meta.url).href`;
+    return `require("node:url").pathToFileURL(require("node:path").join(__dirname, ${JSON.stringify(rel)})).href`;
   },
 };
 
@@ -82,8 +84,11 @@ for (const entry of ENTRIES) {
   });
   await bundle.write({
     dir: out,
-    format: "es",
-    chunkFileNames: `${entry.name}-[name]-[hash].js`,
+    format: "cjs",
+    entryFileNames: "[name].cjs",
+    chunkFileNames: `${entry.name}-[name]-[hash].cjs`,
+    // import() of a builtin or a package becomes a require() too: no ESM loader at all.
+    dynamicImportInCjs: false,
     manualChunks: fastChunk(entry),
   });
   await bundle.close();

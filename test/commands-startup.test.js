@@ -236,11 +236,19 @@ test("`status` asks for the config cache's module with its own, health's and the
 });
 
 /**
- * Run bin/cronvisor with ARGS; the files its ESM loader loads (ours relative to ROOT, packages
- * by name; a CommonJS require, such as better-sqlite3's, is not seen).
+ * Run bin/cronvisor with ARGS; the files it loads, through either of Node's loaders (ours
+ * relative to ROOT, packages by name).
  */
 function loadedFiles(t, args, env = {}) {
-  const log = path.join(tmpdir(t), "loaded.txt");
+  const dir = tmpdir(t);
+  const log = path.join(dir, "loaded.txt");
+  // CommonJS: what require.cache holds at the exit. ESM: what a load hook was asked for.
+  const preload = path.join(dir, "preload.cjs");
+  fs.writeFileSync(
+    preload,
+    `process.on("exit", () => require("node:fs").appendFileSync(${JSON.stringify(log)},
+      Object.keys(require.cache).map((f) => require("node:url").pathToFileURL(f).href + "\\n").join("")));`,
+  );
   const hooks = `import fs from "node:fs";
     export async function load(url, context, next) {
       fs.appendFileSync(${JSON.stringify(log)}, url + "\\n");
@@ -250,24 +258,32 @@ function loadedFiles(t, args, env = {}) {
     register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
   const r = spawnSync(
     process.execPath,
-    ["--import", `data:text/javascript,${encodeURIComponent(register)}`, BIN, ...args],
+    [
+      "-r",
+      preload,
+      "--import",
+      `data:text/javascript,${encodeURIComponent(register)}`,
+      BIN,
+      ...args,
+    ],
     { encoding: "utf8", env: cleanEnv(env) },
   );
   const files = fs
     .readFileSync(log, "utf8")
     .split("\n")
-    .filter((u) => u.startsWith("file:"))
+    .filter((u) => u.startsWith("file:") && !u.endsWith("/preload.cjs"))
     .map((u) => {
       const rel = path.relative(ROOT, fileURLToPath(u));
       const pkg = /^node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(rel);
-      return pkg ? pkg[1] : rel.replace(/-[\w-]{8}\.js$/, "-HASH.js");
+      return pkg ? pkg[1] : rel.replace(/-[\w-]{8}\.cjs$/, "-HASH.cjs");
     });
   return { code: r.status, stderr: r.stderr, files: [...new Set(files)].sort() };
 }
 
 test("bin/cronvisor runs the bundles: a plain status and a marker command load one chunk of ours besides their entry", async (t) => {
   // Every module file is start-up time of each call (about 1 ms of CPU in Node 20's ESM loader):
-  // the fast paths are bundled by `npm run build` (scripts/bundle.js), none of dist/'s own files.
+  // the fast paths are bundled as CommonJS by `npm run build` (scripts/bundle.js), and load none
+  // of dist/'s own modules.
   const dir = tmpdir(t);
   const state = path.join(dir, "state");
   fs.mkdirSync(state, { mode: 0o700 });
@@ -295,10 +311,11 @@ test("bin/cronvisor runs the bundles: a plain status and a marker command load o
   const status = loadedFiles(t, ["status", "--json", "-c", file]);
   assert.equal(status.code, 0, status.stderr);
   assert.deepEqual(status.files, [
+    "better-sqlite3",
     "bin/cronvisor",
     "croner",
-    "dist/bundle/cli-path-HASH.js",
-    "dist/bundle/cli.js",
+    "dist/bundle/cli-path-HASH.cjs",
+    "dist/bundle/cli.cjs",
   ]);
   const env = {
     CRONVISOR_STATE_DIR: state,
@@ -309,9 +326,10 @@ test("bin/cronvisor runs the bundles: a plain status and a marker command load o
   const mark = loadedFiles(t, ["mark", "k1"], env);
   assert.equal(mark.code, 0, mark.stderr);
   assert.deepEqual(mark.files, [
+    "better-sqlite3",
     "bin/cronvisor",
-    "dist/bundle/markers-cli-path-HASH.js",
-    "dist/bundle/markers-cli.js",
+    "dist/bundle/markers-cli-path-HASH.cjs",
+    "dist/bundle/markers-cli.cjs",
   ]);
   assert.deepEqual(
     query(state, "SELECT key FROM markers").map((r) => r.key),
