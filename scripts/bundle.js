@@ -71,7 +71,7 @@ function fastChunk(entry) {
       };
       for (const m of [entry.input, ...entry.fast]) walk(path.join(dist, m));
     }
-    return fast.has(id) ? "path" : undefined;
+    return fast.has(id) ? "fast" : undefined;
   };
 }
 

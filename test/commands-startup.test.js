@@ -314,7 +314,7 @@ test("bin/cronvisor runs the bundles: a plain status and a marker command load o
     "better-sqlite3",
     "bin/cronvisor",
     "croner",
-    "dist/bundle/cli-path-HASH.cjs",
+    "dist/bundle/cli-fast-HASH.cjs",
     "dist/bundle/cli.cjs",
   ]);
   const env = {
@@ -328,7 +328,7 @@ test("bin/cronvisor runs the bundles: a plain status and a marker command load o
   assert.deepEqual(mark.files, [
     "better-sqlite3",
     "bin/cronvisor",
-    "dist/bundle/markers-cli-path-HASH.cjs",
+    "dist/bundle/markers-cli-fast-HASH.cjs",
     "dist/bundle/markers-cli.cjs",
   ]);
   assert.deepEqual(
