@@ -336,3 +336,23 @@ test("bin/cronvisor runs the bundles: a plain status and a marker command load o
     ["k1"],
   );
 });
+
+test("the bundles bin/cronvisor runs are made from this dist/ (npm run build, not tsc alone)", () => {
+  // scripts/bundle.js is the build's last step: a module of dist/ newer than the bundle means
+  // `tsc` ran without it, and bin/cronvisor would run the code from before.
+  const bundle = path.join(ROOT, "dist", "bundle");
+  const made = Math.min(
+    ...fs.readdirSync(bundle).map((f) => fs.statSync(path.join(bundle, f)).mtimeMs),
+  );
+  const newer = [];
+  const walk = (dir) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, e.name);
+      if (e.isDirectory()) {
+        if (full !== bundle) walk(full);
+      } else if (e.name.endsWith(".js") && fs.statSync(full).mtimeMs > made) newer.push(full);
+    }
+  };
+  walk(path.join(ROOT, "dist"));
+  assert.deepEqual(newer, [], "run `npm run build`: these are newer than dist/bundle/");
+});
