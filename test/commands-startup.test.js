@@ -6,7 +6,8 @@ import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { ROOT, cleanEnv, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import { fileURLToPath } from "node:url";
+import { BIN, ROOT, cleanEnv, query, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 const DIST = path.join(ROOT, "dist", "commands");
 
@@ -204,15 +205,18 @@ test("`status` asks for the config cache's module with its own, health's and the
     }`;
   const register = `import { register } from "node:module";
     register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
+  // The unbundled entry: bin/cronvisor runs the bundle (scripts/bundle.js), where the fast path
+  // is one module file, and these requests resolve to it without a read.
+  const main = `const { main } = await import(${JSON.stringify(path.join(DIST, "cli.js"))});
+    await main([process.execPath, "cronvisor", "status", "-c", ${JSON.stringify(file)}]);`;
   const r = spawnSync(
     process.execPath,
     [
       "--import",
       `data:text/javascript,${encodeURIComponent(register)}`,
-      path.join(ROOT, "bin", "cronvisor"),
-      "status",
-      "-c",
-      file,
+      "--input-type=module",
+      "-e",
+      main,
     ],
     { encoding: "utf8", env: cleanEnv() },
   );
@@ -229,4 +233,126 @@ test("`status` asks for the config cache's module with its own, health's and the
   const check = asked.lastIndexOf("../config/config-cache.js");
   assert.ok(at("/health/status.js") < check, asked.join(" "));
   assert.ok(at("/store/store.js") < check, asked.join(" "));
+});
+
+/**
+ * Run bin/cronvisor with ARGS; the files it loads, through either of Node's loaders (ours
+ * relative to ROOT, packages by name).
+ */
+function loadedFiles(t, args, env = {}) {
+  const dir = tmpdir(t);
+  const log = path.join(dir, "loaded.txt");
+  // CommonJS: what require.cache holds at the exit. ESM: what a load hook was asked for.
+  const preload = path.join(dir, "preload.cjs");
+  fs.writeFileSync(
+    preload,
+    `process.on("exit", () => require("node:fs").appendFileSync(${JSON.stringify(log)},
+      Object.keys(require.cache).map((f) => require("node:url").pathToFileURL(f).href + "\\n").join("")));`,
+  );
+  const hooks = `import fs from "node:fs";
+    export async function load(url, context, next) {
+      fs.appendFileSync(${JSON.stringify(log)}, url + "\\n");
+      return next(url, context);
+    }`;
+  const register = `import { register } from "node:module";
+    register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
+  const r = spawnSync(
+    process.execPath,
+    [
+      "-r",
+      preload,
+      "--import",
+      `data:text/javascript,${encodeURIComponent(register)}`,
+      BIN,
+      ...args,
+    ],
+    { encoding: "utf8", env: cleanEnv(env) },
+  );
+  const files = fs
+    .readFileSync(log, "utf8")
+    .split("\n")
+    .filter((u) => u.startsWith("file:") && !u.endsWith("/preload.cjs"))
+    .map((u) => {
+      const rel = path.relative(ROOT, fileURLToPath(u));
+      const pkg = /^node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(rel);
+      return pkg ? pkg[1] : rel.replace(/-[\w-]{8}\.cjs$/, "-HASH.cjs");
+    });
+  return { code: r.status, stderr: r.stderr, files: [...new Set(files)].sort() };
+}
+
+test("bin/cronvisor runs the bundles: a plain status and a marker command load one chunk of ours besides their entry", async (t) => {
+  // Every module file is start-up time of each call (about 1 ms of CPU in Node 20's ESM loader):
+  // the fast paths are bundled as CommonJS by `npm run build` (scripts/bundle.js), and load none
+  // of dist/'s own modules.
+  const dir = tmpdir(t);
+  const state = path.join(dir, "state");
+  fs.mkdirSync(state, { mode: 0o700 });
+  const file = writeConfig(
+    dir,
+    `state_dir: ${state}\njobs:\n  a: { schedule: "* * * * *", command: "true" }\n`,
+  );
+  const { SqliteStore } = await import(path.join(ROOT, "dist", "store", "sqlite-store.js"));
+  const store = SqliteStore.open(state, { create: true });
+  const { run } = await store.reserveRun({
+    job: "a",
+    slot: null,
+    claimSlot: false,
+    trigger: "manual",
+    attempt: 1,
+    now: Date.now(),
+    owner: { pid: process.pid, start: null },
+    lock: false,
+    holderAlive: () => true,
+    logPath: (id) => path.join(state, `${id}.log`),
+  });
+  await store.close();
+  // The first call parses the config (a cache miss loads the parser and yaml) and caches it.
+  assert.equal(loadedFiles(t, ["status", "--json", "-c", file]).code, 0);
+  const status = loadedFiles(t, ["status", "--json", "-c", file]);
+  assert.equal(status.code, 0, status.stderr);
+  assert.deepEqual(status.files, [
+    "better-sqlite3",
+    "bin/cronvisor",
+    "croner",
+    "dist/bundle/cli-fast-HASH.cjs",
+    "dist/bundle/cli.cjs",
+  ]);
+  const env = {
+    CRONVISOR_STATE_DIR: state,
+    CRONVISOR_JOB: "a",
+    CRONVISOR_RUN_ID: String(run.id),
+    CRONVISOR_FENCE: String(run.fence),
+  };
+  const mark = loadedFiles(t, ["mark", "k1"], env);
+  assert.equal(mark.code, 0, mark.stderr);
+  assert.deepEqual(mark.files, [
+    "better-sqlite3",
+    "bin/cronvisor",
+    "dist/bundle/markers-cli-fast-HASH.cjs",
+    "dist/bundle/markers-cli.cjs",
+  ]);
+  assert.deepEqual(
+    query(state, "SELECT key FROM markers").map((r) => r.key),
+    ["k1"],
+  );
+});
+
+test("the bundles bin/cronvisor runs are made from this dist/ (npm run build, not tsc alone)", () => {
+  // scripts/bundle.js is the build's last step: a module of dist/ newer than the bundle means
+  // `tsc` ran without it, and bin/cronvisor would run the code from before.
+  const bundle = path.join(ROOT, "dist", "bundle");
+  const made = Math.min(
+    ...fs.readdirSync(bundle).map((f) => fs.statSync(path.join(bundle, f)).mtimeMs),
+  );
+  const newer = [];
+  const walk = (dir) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const full = path.join(dir, e.name);
+      if (e.isDirectory()) {
+        if (full !== bundle) walk(full);
+      } else if (e.name.endsWith(".js") && fs.statSync(full).mtimeMs > made) newer.push(full);
+    }
+  };
+  walk(path.join(ROOT, "dist"));
+  assert.deepEqual(newer, [], "run `npm run build`: these are newer than dist/bundle/");
 });

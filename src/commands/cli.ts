@@ -17,6 +17,7 @@ export async function main(argv: string[]): Promise<void> {
       // The config cache's module is asked for beside status's own: Node's ESM loader reads
       // module files through the thread pool, and the two sets of reads then overlap instead of
       // following each other (status.ts does the same for health's and the store's modules).
+      // In the bundle bin/cronvisor runs (scripts/bundle.js) they are one chunk: a no-op there.
       import("../config/config-cache.js").catch(() => {});
       await (await import("./status.js")).status(fast.job, fast.opts);
     } else await parse(argv);

@@ -1,0 +1,95 @@
+// The last step of `npm run build`: the two entries bin/cronvisor starts, the CLI and the marker
+// commands inside a job, bundled into dist/bundle/ as CommonJS, so that a `status` or a `mark`
+// call loads two files of ours through Node's CommonJS loader instead of 36 or 13 modules through
+// its ESM loader, which costs about 1 ms of CPU per module file in a fresh process, and more to
+// start at all than the CommonJS one (BENCHMARKS.md, "Issue 16: status and mark start-up").
+//
+// Each entry is its own rollup build. Everything the fast path loads (a plain status: the config
+// cache, health, the status reader of the store; a marker command: the store's marker path) is
+// put in one chunk; what only other paths load (commander's commands, the daemon, the broker's
+// client, `once`, the PostgreSQL engine) stays in chunks of its own, required when that path
+// runs, as dist/ imports it. Packages stay external, required from node_modules (each of them
+// has a CommonJS build).
+//
+// The rest of dist/ is unchanged and still used: the library (dist/index.js), the worker threads
+// and the tests. A bundled module's `import.meta.url` is rewritten to its own file's URL in
+// dist/, so every path found from it (the migrations, the spawner, better-sqlite3 by its path,
+// the worker threads, the config cache's key over dist/config, dist/schedule and dist/core) is
+// the one the unbundled module finds.
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { rollup } from "@rollup/wasm-node";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const dist = path.join(root, "dist");
+const out = path.join(dist, "bundle");
+
+const ENTRIES = [
+  {
+    name: "cli",
+    input: "commands/cli.js",
+    // A plain `status` (cli.ts's fast path): status.ts and what it imports when it runs.
+    fast: [
+      "commands/status.js",
+      "config/config-cache.js",
+      "health/status.js",
+      "health/render.js",
+      "store/store.js",
+      "store/sqlite-status-store.js",
+    ],
+  },
+  {
+    name: "markers-cli",
+    input: "markers/markers-cli.js",
+    // `mark` and the others on the store's own connection (outside a run's broker).
+    fast: ["store/sqlite-marker-store.js"],
+  },
+];
+
+/** Each bundled module's import.meta.url: its own file in dist/, found from its chunk. */
+const ownImportMetaUrl = {
+  name: "own-import-meta-url",
+  resolveImportMeta(property, { chunkId, moduleId }) {
+    if (property !== "url") return null;
+    const rel = path.relative(path.dirname(path.join(out, chunkId)), moduleId);
+    return `require("node:url").pathToFileURL(require("node:path").join(__dirname, ${JSON.stringify(rel)})).href`;
+  },
+};
+
+/** rollup's manualChunks: the entry's fast path (its modules and their static imports) as one chunk. */
+function fastChunk(entry) {
+  let fast = null;
+  return (id, { getModuleInfo }) => {
+    if (fast === null) {
+      fast = new Set();
+      const walk = (m) => {
+        const info = getModuleInfo(m);
+        if (fast.has(m) || !info || info.isExternal) return;
+        fast.add(m);
+        for (const dep of info.importedIds) walk(dep);
+      };
+      for (const m of [entry.input, ...entry.fast]) walk(path.join(dist, m));
+    }
+    return fast.has(id) ? "fast" : undefined;
+  };
+}
+
+fs.rmSync(out, { recursive: true, force: true });
+for (const entry of ENTRIES) {
+  const bundle = await rollup({
+    input: { [entry.name]: path.join(dist, entry.input) },
+    external: (id) => !id.startsWith(".") && !path.isAbsolute(id),
+    plugins: [ownImportMetaUrl],
+  });
+  await bundle.write({
+    dir: out,
+    format: "cjs",
+    entryFileNames: "[name].cjs",
+    chunkFileNames: `${entry.name}-[name]-[hash].cjs`,
+    // import() of a builtin or a package becomes a require() too: no ESM loader at all.
+    dynamicImportInCjs: false,
+    manualChunks: fastChunk(entry),
+  });
+  await bundle.close();
+}
