@@ -7,6 +7,7 @@ import fs from "node:fs";
 import { createRequire } from "node:module";
 import os from "node:os";
 import path from "node:path";
+import { reserveManualRun } from "../test/helpers.js";
 import {
   BENCH,
   ROOT,
@@ -718,25 +719,14 @@ export async function throughput() {
 async function runningRun(stateDir, job = "bench") {
   const { SqliteStore } = await importDist("store/sqlite-store.js");
   const store = SqliteStore.open(stateDir, { create: true });
-  const res = await store.reserveRun({
-    job,
-    slot: null,
-    claimSlot: false,
-    trigger: "manual",
-    attempt: 1,
-    now: Date.now(),
-    owner: { pid: process.pid, start: null },
-    lock: false,
-    holderAlive: () => true,
-    logPath: (id) => path.join(stateDir, `${id}.log`),
-  });
+  const run = await reserveManualRun(store, stateDir, job);
   const env = {
     CRONVISOR_STATE_DIR: stateDir,
     CRONVISOR_JOB: job,
-    CRONVISOR_RUN_ID: String(res.run.id),
-    CRONVISOR_FENCE: String(res.run.fence),
+    CRONVISOR_RUN_ID: String(run.id),
+    CRONVISOR_FENCE: String(run.fence),
   };
-  return { store, run: res.run, env };
+  return { store, run, env };
 }
 
 export async function markers() {

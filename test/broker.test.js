@@ -11,6 +11,7 @@ import {
   ROOT,
   cli,
   query,
+  reserveManualRun,
   runAs,
   startDaemon,
   stopDaemon,
@@ -559,18 +560,7 @@ test("the broker's store thread closes when no request came for a while, and the
   const { startBroker } = await import("../dist/markers/broker.js");
   const { BrokerClient } = await import("../dist/markers/broker-client.js");
   const store = SqliteStore.open(stateDir, { create: true });
-  const { run } = await store.reserveRun({
-    job: "j",
-    slot: null,
-    claimSlot: false,
-    trigger: "manual",
-    attempt: 1,
-    now: Date.now(),
-    owner: { pid: process.pid, start: null },
-    lock: false,
-    holderAlive: () => true,
-    logPath: (id) => path.join(stateDir, `${id}.log`),
-  });
+  const run = await reserveManualRun(store, stateDir, "j");
   await store.close();
   const logged = [];
   const broker = await startBroker(stateDir, "idle.sock", (l) => logged.push(l), 1500);

@@ -7,7 +7,16 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { BIN, ROOT, cleanEnv, query, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import {
+  BIN,
+  ROOT,
+  cleanEnv,
+  query,
+  reserveManualRun,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 const DIST = path.join(ROOT, "dist", "commands");
 
@@ -293,18 +302,7 @@ test("bin/cronvisor runs the bundles: a plain status and a marker command load o
   );
   const { SqliteStore } = await import(path.join(ROOT, "dist", "store", "sqlite-store.js"));
   const store = SqliteStore.open(state, { create: true });
-  const { run } = await store.reserveRun({
-    job: "a",
-    slot: null,
-    claimSlot: false,
-    trigger: "manual",
-    attempt: 1,
-    now: Date.now(),
-    owner: { pid: process.pid, start: null },
-    lock: false,
-    holderAlive: () => true,
-    logPath: (id) => path.join(state, `${id}.log`),
-  });
+  const run = await reserveManualRun(store, state, "a");
   await store.close();
   // The first call parses the config (a cache miss loads the parser and yaml) and caches it.
   assert.equal(loadedFiles(t, ["status", "--json", "-c", file]).code, 0);

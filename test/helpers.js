@@ -206,6 +206,27 @@ export function query(stateDir, sql, ...args) {
 }
 
 /**
+ * A manual run of `job` reserved in `store` (a SqliteStore of this build), owned by this process
+ * so its fence is live: the run a marker command inside a job writes against.
+ */
+export async function reserveManualRun(store, stateDir, job) {
+  const res = await store.reserveRun({
+    job,
+    slot: null,
+    claimSlot: false,
+    trigger: "manual",
+    attempt: 1,
+    now: Date.now(),
+    owner: { pid: process.pid, start: null },
+    lock: false,
+    holderAlive: () => true,
+    logPath: (id) => path.join(stateDir, `${id}.log`),
+  });
+  assert.equal(res.kind, "started");
+  return res.run;
+}
+
+/**
  * The schedule slots of `job` (`* * * * * *`, one second apart) recorded in the store, in order,
  * and every step between two of them that is not one second ("from -> to"): a slot left out or
  * recorded twice. Tests assert on both with their own messages.

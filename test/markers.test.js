@@ -8,25 +8,12 @@ import { test } from "node:test";
 import Database from "better-sqlite3";
 import { SqliteStore } from "../dist/store/sqlite-store.js";
 import { Markers, FenceError } from "../dist/index.js";
-import { BIN, cleanEnv, cli, tmpdir, waitFor } from "./helpers.js";
+import { BIN, cleanEnv, cli, reserveManualRun, tmpdir, waitFor } from "./helpers.js";
 
 /** A store with one `running` run of `job`, owned by this test process (so its lock lives). */
 async function startRun(stateDir, job = "enrich") {
   const store = SqliteStore.open(stateDir, { create: true });
-  const res = await store.reserveRun({
-    job,
-    slot: null,
-    claimSlot: false,
-    trigger: "manual",
-    attempt: 1,
-    now: Date.now(),
-    owner: { pid: process.pid, start: null },
-    lock: false,
-    holderAlive: () => true,
-    logPath: (id) => path.join(stateDir, `${id}.log`),
-  });
-  assert.equal(res.kind, "started");
-  return { store, run: res.run };
+  return { store, run: await reserveManualRun(store, stateDir, job) };
 }
 
 function runEnv(stateDir, run) {
