@@ -214,6 +214,8 @@ test("after each kind of change, the kept rows brought up to date are what a who
 
 test(
   "after each kind of change, including another node's runs, the same on PostgreSQL",
+  // Skipped only where no PostgreSQL server binary is installed and CI is not set (pgSkip's
+  // reason says which); in CI, which installs it, never.
   { skip: pgSkip() },
   async (t) => {
     const url = await freshDatabase();

@@ -10,6 +10,8 @@ import { openPgStore } from "../dist/store/store.js";
 import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
 import { tmpdir } from "./helpers.js";
 
+// Both tests need a real PostgreSQL: skipped (with pgSkip's reason) only where its server is not
+// installed and CI is not set; in CI, which installs it, never.
 const skip = pgSkip();
 const ME = { pid: process.pid, start: "me" };
 
