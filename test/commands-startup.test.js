@@ -42,6 +42,20 @@ function probe(args) {
   return { code: r.status, stdout: r.stdout, ...JSON.parse(m[1]) };
 }
 
+/**
+ * An `--import` module that registers an ESM loader hook (`resolve` or `load`) appending each
+ * specifier or URL it sees to `log`, one a line.
+ */
+function hookRegistering(hook, log) {
+  const hooks = `import fs from "node:fs";
+    export async function ${hook}(what, context, next) {
+      fs.appendFileSync(${JSON.stringify(log)}, what + "\\n");
+      return next(what, context);
+    }`;
+  return `import { register } from "node:module";
+    register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
+}
+
 test("a plain status call does not load commander; other commands do", (t) => {
   const dir = tmpdir(t);
   const file = writeConfig(
@@ -207,13 +221,7 @@ test("`status` asks for the config cache's module with its own, health's and the
     `state_dir: ${path.join(dir, "state")}\njobs:\n  a: { schedule: "* * * * *", command: "true" }\n`,
   );
   const log = path.join(dir, "resolved.txt");
-  const hooks = `import fs from "node:fs";
-    export async function resolve(specifier, context, next) {
-      fs.appendFileSync(${JSON.stringify(log)}, specifier + "\\n");
-      return next(specifier, context);
-    }`;
-  const register = `import { register } from "node:module";
-    register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
+  const register = hookRegistering("resolve", log);
   // The unbundled entry: bin/cronvisor runs the bundle (scripts/bundle.js), where the fast path
   // is one module file, and these requests resolve to it without a read.
   const main = `const { main } = await import(${JSON.stringify(path.join(DIST, "cli.js"))});
@@ -258,13 +266,7 @@ function loadedFiles(t, args, env = {}) {
     `process.on("exit", () => require("node:fs").appendFileSync(${JSON.stringify(log)},
       Object.keys(require.cache).map((f) => require("node:url").pathToFileURL(f).href + "\\n").join("")));`,
   );
-  const hooks = `import fs from "node:fs";
-    export async function load(url, context, next) {
-      fs.appendFileSync(${JSON.stringify(log)}, url + "\\n");
-      return next(url, context);
-    }`;
-  const register = `import { register } from "node:module";
-    register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
+  const register = hookRegistering("load", log);
   const r = spawnSync(
     process.execPath,
     [
