@@ -1,3 +1,0 @@
--- 7: nothing on SQLite: PostgreSQL's job summary refresh is planned through the (job, id) index
--- whatever its statistics (postgresql/007_summary_plan.sql); SQLite's already walks the index.
--- A step here too keeps the two engines at one numbering.
