@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import { test } from "node:test";
 import { openPgStore, StoreError } from "../dist/store/store.js";
-import { freshDatabase, pgSkip, serverSocket } from "./pg.js";
+import { freshDatabase, pgSkip, rawClient, serverSocket, waitForLockWaiters } from "./pg.js";
 
 // Needs a real PostgreSQL: skipped (with pgSkip's reason) only where its server is not installed
 // and CI is not set; in CI, which installs it, never.
@@ -62,7 +62,7 @@ async function proxiedStore(t) {
     await fn();
     return counter.turns - before;
   };
-  return { store, turns };
+  return { store, turns, url };
 }
 
 const reserve = (job, slot, over = {}) => ({
@@ -97,7 +97,7 @@ const ok = (run) => ({
 });
 
 test(
-  "postgresql: a slot's claim and run start take 3 round trips (BEGIN goes with the claim), its end 1",
+  "postgresql: a slot's claim and run start take 2 round trips (BEGIN with the claim, COMMIT with the start), its end 1",
   { skip },
   async (t) => {
     const { store, turns } = await proxiedStore(t);
@@ -107,18 +107,65 @@ test(
     const [w] = await store.reserveRuns([reserve("a", 1000)]);
     await store.finishRuns([ok(w.run)]);
     let o;
-    // BEGIN + the slot's claim and the job's lock; the run's start; COMMIT.
-    assert.equal(await turns(async () => ([o] = await store.reserveRuns([reserve("a", 2000)]))), 3);
+    // BEGIN + the slot's claim and the job's lock; the run's start + COMMIT.
+    assert.equal(await turns(async () => ([o] = await store.reserveRuns([reserve("a", 2000)]))), 2);
     assert.equal(o.kind, "started");
     assert.equal(o.run.started_at, 3000, "the clock read once the lock is held");
     assert.equal(await turns(() => store.finishRuns([ok(o.run)])), 1);
-    // A slot another write took: BEGIN + the claim; the slot's run; COMMIT.
+    // A slot another write took: BEGIN + the claim; the slot's run + COMMIT.
     let dup;
     assert.equal(
       await turns(async () => ([dup] = await store.reserveRuns([reserve("a", 2000)]))),
-      3,
+      2,
     );
     assert.deepEqual(dup, { kind: "duplicate", slotRunId: o.run.id });
+    // overlap: allow (no lock to judge): the same.
+    let allowed;
+    const free = reserve("a", 4000, { lock: false });
+    assert.equal(await turns(async () => ([allowed] = await store.reserveRuns([free]))), 2);
+    assert.equal(allowed.kind, "started");
+    // A run is running and the job's lock is asked for: its holder is judged before anything
+    // is written (the start, then the holder read, then the skip, then COMMIT).
+    let locked;
+    assert.ok(
+      (await turns(async () => ([locked] = await store.reserveRuns([reserve("a", 5000)])))) > 2,
+    );
+    assert.equal(locked.kind, "locked");
+    assert.equal(locked.holder.id, allowed.run.id);
+  },
+);
+
+test(
+  "postgresql: a run started while the reservation waited for the job's lock holds it: the slot is skipped, not started",
+  { skip },
+  async (t) => {
+    const { store, url } = await proxiedStore(t);
+    await store.addJobs([{ name: "a", bootId: null }], 1000);
+    const [w] = await store.reserveRuns([reserve("a", 1000)]);
+    await store.finishRuns([ok(w.run)]);
+    const raw = await rawClient(url, t);
+    // Another writer holds the job's row and starts a run under it (as a start does: the fence
+    // bumped), after the reservation read its snapshot and before it gets the lock.
+    await raw.query("BEGIN");
+    await raw.query("SELECT 1 FROM jobs WHERE name = 'a' FOR UPDATE");
+    const reserving = store.reserveRuns([reserve("a", 2000)]);
+    await waitForLockWaiters(raw, 1);
+    const held = await raw.query(
+      `WITH f AS (UPDATE jobs SET fence = fence + 1 WHERE name = 'a' RETURNING fence)
+       INSERT INTO runs (job, trigger, status, attempt, started_at, fence, owner_pid, node)
+       SELECT 'a', 'manual', 'running', 1, 2500, f.fence, $1, 'n1' FROM f RETURNING id`,
+      [process.pid],
+    );
+    await raw.query("COMMIT");
+    const holder = Number(held.rows[0].id);
+    const [o] = await reserving;
+    assert.equal(o.kind, "locked");
+    assert.equal(o.holder.id, holder);
+    const slot = await raw.query("SELECT status, reason FROM runs WHERE job = 'a' AND slot = 2000");
+    assert.deepEqual(slot.rows, [
+      { status: "skipped", reason: `overlap: run ${holder} holds the lock` },
+    ]);
+    assert.equal((await store.runningRuns("a")).length, 1);
   },
 );
 

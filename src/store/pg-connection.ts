@@ -38,6 +38,14 @@ export interface Q {
   order(): Promise<void>;
   /** The statement just run bumped `data_version` itself (as order() would): no second bump. */
   ordered(): void;
+  /**
+   * The next statement is this transaction's last: its COMMIT is sent right behind it, without
+   * waiting for its answer (one round trip for both). So the caller must decide nothing on that
+   * answer: what the statement does is final, and no statement may follow it. `bumps`: the
+   * statement bumps `data_version` itself (else the COMMIT does). If the statement fails, the
+   * COMMIT finds the transaction aborted and rolls it back. Outside a transaction: nothing.
+   */
+  last(bumps: boolean): void;
 }
 
 export interface PgOpenOptions {
@@ -83,13 +91,24 @@ interface TxState {
   ordered: boolean;
   /** The BEGIN sent and not yet awaited: the first statement goes out behind it (see PgConn.tx). */
   began?: Promise<unknown>;
+  /** Q.last was called: the next statement takes the COMMIT with it (`bumps`: it bumps). */
+  last?: { bumps: boolean };
+  /** The COMMIT sent behind the last statement, for PgConn.tx to await. */
+  committed?: Promise<unknown>;
 }
 
 function runner(c: pg.Pool | pg.PoolClient, where?: string, tx?: TxState): Q {
   const query = async (sql: string, params?: readonly unknown[]) => {
+    if (tx?.committed !== undefined) throw new Error("a statement after its transaction's last");
     const sent = c.query(named(sql, params));
     const began = tx?.began;
     if (tx !== undefined) tx.began = undefined;
+    if (tx?.last !== undefined) {
+      tx.committed = c.query(tx.ordered || tx.last.bumps ? "COMMIT" : `${BUMP}; COMMIT`);
+      tx.committed.catch(() => {}); // awaited by PgConn.tx once the statement answered
+      tx.ordered = true;
+      tx.last = undefined;
+    }
     try {
       if (began !== undefined) {
         // Answered first. A BEGIN that failed means a lost connection, and this statement too.
@@ -118,6 +137,9 @@ function runner(c: pg.Pool | pg.PoolClient, where?: string, tx?: TxState): Q {
     },
     ordered: () => {
       if (tx !== undefined) tx.ordered = true;
+    },
+    last: (bumps: boolean) => {
+      if (tx !== undefined) tx.last = { bumps };
     },
   };
 }
@@ -213,8 +235,9 @@ export class PgConn {
       const tx: TxState = { ordered: !bump, began };
       const out = await fn(runner(client, undefined, tx));
       await began;
-      // Last, so the counter row is locked only for the commit itself (unless order() took it).
-      await client.query(tx.ordered ? "COMMIT" : `${BUMP}; COMMIT`);
+      // Last, so the counter row is locked only for the commit itself (unless order() took it);
+      // or sent already, behind the last statement (Q.last).
+      await (tx.committed ?? client.query(tx.ordered ? "COMMIT" : `${BUMP}; COMMIT`));
       return out;
     } catch (e) {
       try {

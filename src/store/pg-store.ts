@@ -155,7 +155,7 @@ export class PgStore extends PgMarkerStore implements Store {
 
   async reserveRuns(items: readonly TickWrite[]) {
     if (items.length === 0) return [];
-    const out = await this.c.write((q) => tick.writeTick(q, items, this.c.node));
+    const out = await this.c.write((q) => tick.writeTick(q, items, this.c.node, false, true));
     this.logs.remember(out, this.c.node);
     return out;
   }
