@@ -1,5 +1,6 @@
 // A tick's writes on PostgreSQL (PgStore.reserveRuns, recordDispositions, reserveRun): a few
-// statements however many jobs are due, each a round trip. Every tick takes its locks in one
+// statements however many jobs are due, each a round trip (BEGIN goes with the first, and the
+// COMMIT of reserveRuns with the last where its answer decides nothing). Every tick takes its locks in one
 // order, so that the ticks of several nodes never deadlock: first the slots (one INSERT of all of
 // them, in (job, slot) order, claimed by their unique key), then the rows of the jobs it acts on
 // (a SELECT ... FOR UPDATE in name order, in the same statement: claimAndLock). A node whose slots were all taken by another
