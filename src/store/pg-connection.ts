@@ -38,6 +38,14 @@ export interface Q {
   order(): Promise<void>;
   /** The statement just run bumped `data_version` itself (as order() would): no second bump. */
   ordered(): void;
+  /**
+   * The next statement is this transaction's last: its COMMIT is sent right behind it, without
+   * waiting for its answer (one round trip for both). So the caller must decide nothing on that
+   * answer: what the statement does is final, and no statement may follow it. `bumps`: the
+   * statement bumps `data_version` itself (else the COMMIT does). If the statement fails, the
+   * COMMIT finds the transaction aborted and rolls it back. Outside a transaction: nothing.
+   */
+  last(bumps: boolean): void;
 }
 
 export interface PgOpenOptions {
@@ -77,10 +85,39 @@ function named(sql: string, params?: readonly unknown[]): pg.QueryConfig {
   return { name, text: sql, values: params as unknown[] | undefined };
 }
 
-function runner(c: pg.Pool | pg.PoolClient, where?: string, tx?: { ordered: boolean }): Q {
+/** A transaction's state, as its statements see it. */
+interface TxState {
+  /** data_version was bumped (or need not be). */
+  ordered: boolean;
+  /** The BEGIN sent and not yet awaited: the first statement goes out behind it (see PgConn.tx). */
+  began?: Promise<unknown>;
+  /** Q.last was called: the next statement takes the COMMIT with it (`bumps`: it bumps). */
+  last?: { bumps: boolean };
+  /** The COMMIT sent behind the last statement, for PgConn.tx to await. */
+  committed?: Promise<unknown>;
+}
+
+function runner(c: pg.Pool | pg.PoolClient, where?: string, tx?: TxState): Q {
   const query = async (sql: string, params?: readonly unknown[]) => {
+    if (tx?.committed !== undefined) throw new Error("a statement after its transaction's last");
+    const sent = c.query(named(sql, params));
+    const began = tx?.began;
+    if (tx !== undefined) tx.began = undefined;
+    if (tx?.last !== undefined) {
+      tx.committed = c.query(tx.ordered || tx.last.bumps ? "COMMIT" : `${BUMP}; COMMIT`);
+      tx.committed.catch(() => {}); // awaited by PgConn.tx once the statement answered
+      tx.ordered = true;
+      tx.last = undefined;
+    }
     try {
-      return await c.query(named(sql, params));
+      if (began !== undefined) {
+        // Answered first. A BEGIN that failed means a lost connection, and this statement too.
+        await began.catch((e: unknown) => {
+          sent.catch(() => {});
+          throw e;
+        });
+      }
+      return await sent;
     } catch (e) {
       throw where === undefined ? e : pgFailure(where, e);
     }
@@ -100,6 +137,9 @@ function runner(c: pg.Pool | pg.PoolClient, where?: string, tx?: { ordered: bool
     },
     ordered: () => {
       if (tx !== undefined) tx.ordered = true;
+    },
+    last: (bumps: boolean) => {
+      if (tx !== undefined) tx.last = { bumps };
     },
   };
 }
@@ -187,12 +227,17 @@ export class PgConn {
     try {
       // Statements without parameters go together, each pair one round trip (the simple query
       // protocol runs them in order, and stops at the first that fails). Not fsync'd, like
-      // SQLite's writeUnsynced: for this transaction only.
-      await client.query(unsynced ? `${begin}; SET LOCAL synchronous_commit = off` : begin);
-      const tx = { ordered: !bump };
+      // SQLite's writeUnsynced: for this transaction only. Not awaited here: the pool's clients
+      // pipeline, so the transaction's first statement is sent behind it without waiting for its
+      // answer, and the two are one round trip (the statement awaits it: runner).
+      const began = client.query(unsynced ? `${begin}; SET LOCAL synchronous_commit = off` : begin);
+      began.catch(() => {}); // awaited by the first statement, or below
+      const tx: TxState = { ordered: !bump, began };
       const out = await fn(runner(client, undefined, tx));
-      // Last, so the counter row is locked only for the commit itself (unless order() took it).
-      await client.query(tx.ordered ? "COMMIT" : `${BUMP}; COMMIT`);
+      await began;
+      // Last, so the counter row is locked only for the commit itself (unless order() took it);
+      // or sent already, behind the last statement (Q.last).
+      await (tx.committed ?? client.query(tx.ordered ? "COMMIT" : `${BUMP}; COMMIT`));
       return out;
     } catch (e) {
       try {
@@ -234,6 +279,10 @@ export async function openPgConn(url: string, opts: PgOpenOptions): Promise<PgCo
       query_timeout: timeout,
       // A silent peer (a cut network) shows as a dead socket instead of a query waiting forever.
       keepAlive: true,
+      // A query is sent without waiting for the answer to the one before (each still its own
+      // Sync, answered in order): a transaction's BEGIN travels with its first statement. The
+      // store never sends a statement that depends on an answer before it has that answer.
+      pipeline: true,
       application_name: "cronvisor",
     });
     // An idle client's error (the server restarted) must not crash the process; the next query

@@ -1,7 +1,8 @@
 // The PostgreSQL Store: the same operations, outcomes and row shapes as SqliteStore, over a
 // pg.Pool. Each method is one whole transaction on one client (PgConn.write / PgConn.read:
 // BEGIN ... COMMIT, ROLLBACK on any error) or one statement (finishRuns: one, after reading the
-// log paths it does not know; a transaction would cost a round trip each for BEGIN and COMMIT).
+// log paths it does not know; a transaction would cost a round trip for its COMMIT, at least:
+// BEGIN goes with the first statement, pg-connection.ts).
 // Where SQLite serialises writers with BEGIN IMMEDIATE, a write here locks the rows of the jobs
 // it acts on, in name order (postgres/jobs.ts, lockJobs), and claims slots by their unique key
 // (ON CONFLICT), so two daemons, runs or `mark` calls on other connections are serialised per
@@ -155,7 +156,7 @@ export class PgStore extends PgMarkerStore implements Store {
 
   async reserveRuns(items: readonly TickWrite[]) {
     if (items.length === 0) return [];
-    const out = await this.c.write((q) => tick.writeTick(q, items, this.c.node));
+    const out = await this.c.write((q) => tick.writeTick(q, items, this.c.node, false, true));
     this.logs.remember(out, this.c.node);
     return out;
   }

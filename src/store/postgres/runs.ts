@@ -185,7 +185,7 @@ export class StartedLogs {
 
 /**
  * Record these runs' ends and keep the given log tails, as one statement (atomic by itself: no
- * transaction, so no BEGIN and COMMIT round trips). In the order a write transaction takes its
+ * transaction, so no COMMIT round trip). In the order a write transaction takes its
  * locks (see Q.order): the runs' job rows locked in name order (`l`, an aggregate, so that every
  * row is locked before the runs are touched, which the one-time filters on `l` wait for), then
  * each running run of the list ended (a run ended already, by an adopter or a takeover, keeps its

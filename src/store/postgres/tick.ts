@@ -1,5 +1,6 @@
 // A tick's writes on PostgreSQL (PgStore.reserveRuns, recordDispositions, reserveRun): a few
-// statements however many jobs are due, each a round trip. Every tick takes its locks in one
+// statements however many jobs are due, each a round trip (BEGIN goes with the first, and the
+// COMMIT of reserveRuns with the last where its answer decides nothing). Every tick takes its locks in one
 // order, so that the ticks of several nodes never deadlock: first the slots (one INSERT of all of
 // them, in (job, slot) order, claimed by their unique key), then the rows of the jobs it acts on
 // (a SELECT ... FOR UPDATE in name order, in the same statement: claimAndLock). A node whose slots were all taken by another
@@ -34,12 +35,14 @@ interface Disposed extends SlotRecord {
  * then the dispositions' rows and slot stamps. The outcomes are those of the same writes made one
  * after another (a slot twice in a batch: the first write gets it). `makeJobs`: a
  * disposition's job row is made if missing (else, as on SQLite, its slot stamp is not kept).
+ * `whole`: these are all the transaction's writes, so its last statement may take the COMMIT.
  */
 export async function writeTick(
   q: Q,
   items: readonly TickWrite[],
   node: string,
   makeJobs = false,
+  whole = false,
 ): Promise<TickOutcome[]> {
   const first = new Map<string, number>();
   const claims: { job: string; slot: number }[] = [];
@@ -55,22 +58,35 @@ export async function writeTick(
   const slotless = items.flatMap((w) =>
     "reserve" in w && claimOf(w) === null ? [w.reserve.job] : [],
   );
-  const won = await claimAndLock(q, claims, make, slotless);
+  const { won, idle } = await claimAndLock(q, claims, make, slotless);
   const wins = (w: TickWrite, i: number): boolean => {
     const c = claimOf(w);
     return c === null || (won.has(keyOf(c.job, c.slot)) && first.get(keyOf(c.job, c.slot)) === i);
   };
+  // A write whose slot was taken reads that slot's run last; else the last write is the last
+  // statement, and its COMMIT goes with it (Q.last) where its answer decides nothing more.
+  const dups = items.some((w, i) => "reserve" in w && !wins(w, i));
   const out: (TickOutcome | null)[] = [];
   const disposed: Disposed[] = [];
+  const lastOf = (i: number) => whole && i === items.length - 1 && disposed.length === 0 && !dups;
   for (const [i, w] of items.entries()) {
     if (!wins(w, i)) out.push(null);
     else if ("dispose" in w) {
       disposed.push({ ...w.dispose, at: w.now });
       out.push({ kind: "recorded", recorded: true });
-    } else out.push(await reserveWon(q, w.reserve, node, disposed));
+    } else {
+      // Its start cannot find the lock held: no lock asked for, or none of the job's runs was
+      // running under the lock (none started since by this batch either).
+      const a = w.reserve;
+      const free =
+        !a.lock ||
+        (idle.has(a.job) &&
+          !items.slice(0, i).some((x) => "reserve" in x && x.reserve.job === a.job));
+      out.push(await reserveWon(q, a, node, disposed, lastOf(i) && free));
+    }
   }
-  await writeDispositions(q, disposed, node);
-  return fillDuplicates(q, items, out);
+  await writeDispositions(q, disposed, node, whole && !dups);
+  return fillDuplicates(q, items, out, whole);
 }
 
 function claimOf(w: TickWrite): { job: string; slot: number } | null {
@@ -86,16 +102,20 @@ function claimOf(w: TickWrite): { job: string; slot: number } | null {
  * being an aggregate of `won` that the lock waits for; the missing ones of `make` are made. A row
  * that another transaction made after this statement's snapshot is not seen by its SELECT (its
  * INSERT waited for that commit, then did nothing): those few are locked by a second statement,
- * with a fresh snapshot. Returns the keys of the slots this transaction won.
+ * with a fresh snapshot. Returns the keys of the slots this transaction won, and the locked jobs
+ * known to have no running run (`idle`): none in the statement's snapshot, and the job's fence
+ * as locked (the row's newest version, read once the lock is held) the same as in the snapshot.
+ * Only a start makes a running run, and it bumps the fence under this lock: so none started
+ * between the snapshot and the lock, and none can start before this transaction ends.
  */
 async function claimAndLock(
   q: Q,
   claims: readonly { job: string; slot: number }[],
   make: readonly string[],
   slotless: readonly string[],
-): Promise<Set<string>> {
-  if (claims.length === 0 && slotless.length === 0) return new Set();
-  const rows = await q.all<{ k: string; job: string; slot: number | null }>(
+): Promise<{ won: Set<string>; idle: Set<string> }> {
+  if (claims.length === 0 && slotless.length === 0) return { won: new Set(), idle: new Set() };
+  const rows = await q.all<{ k: string; job: string; slot: number | null; idle: boolean | null }>(
     `WITH won AS (
        INSERT INTO slots (job, slot, run_id)
        SELECT job, slot, NULL FROM unnest($1::text[], $2::bigint[]) AS c(job, slot)
@@ -106,10 +126,16 @@ async function claimAndLock(
        INSERT INTO jobs (name) SELECT DISTINCT n FROM unnest($3::text[]) AS n, w
        WHERE n = ANY(w.jobs) ON CONFLICT (name) DO NOTHING RETURNING name),
      locked AS (
-       SELECT j.name FROM jobs j, w WHERE j.name = ANY(w.jobs) ORDER BY j.name FOR UPDATE OF j)
-     SELECT 'won' AS k, job, slot FROM won
-     UNION ALL SELECT 'have', name, NULL FROM made
-     UNION ALL SELECT 'have', name, NULL FROM locked`,
+       SELECT j.name, j.fence FROM jobs j, w WHERE j.name = ANY(w.jobs)
+       ORDER BY j.name FOR UPDATE OF j),
+     seen AS (
+       SELECT j.name, j.fence,
+         EXISTS (SELECT 1 FROM runs r WHERE r.job = j.name AND r.status = 'running') AS busy
+       FROM jobs j, w WHERE j.name = ANY(w.jobs))
+     SELECT 'won' AS k, job, slot, NULL::boolean AS idle FROM won
+     UNION ALL SELECT 'have', name, NULL, NULL FROM made
+     UNION ALL SELECT 'have', l.name, NULL, NOT s.busy AND s.fence = l.fence
+       FROM locked l JOIN seen s ON s.name = l.name`,
     [
       claims.map((c) => c.job),
       claims.map((c) => c.slot),
@@ -121,7 +147,10 @@ async function claimAndLock(
   const have = new Set(rows.filter((r) => r.k === "have").map((r) => r.job));
   const unseen = [...new Set([...won.map((r) => r.job), ...slotless])].filter((n) => !have.has(n));
   if (unseen.length > 0) await lockJobs(q, unseen);
-  return new Set(won.map((r) => keyOf(r.job, r.slot as number)));
+  return {
+    won: new Set(won.map((r) => keyOf(r.job, r.slot as number))),
+    idle: new Set(rows.filter((r) => r.idle === true).map((r) => r.job)),
+  };
 }
 
 /**
@@ -148,9 +177,17 @@ const START = `WITH f AS (
   s AS (UPDATE slots SET run_id = r.id FROM r WHERE slots.job = $1::text AND slots.slot = $2::bigint)
 SELECT * FROM r`;
 
-async function start(q: Q, a: ReserveRequest, now: number, node: string, guard: boolean) {
+async function start(
+  q: Q,
+  a: ReserveRequest,
+  now: number,
+  node: string,
+  guard: boolean,
+  last = false,
+) {
   const slot = a.claimSlot ? a.slot : null;
   const parts = logPathParts(a.logPath);
+  if (last && parts !== null) q.last(true);
   const run = await q.get<RunRow>(START, [
     a.job,
     slot,
@@ -188,18 +225,24 @@ export function logPathParts(logPath: (id: number) => string): [string, string] 
   return a !== null && b !== null && a[0] === b[0] && a[1] === b[1] ? a : null;
 }
 
-/** A reservation whose slot (if any) this tick won, with its job row locked. */
+/**
+ * A reservation whose slot (if any) this tick won, with its job row locked. `last`: it is the
+ * transaction's last write and its start cannot find the lock held, so the start may take the
+ * COMMIT with it.
+ */
 async function reserveWon(
   q: Q,
   a: ReserveRequest,
   node: string,
   disposed: Disposed[],
+  last: boolean,
 ): Promise<ReserveOutcome> {
   // The clock read once the lock is held (see ReserveRequest.now).
   const now = nowOf(a);
   // The common case, no run running: one statement. Else the running runs are judged first.
-  const run = await start(q, a, now, node, a.lock);
+  const run = await start(q, a, now, node, a.lock, last);
   if (run !== undefined) return { kind: "started", run };
+  if (last) throw new Error(`the run of ${a.job} did not start, though no run of it was running`);
   const holder = await reapDeadHolders(q, a.job, now, a.holderAlive, node);
   if (holder) {
     if (a.claimSlot && a.slot !== null) {
@@ -211,10 +254,14 @@ async function reserveWon(
   return { kind: "started", run: (await start(q, a, now, node, false)) as RunRow };
 }
 
-/** The run rows of the dispositions, and their jobs' slot stamps: one statement. */
-async function writeDispositions(q: Q, d: readonly Disposed[], node: string) {
+/**
+ * The run rows of the dispositions, and their jobs' slot stamps: one statement, with the COMMIT
+ * when it is the transaction's `last`.
+ */
+async function writeDispositions(q: Q, d: readonly Disposed[], node: string, last: boolean) {
   if (d.length === 0) return;
   await q.order();
+  if (last) q.last(false);
   await q.run(
     `WITH d AS (
        SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[])
@@ -240,10 +287,12 @@ async function fillDuplicates(
   q: Q,
   items: readonly TickWrite[],
   out: readonly (TickOutcome | null)[],
+  last: boolean,
 ): Promise<TickOutcome[]> {
   const dup = items.filter((w, i) => out[i] === null && "reserve" in w).map((w) => claimOf(w));
   const runOf = new Map<string, number | null>();
   if (dup.length > 0) {
+    if (last) q.last(false); // a read the outcomes only report
     const rows = await q.all<{ job: string; slot: number; run_id: number | null }>(
       `SELECT s.job, s.slot, s.run_id FROM slots s
        JOIN unnest($1::text[], $2::bigint[]) AS c(job, slot) ON s.job = c.job AND s.slot = c.slot`,
