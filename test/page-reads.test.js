@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import path from "node:path";
 import { test } from "node:test";
+import Database from "better-sqlite3";
 import { openPgStore, openStore } from "../dist/store/store.js";
 import { PageReads } from "../dist/monitor/page-reads.js";
 import { tmpdir } from "./helpers.js";
@@ -102,6 +103,71 @@ test("kept reads: the same rows while nothing commits, fresh ones after any comm
     (await reads.timelines(["a", "b"], base + 10 * H)).get("b").map((r) => r.id),
     [running.run.id],
   );
+});
+
+test("a commit that writes no job's row (the daemon's heartbeat) reads no summary again; any write to a job's row does (SQLite)", async (t) => {
+  const dir = path.join(tmpdir(t), "state");
+  const writer = await openStore(dir, { create: true });
+  t.after(() => writer.close());
+  const H = 3_600_000;
+  const base = 1_800_000_000_000;
+  for (let k = 0; k < 3; k++)
+    for (const job of ["a", "b"]) await run(writer, job, base + k * H, "ok");
+  await writer.claimDaemon(ME, base, 1000, "/etc/jobs.yaml", () => true);
+  const reader = await openStore(dir, { create: false, readonly: true });
+  t.after(() => reader.close());
+  const reads = new PageReads(reader);
+  const list = ["a", "b"].map((name) => ({ name, repeatLimit: 3 }));
+  const rowsNow = async () => {
+    await reads.check();
+    const kept = await reads.statusStore().statusRows(list, 20);
+    const whole = await reader.statusRows(list, 20);
+    assert.deepEqual(kept.jobs, whole.jobs, "what a whole read gives");
+    assert.deepEqual(kept.daemon, whole.daemon, "the daemon row, read again");
+    return kept;
+  };
+  let before = await rowsNow();
+  // The jobs' rows as objects: the same objects when the jobs table was not read again.
+  const sameRows = (after, label) => {
+    for (const name of ["a", "b"])
+      assert.equal(after.jobs.get(name).row, before.jobs.get(name).row, `${label}: ${name} kept`);
+  };
+  const readAgain = (after, label) =>
+    assert.notEqual(after.jobs.get("a").row, before.jobs.get("a").row, `${label}: read again`);
+
+  await writer.heartbeat(ME.pid, base + 4 * H, 1000);
+  let after = await rowsNow();
+  assert.notEqual(after, before, "a commit: the rows are not kept whole");
+  assert.equal(after.daemon.heartbeat_at, base + 4 * H);
+  sameRows(after, "a heartbeat");
+  await writer.event(base + 4 * H, "a", "note", null);
+  after = await rowsNow();
+  sameRows(after, "an event");
+
+  // Each kind of write to a job's row, by the store or by anyone else's SQL: read again.
+  const writes = [
+    [
+      "a run started (the job's fence)",
+      () => writer.reserveRun(req("a", base + 5 * H, base + 5 * H + 5)),
+    ],
+    ["a pause", () => writer.setPaused("b", true, base + 5 * H)],
+    ["the scan moved on", () => writer.setScannedTo("a", base + 6 * H)],
+    ["a marker", () => writer.markDone({ job: "a", run: null }, ["k"], base + 6 * H)],
+    [
+      "a column written by other SQL",
+      async () => {
+        const db = new Database(path.join(dir, "cronvisor.db"));
+        db.prepare("UPDATE jobs SET last_progress_at = ? WHERE name = 'a'").run(base + 7 * H);
+        db.close();
+      },
+    ],
+  ];
+  for (const [label, write] of writes) {
+    before = after;
+    await write();
+    after = await rowsNow();
+    readAgain(after, label);
+  }
 });
 
 /** A store whose timeline reads are counted: which path a page took (whole or changes). */

@@ -5,7 +5,10 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import os from "node:os";
+import path from "node:path";
+import { spawnSync } from "node:child_process";
 import { test } from "node:test";
+import { semiSpaceFlag } from "../dist/monitor/page-client.js";
 import { cli, freePort, request, startDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
 import { pageDaemon, statusUntil } from "./page-helpers.js";
 
@@ -62,6 +65,46 @@ function listed(html) {
   const count = /<p class="count" id="count"[^>]*>([\s\S]*?)<\/p>/.exec(html)?.[1] ?? "";
   return { names, count: count.replace(/<[^>]*>/g, "") };
 }
+
+test("the page's worker gets its own young generation under the unit's --max-semi-space-size=1 (a V8 flag, which overrides a worker's resourceLimits); the process keeps the flag", (t) => {
+  assert.equal(semiSpaceFlag([], ""), null);
+  assert.equal(semiSpaceFlag([], "--max-semi-space-size=1"), "1");
+  assert.equal(semiSpaceFlag(["--max_semi_space_size=4"], "--max-semi-space-size=1"), "4");
+  assert.equal(semiSpaceFlag(["--max-semi-space-size", "2"], ""), "2");
+  // In a process started as the unit starts the daemon: a worker started as the page's is, then
+  // a plain one. Each allocates short-lived objects and says how large its new space grew.
+  const grow = path.join(tmpdir(t), "grow.cjs");
+  fs.writeFileSync(
+    grow,
+    `const v8 = require("node:v8");
+    let keep = [];
+    for (let i = 0; i < 3e6; i++) { keep.push({ i, s: "x" + i }); if (keep.length > 5000) keep = []; }
+    const ns = v8.getHeapSpaceStatistics().find((s) => s.space_name === "new_space");
+    require("node:worker_threads").parentPort.postMessage(ns.space_size);`,
+  );
+  const script = `
+    import { Worker } from "node:worker_threads";
+    import { pageWorkerThread } from ${JSON.stringify(new URL("../dist/monitor/page-client.js", import.meta.url).href)};
+    const grown = (w) => new Promise((r) => w.once("message", (n) => (w.terminate(), r(n))));
+    const page = await grown(pageWorkerThread(${JSON.stringify(grow)}, {}));
+    const plain = await grown(new Worker(${JSON.stringify(grow)}));
+    console.log(JSON.stringify({ page, plain }));
+  `;
+  const out = spawnSync(
+    process.execPath,
+    ["--max-semi-space-size=1", "--input-type=module", "-e", script],
+    {
+      encoding: "utf8",
+    },
+  );
+  assert.equal(out.status, 0, out.stderr);
+  const { page, plain } = JSON.parse(out.stdout);
+  assert.ok(page >= 16 * 1024 * 1024, `the page's worker: a new space of ${page} bytes`);
+  assert.ok(
+    plain <= 2 * 1024 * 1024,
+    `a worker started after it: ${plain} bytes (the flag is back)`,
+  );
+});
 
 test("100 jobs to a page: problems first across pages, paging and the filter on the server", async (t) => {
   const dir = tmpdir(t);

@@ -3,7 +3,8 @@
 // daemon holds no second isolate for a page nobody looks at). The loop only passes messages: the
 // store reads and the HTML are the worker's. A worker that fails or dies answers 503 and is
 // started again at the next request; requests past MAX_WAITING wait for nothing (503 busy).
-import { Worker } from "node:worker_threads";
+import v8 from "node:v8";
+import { Worker, type WorkerOptions } from "node:worker_threads";
 import { notice } from "./page-html.js";
 import type { HttpRequest, HttpResponse } from "./http.js";
 import type { FromPageWorker, ToPageWorker } from "./page-worker.js";
@@ -18,6 +19,54 @@ const PAGE_TIMEOUT_MS = 30_000;
 const MAX_WAITING = 16;
 /** The worker's heap: a page of 1,000 jobs over 7 days fits; a bigger one ends the worker, not the daemon. */
 const HEAP_MB = 512;
+
+/** The worker's young generation: V8's default on 64 bits (two 16 MiB semi-spaces, and 16 MiB). */
+const YOUNG_MB = 48;
+
+/** The process's `--max-semi-space-size`, from NODE_OPTIONS then its command line (the last counts). */
+export function semiSpaceFlag(
+  execArgv: readonly string[] = process.execArgv,
+  nodeOptions: string = process.env.NODE_OPTIONS ?? "",
+): string | null {
+  const args = [...nodeOptions.split(/\s+/), ...execArgv];
+  let value: string | null = null;
+  for (let i = 0; i < args.length; i++) {
+    const m = /^--max[-_]semi[-_]space[-_]size(?:=(.*))?$/.exec(args[i] as string);
+    if (m) value = m[1] ?? args[i + 1] ?? null;
+  }
+  return value;
+}
+
+/**
+ * A worker thread with a young generation of YOUNG_MB whatever the process's
+ * `--max-semi-space-size`. The unit sets that flag to 1 (MiB), which keeps an idle daemon's heap
+ * small; but a V8 flag overrides a worker's resourceLimits, and a page of 1,000 jobs (megabytes
+ * of report objects and strings, the rows kept between loads) was then scavenged about ten
+ * times per load, what it kept copied and promoted each time: half the worker's CPU for a load
+ * after a commit (BENCHMARKS.md). So the flag is unset while the worker's isolate is made and
+ * set back once it runs, as settle.ts sets `--expose-gc` for one context: the loop's heap was
+ * made with the flag and keeps it, and any later isolate gets it again.
+ */
+export function pageWorkerThread(file: string | URL, options: WorkerOptions): Worker {
+  const young = {
+    ...options,
+    resourceLimits: { ...options.resourceLimits, maxYoungGenerationSizeMb: YOUNG_MB },
+  };
+  const flag = semiSpaceFlag();
+  if (flag === null) return new Worker(file, young);
+  v8.setFlagsFromString("--max-semi-space-size=0"); // 0: the isolate's own limits decide
+  const restore = () => v8.setFlagsFromString(`--max-semi-space-size=${flag}`);
+  let w: Worker;
+  try {
+    w = new Worker(file, young);
+  } catch (e) {
+    restore();
+    throw e;
+  }
+  w.once("online", restore);
+  w.once("exit", restore);
+  return w;
+}
 
 interface Waiting {
   resolve: (r: HttpResponse) => void;
@@ -72,7 +121,7 @@ export class PageClient {
 
   private ensure(): Worker {
     if (this.worker) return this.worker;
-    const w = new Worker(new URL("./page-worker.js", import.meta.url), {
+    const w = pageWorkerThread(new URL("./page-worker.js", import.meta.url), {
       workerData: { target: this.target },
       resourceLimits: { maxOldGenerationSizeMb: HEAP_MB },
     });

@@ -7,8 +7,10 @@
 //
 // After a commit (on a daemon that beats every 10 s, most of them are its heartbeat, which
 // changes no job), the read is incremental where that is cheaper and as exact as a whole read:
-// the summaries are read again, but a column read back unchanged is not parsed again
-// (SummaryParses), and the timelines ask only for what changed since the runs they saw
+// the jobs' rows are read again only if a write to the jobs table has counted since (SQLite's
+// job_writes, migration 007; the heartbeat writes none), and then a summary read back unchanged
+// is not parsed again (SummaryParses); the daemon's row, the nodes, the running runs and the
+// attempts are read again at every commit; the timelines ask only for what changed since the runs they saw
 // (Store.timelineChanges: rows inserted since, the rows that were running, and per job the count
 // of rows finished in the range, which tells a prune's deletions; a count that disagrees with
 // the merged rows makes the page read them whole).
@@ -87,7 +89,7 @@ export class PageReads {
   private hashes: Hashes | null = null;
   private lines: KeptLines | null = null;
   /** The summaries as last parsed: kept across commits, as they are checked at each read. */
-  private readonly parses: SummaryParses = new Map();
+  private readonly parses: SummaryParses = { jobs: new Map() };
 
   constructor(readonly store: Store) {}
 
@@ -129,7 +131,7 @@ export class PageReads {
         const key = `${limit} ${JSON.stringify(list)}`;
         if (this.version !== null && this.status?.key === key) return this.status.rows;
         // Jobs gone from the config (a reload) leave no parse behind.
-        if (this.parses.size > list.length) this.parses.clear();
+        if (this.parses.jobs.size > list.length) this.parses.jobs.clear();
         const rows = await s.statusRows(list, limit, this.parses);
         if (this.version !== null) this.status = { key, rows };
         return rows;

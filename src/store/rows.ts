@@ -329,22 +329,35 @@ export interface StatusRows {
   jobs: Map<string, StatusJobRows>;
 }
 
+/** A jobs row as the status read takes it: the JobRow, recent_runs, last_finished, marker_count. */
+export type SummaryRow = readonly [JobRow, string, string | null, number];
+
 /**
- * The summary columns as last parsed, by job: the status page reads every job's summary again
- * after each commit (the daemon's heartbeat), and a column read back unchanged, which is almost
- * every one, is not parsed again. The caller keeps it between reads; the parsed rows are shared,
- * never changed by their readers.
+ * What the status page keeps of the jobs' rows between reads. The caller keeps it; the rows and
+ * parses in it are shared, never changed by their readers.
  */
-export type SummaryParses = Map<
-  string,
-  {
-    recentJson: string;
-    limit: number;
-    recent: RunFacts[];
-    lastJson: string | null;
-    lastFinished: HistoryRow | null;
-  }
->;
+export interface SummaryParses {
+  /**
+   * The summary columns as last parsed, by job: a column read back unchanged (after a commit
+   * that wrote some job's row, almost every other one) is not parsed again.
+   */
+  jobs: Map<
+    string,
+    {
+      recentJson: string;
+      limit: number;
+      recent: RunFacts[];
+      lastJson: string | null;
+      lastFinished: HistoryRow | null;
+    }
+  >;
+  /**
+   * SQLite: every job's row as last read, with the count of writes to the jobs table then
+   * (migration 007): while the count stands (the daemon's heartbeat writes no job's row), the
+   * table is not read again.
+   */
+  table?: { writes: number; rows: ReadonlyMap<string, SummaryRow> };
+}
 
 /** A job `status` reads: its name and repeat limit. */
 export interface StatusJob {

@@ -34,12 +34,12 @@ export function parseSummary(
   limit: number,
   parses?: SummaryParses,
 ): { recent: RunFacts[]; lastFinished: HistoryRow | null } {
-  const kept = parses?.get(job);
+  const kept = parses?.jobs.get(job);
   if (kept && kept.recentJson === recentJson && kept.lastJson === lastJson && kept.limit === limit)
     return kept;
   const recent = summaryFacts(recentJson, limit);
   const lastFinished = lastJson ? (JSON.parse(lastJson) as HistoryRow) : null;
-  parses?.set(job, { recentJson, limit, recent, lastJson, lastFinished });
+  parses?.jobs.set(job, { recentJson, limit, recent, lastJson, lastFinished });
   return { recent, lastFinished };
 }
 

@@ -14,6 +14,11 @@ export function jobRow(c: Conn, name: string): JobRow | null {
   );
 }
 
+/** The count of writes to the jobs table (migration 007's triggers keep it). */
+export function jobWrites(c: Conn): number {
+  return (c.q("SELECT n FROM job_writes WHERE id = 1", true).get() as [number])[0];
+}
+
 export function allJobs(c: Conn): JobRow[] {
   return c.q(`SELECT ${JOB_COLUMNS} FROM jobs ORDER BY name`).all() as JobRow[];
 }

@@ -11,10 +11,11 @@ import type {
   StatusJobRows,
   StatusRows,
   SummaryParses,
+  SummaryRow,
 } from "../rows.js";
 import { daemonRow, nodes } from "./daemon.js";
 import { historyRow, lastRun, recentFinished, runningRuns } from "./history.js";
-import { jobRow } from "./jobs.js";
+import { jobRow, jobWrites } from "./jobs.js";
 import { markerCount, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
 import { latestRun, parseSummary, SUMMARY_RECENT } from "../summary.js";
 
@@ -34,9 +35,6 @@ export function jobReadings(
     attempts: repeatingKeysSince(c, job, repeatLimit, since),
   };
 }
-
-/** A jobs row with its summary columns (migration 006), as the status read takes it. */
-type SummaryRow = [JobRow, string, string | null, number];
 
 const SUMMARY_SQL = `SELECT name, paused, fence, scanned_to, reboot_boot_id, last_success_at,
   last_progress_at, first_seen_at, recent_runs, last_finished, marker_count FROM jobs`;
@@ -63,10 +61,28 @@ function summaryRows(c: Conn, one: string | null): Map<string, SummaryRow> {
 }
 
 /**
+ * Every job's row, or one job's: the rows kept in `parses` while no write to the jobs table
+ * has counted since they were read (every job's only), else read (and kept).
+ */
+function jobTable(
+  c: Conn,
+  one: string | null,
+  parses: SummaryParses | undefined,
+): ReadonlyMap<string, SummaryRow> {
+  if (one !== null || !parses) return summaryRows(c, one);
+  const writes = jobWrites(c);
+  if (parses.table?.writes === writes) return parses.table.rows;
+  const rows = summaryRows(c, null);
+  parses.table = { writes, rows };
+  return rows;
+}
+
+/**
  * Everything `status` shows: one row per job (its summary, kept by triggers in the transaction
  * of each write that changes it), plus the running runs and the attempts, one query each for
  * every job at once. Asked for more recent runs than the summary keeps, the runs are read.
- * `parses`: the summaries' parses kept from an earlier read (summary.ts).
+ * `parses`: the jobs' rows and their summaries' parses kept from an earlier read (summary.ts),
+ * used as far as they still stand and brought up to date.
  */
 export function statusRows(
   c: Conn,
@@ -84,7 +100,7 @@ export function statusRows(
     if (list) list.push(r);
     else running.set(r.job, [r]);
   }
-  const rows = summaryRows(c, one);
+  const rows = jobTable(c, one, parses);
   const minLimit = Math.min(...jobs.map((j) => j.repeatLimit));
   const attempts: Map<string, AttemptRow[]> =
     jobs.length > 0 ? repeatingKeysAll(c, minLimit) : new Map();
