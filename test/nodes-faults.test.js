@@ -7,7 +7,7 @@ import net from "node:net";
 import test from "node:test";
 import { cli, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
 import { alive, assertEachSlotOnce, nodeConfig, runs, started } from "./nodes-helpers.js";
-import { freshDatabase, pgSkip, rawClient, serverDown, serverSocket } from "./pg.js";
+import { freshDatabase, pgSkip, rawClient, serverDown, serverProxy } from "./pg.js";
 
 // Skipped, with the reason, only where PostgreSQL's binaries are missing outside CI; under CI
 // (.ci/run installs them) a missing server fails these tests instead (test/pg.js).
@@ -144,10 +144,8 @@ test(
 
 /** A TCP proxy to the cluster's socket that can stop forwarding (a cut network: no FIN, no RST). */
 async function blackholeProxy(t) {
-  const target = await serverSocket();
-  const pairs = [];
   let cut = false;
-  const server = net.createServer((c) => {
+  const { port, pairs } = await serverProxy(t, (c, target, pairs) => {
     c.on("error", () => {});
     if (cut) return c.pause();
     const u = net.connect(target);
@@ -156,16 +154,8 @@ async function blackholeProxy(t) {
     u.pipe(c);
     pairs.push([c, u]);
   });
-  await new Promise((r) => server.listen(0, "127.0.0.1", r));
-  t.after(() => {
-    for (const [c, u] of pairs) {
-      c.destroy();
-      u.destroy();
-    }
-    server.close();
-  });
   return {
-    port: server.address().port,
+    port,
     cut() {
       cut = true;
       for (const [c, u] of pairs) {

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import { test } from "node:test";
 import { openPgStore, StoreError } from "../dist/store/store.js";
-import { freshDatabase, pgSkip, rawClient, serverSocket, waitForLockWaiters } from "./pg.js";
+import { freshDatabase, pgSkip, rawClient, serverProxy, waitForLockWaiters } from "./pg.js";
 
 // Needs a real PostgreSQL: skipped (with pgSkip's reason) only where its server is not installed
 // and CI is not set; in CI, which installs it, never.
@@ -15,10 +15,8 @@ const ME = { pid: process.pid, start: "me" };
 
 /** A proxy to the cluster's socket that counts turns over all its connections. */
 async function turnCounter(t) {
-  const target = await serverSocket();
-  const pairs = [];
   const counter = { turns: 0 };
-  const server = net.createServer((c) => {
+  const { port } = await serverProxy(t, (c, target, pairs) => {
     const u = net.connect(target);
     let last = "server";
     c.on("error", () => {});
@@ -34,15 +32,7 @@ async function turnCounter(t) {
     });
     pairs.push([c, u]);
   });
-  await new Promise((r) => server.listen(0, "127.0.0.1", r));
-  t.after(() => {
-    for (const [c, u] of pairs) {
-      c.destroy();
-      u.destroy();
-    }
-    server.close();
-  });
-  return { port: server.address().port, counter };
+  return { port, counter };
 }
 
 async function proxiedStore(t) {

@@ -12,6 +12,7 @@
 // CI variable set), where .ci/run installs them: there the cases fail saying so.
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
+import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
@@ -209,9 +210,29 @@ async function waitForExit(server) {
   }
 }
 
-/** The path of the cluster's Unix socket (for a test's TCP proxy). */
-export async function serverSocket() {
+/** The path of the cluster's Unix socket (for serverProxy). */
+async function serverSocket() {
   return path.join((await pgCluster()).dir, ".s.PGSQL.5432");
+}
+
+/**
+ * A TCP proxy on loopback to the cluster's socket: `serve(client, pairs)` wires each client
+ * connection (to its own connection to the server, pushed on `pairs` as [client, server]); when
+ * the test ends every pair is destroyed and the proxy closed. Returns its port and the pairs.
+ */
+export async function serverProxy(t, serve) {
+  const target = await serverSocket();
+  const pairs = [];
+  const server = net.createServer((c) => serve(c, target, pairs));
+  await new Promise((r) => server.listen(0, "127.0.0.1", r));
+  t.after(() => {
+    for (const [c, u] of pairs) {
+      c.destroy();
+      u.destroy();
+    }
+    server.close();
+  });
+  return { port: server.address().port, pairs };
 }
 
 let seq = 0;
