@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { launchChromium, noChromium } from "./browser.js";
-import { query, tmpdir, waitFor } from "./helpers.js";
+import { killGroupsAfter, query, tmpdir, waitFor } from "./helpers.js";
 import { pageDaemon, statusUntil } from "./page-helpers.js";
 
 const skip = noChromium;
@@ -77,6 +77,13 @@ test(
         j.get("broken").health === "failing" &&
         j.get("wedged").health === "stuck",
       "fine ok, broken failing, wedged stuck",
+    );
+    // wedged's run sleeps for 5 minutes and outlives its daemons, as runs do: ended with the test.
+    killGroupsAfter(
+      t,
+      query(state, "SELECT pgid FROM runs WHERE job = 'wedged' AND status = 'running'")
+        .map((r) => r.pgid)
+        .filter((g) => g !== null),
     );
     await waitFor(
       () => query(state, "SELECT 1 FROM runs WHERE job = 'busy' AND status = 'skipped'").length > 0,
