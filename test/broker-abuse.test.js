@@ -115,6 +115,8 @@ function cpuTicks(pid) {
  */
 async function victim(t) {
   const user = testUser();
+  // No second user here, or one who cannot run node (testUser's or userCli's reason): the
+  // attacks that need one skip with it.
   if (user.skip) return { skip: user.skip };
   const copy = userCli(user);
   if (copy.skip) return { skip: copy.skip };
@@ -288,6 +290,9 @@ after(async () => {
   }
 });
 
+// The attacker is a user: job, so the attacks need root to run as a second user: skipped with
+// this reason only when not root (in CI, which runs as root, never). Each test also skips, with testUser's
+// reason, where root cannot create that user (`v.skip`).
 const notRoot = process.getuid?.() === 0 ? false : "the attacks need a second user (root)";
 
 test(
@@ -297,6 +302,7 @@ test(
   },
   async (t) => {
     const v = await shared();
+    // Root, but no second user to attack from (testUser's reason).
     if (v.skip) return t.skip(v.skip);
     await underAttack(t, v, v.user, ["flood", v.sock, "4", "0"], "flood");
   },
@@ -309,6 +315,7 @@ test(
   },
   async (t) => {
     const v = await shared();
+    // Root, but no second user to attack from (testUser's reason).
     if (v.skip) return t.skip(v.skip);
     await underAttack(t, v, v.user, ["idle", v.sock, "600", "1000"], "idle");
   },
@@ -321,6 +328,7 @@ test(
   },
   async (t) => {
     const v = await shared();
+    // Root, but no second user to attack from (testUser's reason).
     if (v.skip) return t.skip(v.skip);
     await underAttack(t, v, v.user, ["fat", v.sock, "300", String((1 << 20) - 4096)], "fat");
   },
@@ -333,6 +341,7 @@ test(
   },
   async (t) => {
     const v = await shared();
+    // Root, but no second user to attack from (testUser's reason).
     if (v.skip) return t.skip(v.skip);
     // As root: the secret is the victim's own (as a process of the same user could read it).
     await underAttack(t, v, null, ["pipeline", v.sock, "4", "0", v.secret, "victim"], "pipe");
@@ -366,6 +375,7 @@ test(
   },
   async (t) => {
     const v = await shared();
+    // Root, but no second user to attack from (testUser's reason).
     if (v.skip) return t.skip(v.skip);
     const req = (o) =>
       `${JSON.stringify({ secret: v.secret, op: "check", job: "victim", key: "k", ...o })}\n`;
@@ -439,6 +449,7 @@ test(
   },
   async (t) => {
     const v = await shared();
+    // Root, but no second user to attack from (testUser's reason).
     if (v.skip) return t.skip(v.skip);
     const copy = userCli(v.user);
     const bin = path.join(copy.bin, "cronvisor");
@@ -468,6 +479,7 @@ test(
   { skip: notRoot },
   async (t) => {
     const v = await shared();
+    // Root, but no second user to attack from (testUser's reason).
     if (v.skip) return t.skip(v.skip);
     const k = await v.mark(["busy-key"]);
     assert.equal(k.code, 0, k.err);

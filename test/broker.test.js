@@ -94,6 +94,8 @@ function raw(socketPath, line) {
 
 test("a user: job and a root job: mark, check, once, progress and mark --stdin through the daemon's broker", async (t) => {
   const user = testUser();
+  // Skipped, with testUser's or userCli's reason, only when not root, where root cannot create
+  // the user, or where that user cannot run node; in CI never.
   if (user.skip) return t.skip(user.skip);
   const copy = userCli(user);
   if (copy.skip) return t.skip(copy.skip);
@@ -194,6 +196,8 @@ fs.renameSync(file + ".tmp", file);
 
 test("the Node library in a user: job and a root job goes through the broker, synchronously, with the same results", async (t) => {
   const user = testUser();
+  // Skipped, with testUser's or userCli's reason, only when not root, where root cannot create
+  // the user, or where that user cannot run node; in CI never.
   if (user.skip) return t.skip(user.skip);
   const copy = userCli(user);
   if (copy.skip) return t.skip(copy.skip);
@@ -275,6 +279,8 @@ test("check, mark, once and progress exit 69 and say why when the broker cannot 
 
 test("check as a user who cannot read the store exits 69, never 1 (not marked)", async (t) => {
   const user = testUser();
+  // Skipped, with testUser's or userCli's reason, only when not root, where root cannot create
+  // the user, or where that user cannot run node; in CI never.
   if (user.skip) return t.skip(user.skip);
   const copy = userCli(user);
   if (copy.skip) return t.skip(copy.skip);
@@ -414,6 +420,8 @@ jobs:
 
 test("a manual `cronvisor run` of a user: job with no daemon running serves its markers", async (t) => {
   const user = testUser();
+  // Skipped, with testUser's or userCli's reason, only when not root, where root cannot create
+  // the user, or where that user cannot run node; in CI never.
   if (user.skip) return t.skip(user.skip);
   const copy = userCli(user);
   if (copy.skip) return t.skip(copy.skip);

@@ -30,7 +30,11 @@ before(() => {
   assert.equal(m.code, 0, m.stderr);
 });
 
-/** `chattr +i` is what keeps root from writing; probed once (not every file system has it). */
+/**
+ * `chattr +i` is what keeps root from writing; probed once (not every file system has it). Its
+ * rows skip with this reason only when not root or on a file system without it; in CI, as root on
+ * ext4, never.
+ */
 const chattrSkip = (() => {
   if (!IS_ROOT) return "chattr +i needs root";
   const dir = tmpdir(null, "cvx-chattr-");

@@ -301,6 +301,7 @@ test("retention: log.keep_runs prunes old run rows and their logs", async (t) =>
 
 test(
   "as root, a config or state dir writable by others is refused with exit 2 and the reason",
+  // Skipped only when not root: the refusal is of a root daemon; in CI, which runs as root, never.
   { skip: process.getuid() !== 0 && "needs root" },
   (t) => {
     const dir = tmpdir(t);

@@ -70,6 +70,7 @@ function assertThroughBroker({ user, dir, warehouse }, items) {
 // The Node library job (examples/enrich.mjs), as in incidents.test.js: 200 items, 5 kills.
 test("kill test as a user: job, the Node library through the broker: 200 items, 5 SIGKILLs of daemon and job, every item done, repeats <= kills", async (t) => {
   const s = userSetup(t);
+  // Skipped only with userSetup's reason: not root, no second user, or one who cannot run node; in CI never.
   if (s.skip) return t.skip(s.skip);
   // enrich.mjs imports ../dist/index.js: beside the user's copy of the CLI.
   const examples = path.join(s.copy.bin, "..", "examples");
@@ -89,6 +90,7 @@ test("kill test as a user: job, the Node library through the broker: 200 items, 
 // The shell job (examples/enrich.sh): every item a `cronvisor once` process, as in incidents.test.js.
 test("kill test as a user: job, shell job with `cronvisor once` per item through the broker: 3 SIGKILLs, every item done, repeats <= kills", async (t) => {
   const s = userSetup(t);
+  // Skipped only with userSetup's reason: not root, no second user, or one who cannot run node; in CI never.
   if (s.skip) return t.skip(s.skip);
   // The clone may sit where the user cannot read: the job is a copy in the work dir.
   const job = path.join(s.dir, "enrich.sh");

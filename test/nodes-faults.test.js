@@ -230,6 +230,7 @@ test(
 
 test(
   "a node whose clock is 2 s ahead runs no slot twice; 5 s off is a WARNING in status",
+  // Also skipped without libfaketime (the node's clock is moved with it); .ci/run installs it.
   { skip: skip || (!fs.existsSync(FAKETIME) && "libfaketime not installed") },
   async (t) => {
     const url = await freshDatabase();

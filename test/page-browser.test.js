@@ -9,6 +9,8 @@ import { launchChromium, noChromium } from "./browser.js";
 import { killGroupsAfter, query, tmpdir, waitFor } from "./helpers.js";
 import { pageDaemon, statusUntil } from "./page-helpers.js";
 
+// Needs Debian's chromium: skipped (with browser.js's reason) only where it is not installed
+// and CI is not set; .ci/run installs it, and in CI never.
 const skip = noChromium;
 
 let browser;

@@ -12,6 +12,8 @@ import { nodeConfig, runs } from "./nodes-helpers.js";
 import { elements, textOf } from "./page-helpers.js";
 import { freshDatabase, pgSkip, rawClient } from "./pg.js";
 
+// Needs a real PostgreSQL and Debian's chromium: skipped (with pgSkip's or browser.js's reason)
+// only where one is not installed and CI is not set; .ci/run installs both, and in CI never.
 const skip = pgSkip() || noChromium;
 
 let browser;

@@ -28,6 +28,7 @@ function threadNices(pid) {
 
 test("the page's worker thread runs at the daemon's nice + 10; the daemon's loop keeps its own", async (t) => {
   const own = os.getPriority(0);
+  // Skipped only when the suite itself runs at the lowest priority, where no thread can go lower.
   if (own >= 19) return t.skip("the test runs at nice 19: no higher nice to see");
   const dir = tmpdir(t);
   const port = await freePort();

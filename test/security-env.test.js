@@ -92,6 +92,7 @@ const notesOf = (file) =>
 
 test("root: a user: job's LD_PRELOAD from its own env_file loads into its processes only, never into a root one (daemon and run)", async (t) => {
   const s = setUp(t);
+  // Skipped only with setUp's reason: not root, no second user, or no C compiler for the preload library; in CI never.
   if (s.skip) return t.skip(s.skip);
   const envOut = path.join(s.out, "env");
   // A string command (through the shell) that records the environment it received.
@@ -129,6 +130,7 @@ test("root: a user: job's LD_PRELOAD from its own env_file loads into its proces
 
 test("root: the root processes of a user: job's run carry none of the job's environment", async (t) => {
   const s = setUp(t);
+  // Skipped only with setUp's reason: not root, no second user, or no C compiler for the preload library; in CI never.
   if (s.skip) return t.skip(s.skip);
   const ready = path.join(s.out, "ready");
   // An argv command: the job waits so that its supervisor's processes can be looked at.

@@ -20,6 +20,8 @@ import {
   writeConfig,
 } from "./helpers.js";
 
+// The attacker is a second user: skipped, with testUser's reason, only when not root or where
+// root cannot create that user; in CI, which runs as root, never.
 const user = testUser();
 const skip = user.skip ?? false;
 const STACK = /\n\s+at /;

@@ -20,6 +20,8 @@ import {
   writeConfig,
 } from "./helpers.js";
 
+// What these tests attack is a root daemon opening paths others can write: skipped with this
+// reason only when not root; in CI, which runs as root, never.
 const notRoot = process.getuid?.() === 0 ? false : "the daemon opens these paths as root";
 
 const SECRET = "root-only: do not overwrite\n";

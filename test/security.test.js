@@ -56,6 +56,8 @@ test("http: 200 connections that never finish a request do not keep /healthz bli
   t.diagnostic(`healthz answered again after ${took} ms`);
 });
 
+// The attacks below target a root daemon and its service users: skipped, with this reason,
+// only when the tests do not run as root; in CI, which runs as root, never.
 const asRoot = process.getuid?.() === 0;
 const notRoot = asRoot ? false : "the checks apply to a daemon running as root";
 
@@ -175,6 +177,7 @@ test(
 
 test(
   "a user: job cannot write or forge its own exit status: the wrapper that writes it runs as root, outside setpriv",
+  // Skipped only when not root: a user: job needs a second user; in CI, which runs as root, never.
   { skip: process.getuid() !== 0 && "needs root" },
   async (t) => {
     const dir = tmpdir(t, "cvx-forge-");

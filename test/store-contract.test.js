@@ -50,6 +50,7 @@ const ENGINES = [
   },
   {
     name: "postgresql",
+    // Skipped (with pgSkip's reason) only where PostgreSQL is not installed and CI is not set.
     skip: pgSkip(),
     async place() {
       const url = await freshDatabase();
@@ -679,6 +680,7 @@ contract(
 
 // ---- PostgreSQL only: two stores (two pools) racing on what SQLite serialises ---------------
 
+// Its `skip` is pgSkip()'s reason (PostgreSQL not installed, CI not set); in CI never.
 const pgEngine = ENGINES[1];
 
 async function twoStores(t) {
@@ -945,6 +947,7 @@ const OLD_ENGINES = [
   },
   {
     name: "postgresql",
+    // Skipped (with pgSkip's reason) only where PostgreSQL is not installed and CI is not set.
     skip: pgSkip(),
     async old() {
       const url = await freshDatabase();
