@@ -206,6 +206,28 @@ export function query(stateDir, sql, ...args) {
 }
 
 /**
+ * A tick's reservation of `job`'s scheduled `slot` (an item of Store.reserveRuns), as the daemon
+ * writes one: the slot claimed with the job's lock; `over` replaces any field.
+ */
+export function scheduledReserve(job, slot, over = {}) {
+  return {
+    reserve: {
+      job,
+      slot,
+      claimSlot: true,
+      trigger: "schedule",
+      attempt: 1,
+      now: 1000,
+      owner: { pid: process.pid, start: null },
+      lock: true,
+      holderAlive: () => true,
+      logPath: (id) => `/nonexistent/${job}/${id}.log`,
+      ...over,
+    },
+  };
+}
+
+/**
  * A manual run of `job` reserved in `store` (a SqliteStore of this build), owned by this process
  * so its fence is live: the run a marker command inside a job writes against.
  */

@@ -8,7 +8,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { openPgStore } from "../dist/store/store.js";
 import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
-import { tmpdir } from "./helpers.js";
+import { scheduledReserve, tmpdir } from "./helpers.js";
 
 // Both tests need a real PostgreSQL: skipped (with pgSkip's reason) only where its server is not
 // installed and CI is not set; in CI, which installs it, never.
@@ -28,20 +28,7 @@ async function stores(t, ...nodes) {
 
 const reserve = async (store, job, slot, logDir) => {
   const [o] = await store.reserveRuns([
-    {
-      reserve: {
-        job,
-        slot,
-        claimSlot: true,
-        trigger: "schedule",
-        attempt: 1,
-        now: 1000,
-        owner: ME,
-        lock: true,
-        holderAlive: () => true,
-        logPath: (id) => path.join(logDir, `${id}.log`),
-      },
-    },
+    scheduledReserve(job, slot, { owner: ME, logPath: (id) => path.join(logDir, `${id}.log`) }),
   ]);
   assert.equal(o.kind, "started");
   return o.run;

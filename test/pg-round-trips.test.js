@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import { test } from "node:test";
 import { openPgStore, StoreError } from "../dist/store/store.js";
+import { scheduledReserve } from "./helpers.js";
 import { freshDatabase, pgSkip, rawClient, serverProxy, waitForLockWaiters } from "./pg.js";
 
 // Needs a real PostgreSQL: skipped (with pgSkip's reason) only where its server is not installed
@@ -55,21 +56,8 @@ async function proxiedStore(t) {
   return { store, turns, url };
 }
 
-const reserve = (job, slot, over = {}) => ({
-  reserve: {
-    job,
-    slot,
-    claimSlot: true,
-    trigger: "schedule",
-    attempt: 1,
-    now: () => 1000 + slot,
-    owner: ME,
-    lock: true,
-    holderAlive: () => true,
-    logPath: (id) => `/nonexistent/${job}/${id}.log`,
-    ...over,
-  },
-});
+const reserve = (job, slot, over = {}) =>
+  scheduledReserve(job, slot, { now: () => 1000 + slot, owner: ME, ...over });
 
 const ok = (run) => ({
   runId: run.id,

@@ -9,7 +9,7 @@ import Database from "better-sqlite3";
 import { LATEST, migrationFiles } from "../dist/store/migrate.js";
 import { SqliteStore } from "../dist/store/sqlite-store.js";
 import { openStore, StoreError } from "../dist/store/store.js";
-import { tmpdir } from "./helpers.js";
+import { scheduledReserve, tmpdir } from "./helpers.js";
 import { fromRuns } from "./status-oracle.js";
 
 const SQL = new URL("../dist/store/migrations/sqlite/", import.meta.url);
@@ -81,20 +81,8 @@ test("a store from a newer cronvisor is refused and left as it was", async (t) =
   assert.deepEqual(fs.readFileSync(file), before);
 });
 
-const reserve = (job, slot, logPath = (id) => `/tmp/${id}.log`) => ({
-  reserve: {
-    job,
-    slot,
-    claimSlot: true,
-    trigger: "schedule",
-    attempt: 1,
-    now: 1000,
-    owner: { pid: process.pid, start: null },
-    lock: true,
-    holderAlive: () => true,
-    logPath,
-  },
-});
+const reserve = (job, slot, logPath = (id) => `/tmp/${id}.log`) =>
+  scheduledReserve(job, slot, { logPath });
 
 test("reserveRuns is one transaction: a failure in its batch writes none of it", async (t) => {
   const store = SqliteStore.open(path.join(tmpdir(t), "s"), { create: true });
