@@ -75,14 +75,16 @@ export async function writeTick(
       disposed.push({ ...w.dispose, at: w.now });
       out.push({ kind: "recorded", recorded: true });
     } else {
-      // Its start cannot find the lock held: no lock asked for, or none of the job's runs was
-      // running under the lock (none started since by this batch either).
+      // The last write may take the COMMIT if its start cannot find the lock held: no lock
+      // asked for, or none of the job's runs was running under the lock (none started since by
+      // this batch either). Asked of the last item only: the walk back is over the whole batch.
       const a = w.reserve;
-      const free =
-        !a.lock ||
-        (idle.has(a.job) &&
-          !items.slice(0, i).some((x) => "reserve" in x && x.reserve.job === a.job));
-      out.push(await reserveWon(q, a, node, disposed, lastOf(i) && free));
+      const last =
+        lastOf(i) &&
+        (!a.lock ||
+          (idle.has(a.job) &&
+            !items.slice(0, i).some((x) => "reserve" in x && x.reserve.job === a.job)));
+      out.push(await reserveWon(q, a, node, disposed, last));
     }
   }
   await writeDispositions(q, disposed, node, whole && !dups);
