@@ -208,6 +208,84 @@ test("the spawner itself: a start, its output, its end and exit file; a failed e
   assert.ok(!fs.existsSync(path.join(dir, "target")), "not written through a link");
 });
 
+test("starts sent back to back: each run is told started before its output and its end, a failed exec only failed, whichever child execs first", async (t) => {
+  // The spawner no longer waits for one child's exec before forking the next (a tick's runs
+  // start side by side): each 'P' or 'F' is sent when that child's exec-error pipe says, so the
+  // order between runs is the children's, and within a run it must still be P, output, X, C.
+  const dir = tmpdir(t);
+  const spawner = await ownSpawner(t);
+  const n = 90;
+  const kind = (i) => ["fails", "echoes", "exits"][i % 3];
+  const runs = await Promise.all(
+    Array.from(
+      { length: n },
+      (_, i) =>
+        new Promise((resolve) => {
+          const r = { i, events: [], out: "", pid: null };
+          const argv = {
+            fails: ["/nonexistent/program"],
+            echoes: ["sh", "-c", `echo out-${i}; echo err-${i} >&2; exit ${i % 5}`],
+            exits: ["true"],
+          }[kind(i)];
+          spawner.start(
+            {
+              runId: i + 1,
+              nice: 0,
+              cwd: dir,
+              exitFile: path.join(dir, `${i + 1}.exit`),
+              argv,
+              env: { PATH: "/usr/bin:/bin" },
+              script: null,
+            },
+            {
+              started: (pid) => {
+                r.pid = pid;
+                r.events.push("started");
+              },
+              failed: (code) => {
+                r.events.push(`failed ${code}`);
+                resolve(r);
+              },
+              output: (chunk) => {
+                r.out += chunk;
+                if (r.events.at(-1) !== "output") r.events.push("output");
+              },
+              exited: (code) => r.events.push(`exited ${code}`),
+              closed: () => {
+                r.events.push("closed");
+                resolve(r);
+              },
+              lost: () => {
+                r.events.push("lost");
+                resolve(r);
+              },
+            },
+          );
+        }),
+    ),
+  );
+  for (const r of runs) {
+    const exit = path.join(dir, `${r.i + 1}.exit`);
+    if (kind(r.i) === "fails") {
+      assert.deepEqual(r.events, ["failed ENOENT"], `run ${r.i + 1}`);
+      assert.ok(!fs.existsSync(exit), `run ${r.i + 1} never started: no exit file`);
+      continue;
+    }
+    const code = kind(r.i) === "echoes" ? r.i % 5 : 0;
+    // Started first and closed last, one exit between; output anywhere between started and
+    // closed (the pipes drain after the main process ends, in as many chunks as they come).
+    const told = r.events.filter((e) => e !== "output");
+    assert.deepEqual(told, ["started", `exited ${code}`, "closed"], `run ${r.i + 1}: ${r.events}`);
+    if (kind(r.i) === "exits") assert.ok(!r.events.includes("output"), `run ${r.i + 1}`);
+    assert.ok(r.pid > 0, `run ${r.i + 1} has a pid`);
+    assert.equal(fs.readFileSync(exit, "utf8"), `${code}\n`, `run ${r.i + 1}'s exit file`);
+    if (kind(r.i) === "echoes")
+      assert.deepEqual(r.out.split("\n").filter(Boolean).sort(), [`err-${r.i}`, `out-${r.i}`]);
+  }
+  const pids = runs.filter((r) => r.pid !== null).map((r) => r.pid);
+  assert.equal(new Set(pids).size, pids.length, "every run its own process");
+});
+
 /** A run started through `spawner` by the daemon's path (runner.ts's startRunVia). */
 async function runVia(spawner, dir, runId, command, timeoutMs = null) {
   const { startRunVia } = await import("../dist/run/runner.js");

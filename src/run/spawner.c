@@ -14,8 +14,13 @@
  * then that many bytes: a type byte, then NUL-terminated fields.
  *   -> 'S' id nice cwd exitfile argc argv... envc env... [script]   start a run; the bytes after
  *                                                      the last env field go to fd 4 (may be none)
- *   <- 'P' id pid starttime        started (starttime: field 22 of /proc/PID/stat)
+ *   <- 'P' id pid starttime        started: the child has exec'd (starttime: field 22 of
+ *                                  /proc/PID/stat)
  *   <- 'F' id errno                could not start (fork, chdir or exec failed)
+ * The spawner forks a request's child and goes on to the next request without waiting for that
+ * child's exec: 'P' or 'F' is sent when the child's exec-error pipe closes or says why, so the
+ * answers to several starts may come in another order than the requests. Within one run, 'P'
+ * always comes before its output and its 'X'.
  *   <- 'O' id stream data          output (stream '1' or '2', then the bytes)
  *   <- 'X' id status               the main process ended (the raw wait status), its group was
  *                                  killed and its exit file written before this is sent
@@ -49,6 +54,8 @@ typedef struct {
   pid_t pid;
   int out, err;       /* read ends of the job's stdout and stderr; -1 once closed */
   int script;         /* write end of fd 4 while bytes remain; -1 after */
+  int ep;             /* the exec-error pipe until the child has exec'd (or said why not); -1 after */
+  int failed;         /* it never became a run ('F' sent): no exit file, no 'X', no 'C' */
   char *script_buf;
   size_t script_len, script_off;
   char *exit_file;
@@ -120,6 +127,7 @@ static void drop_run(size_t i) {
   close_fd(&r->out);
   close_fd(&r->err);
   close_fd(&r->script);
+  close_fd(&r->ep);
   free(r->script_buf);
   free(r->exit_file);
   free(r->id);
@@ -164,6 +172,8 @@ static void write_exit_file(const char *file, int status) {
   close(fd);
 }
 
+static void resolve(run_t *r);
+
 static void reap(void) {
   for (;;) {
     siginfo_t si;
@@ -173,6 +183,8 @@ static void reap(void) {
     if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0) return;
     pid_t pid = si.si_pid;
     run_t *r = find_pid(pid);
+    if (r) resolve(r); /* its 'P' (or 'F', and then it is reaped and done) before its 'X' */
+    if (r && r->failed) continue;
     /* The exit file first, while the main process is still a zombie: a restarted daemon that
        sees it (not yet reaped) waits for the file (src/daemon/adopt.ts) rather than record the
        run interrupted in the moment between the reap and the write. */
@@ -220,8 +232,8 @@ static int move_high(int fd, int errfd) {
 }
 
 /* A started run, watched from now on: its output pipes, its fd 4 script, its exit file. */
-static void add_run(const char *id, const char *exitfile, pid_t pid, int out, int err, int script,
-                    const char *p, size_t script_len) {
+static run_t *add_run(const char *id, const char *exitfile, pid_t pid, int out, int err, int ep,
+                      int script, const char *p, size_t script_len) {
   run_t *r = calloc(1, sizeof *r);
   if (!r) die("malloc");
   r->id = strdup(id);
@@ -229,6 +241,7 @@ static void add_run(const char *id, const char *exitfile, pid_t pid, int out, in
   r->pid = pid;
   r->out = out;
   r->err = err;
+  r->ep = ep;
   r->script = script;
   if (script_len > 0) {
     /* Written as the child reads it (poll), never blocking the spawner on a child that won't. */
@@ -244,6 +257,42 @@ static void add_run(const char *id, const char *exitfile, pid_t pid, int out, in
     if (!runs) die("realloc");
   }
   runs[nruns++] = r;
+  return r;
+}
+
+/* The child has exec'd (its exec-error pipe closed) or said why it could not (errno on it):
+   'P' with its pid and start time, or 'F'. Called when the pipe is readable, and before anything
+   else of the run is told (output, exit), so that 'P' always comes first: a child that writes or
+   exits has got past its exec or written its errno, so the read never blocks. */
+static void resolve(run_t *r) {
+  if (r->ep < 0) return;
+  int en = 0;
+  ssize_t got;
+  while ((got = read(r->ep, &en, sizeof en)) < 0 && errno == EINTR) {
+  }
+  close_fd(&r->ep);
+  if (got != (ssize_t)sizeof en) en = 0;
+  if (en != 0) {
+    /* It never became a run: it exits 127 at once, reaped here (reap() skips it from now on). */
+    while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    r->failed = 1;
+    r->exited = 1;
+    r->drain_until = 0;
+    close_fd(&r->out);
+    close_fd(&r->err);
+    close_fd(&r->script);
+    char e[16];
+    snprintf(e, sizeof e, "%d", en);
+    const char *f[] = {r->id, e};
+    send_frame('F', f, 2, NULL, 0);
+    return;
+  }
+  char pid_s[16], st[32];
+  snprintf(pid_s, sizeof pid_s, "%d", (int)r->pid);
+  start_time(r->pid, st, sizeof st); /* not reaped yet (only reap() does, after this) */
+  const char *f[] = {r->id, pid_s, st};
+  send_frame('P', f, 3, NULL, 0);
 }
 
 /* The child, between fork and exec: what Node's spawn(..., { detached: true, cwd, env }) did.
@@ -314,18 +363,8 @@ static void start(const char *p, const char *end) {
   close_fd(&out[1]);
   close_fd(&err[1]);
   close_fd(&sp[0]);
-  if (pid > 0) {
-    /* Until the child has exec'd (the pipe closes then) or has said why it could not. */
-    ssize_t got;
-    while ((got = read(ep[0], &en, sizeof en)) < 0 && errno == EINTR) {
-    }
-    if (got != (ssize_t)sizeof en) en = 0;
-    if (en != 0) /* it never became a run: it exits 127 at once, reaped here */
-      while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-      }
-  }
-  close_fd(&ep[0]);
   if (en != 0) {
+    close_fd(&ep[0]);
     close_fd(&out[0]);
     close_fd(&err[0]);
     close_fd(&sp[1]);
@@ -336,13 +375,11 @@ static void start(const char *p, const char *end) {
     return;
   }
 
-  add_run(id, exitfile, pid, out[0], err[0], sp[1], p, script_len);
-
-  char pid_s[16], st[32];
-  snprintf(pid_s, sizeof pid_s, "%d", (int)pid);
-  start_time(pid, st, sizeof st); /* not reaped yet (only reap() does), so still this process */
-  const char *f[] = {id, pid_s, st};
-  send_frame('P', f, 3, NULL, 0);
+  /* Not waited for here: 'P' (or 'F') is sent once the exec-error pipe says how the exec went
+     (resolve), so the next request's fork does not wait behind this child's exec. A tick's runs
+     then start side by side, and the spawner does not sleep and wake once per run: under load
+     each wake-up waited behind other processes for a CPU, run after run. */
+  add_run(id, exitfile, pid, out[0], err[0], ep[0], sp[1], p, script_len);
 }
 
 /* The script for fd 4, as far as the pipe takes it now. */
@@ -360,6 +397,8 @@ static void feed_script(run_t *r) {
 /* A chunk of a job's output to the daemon; 0 at EOF (the pipe is then closed). */
 static void relay(run_t *r, int *fd, char stream) {
   static char buf[65536];
+  resolve(r); /* 'P' before its first output */
+  if (r->failed) return;
   ssize_t n = read(*fd, buf, sizeof buf);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
@@ -443,7 +482,7 @@ int main(int argc, char **argv) {
   run_t **owner = NULL;
   size_t cap = 0;
   for (;;) {
-    size_t need = 2 + nruns * 3;
+    size_t need = 2 + nruns * 4;
     if (need > cap) {
       cap = need * 2;
       pfds = realloc(pfds, cap * sizeof *pfds);
@@ -458,7 +497,7 @@ int main(int argc, char **argv) {
       run_t *r = runs[i];
       if (r->exited && ((r->out < 0 && r->err < 0) || now >= r->drain_until)) {
         const char *f[] = {r->id};
-        send_frame('C', f, 1, NULL, 0);
+        if (!r->failed) send_frame('C', f, 1, NULL, 0);
         drop_run(i);
         continue;
       }
@@ -466,11 +505,11 @@ int main(int argc, char **argv) {
         int64_t left = r->drain_until - now;
         if (wait < 0 || left < wait) wait = left;
       }
-      int fds[3] = {r->out, r->err, r->script};
-      for (int k = 0; k < 3; k++) {
+      int fds[4] = {r->ep, r->out, r->err, r->script};
+      for (int k = 0; k < 4; k++) {
         if (fds[k] < 0) continue;
         owner[n] = r;
-        pfds[n++] = (struct pollfd){.fd = fds[k], .events = k == 2 ? POLLOUT : POLLIN};
+        pfds[n++] = (struct pollfd){.fd = fds[k], .events = k == 3 ? POLLOUT : POLLIN};
       }
       i++;
     }
@@ -488,7 +527,8 @@ int main(int argc, char **argv) {
     for (size_t k = 2; k < n; k++) {
       if (!pfds[k].revents) continue;
       run_t *r = owner[k];
-      if (pfds[k].fd == r->out) relay(r, &r->out, '1');
+      if (pfds[k].fd == r->ep) resolve(r);
+      else if (pfds[k].fd == r->out) relay(r, &r->out, '1');
       else if (pfds[k].fd == r->err) relay(r, &r->err, '2');
       else if (pfds[k].fd == r->script) feed_script(r);
     }
