@@ -260,11 +260,13 @@ function loadedFiles(t, args, env = {}) {
   const dir = tmpdir(t);
   const log = path.join(dir, "loaded.txt");
   // CommonJS: what require.cache holds at the exit. ESM: what a load hook was asked for.
+  // Builtins: node:crypto, whether the main thread loaded it (process.moduleLoadList).
   const preload = path.join(dir, "preload.cjs");
   fs.writeFileSync(
     preload,
     `process.on("exit", () => require("node:fs").appendFileSync(${JSON.stringify(log)},
-      Object.keys(require.cache).map((f) => require("node:url").pathToFileURL(f).href + "\\n").join("")));`,
+      Object.keys(require.cache).map((f) => require("node:url").pathToFileURL(f).href + "\\n").join("") +
+      "crypto:" + process.moduleLoadList.includes("NativeModule crypto") + "\\n"));`,
   );
   const register = hookRegistering("load", log);
   const r = spawnSync(
@@ -288,7 +290,14 @@ function loadedFiles(t, args, env = {}) {
       const pkg = /^node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(rel);
       return pkg ? pkg[1] : rel.replace(/-[\w-]{8}\.cjs$/, "-HASH.cjs");
     });
-  return { code: r.status, stderr: r.stderr, files: [...new Set(files)].sort() };
+  const crypto = /^crypto:(true|false)$/m.exec(fs.readFileSync(log, "utf8"));
+  assert.ok(crypto, "the preload says whether node:crypto was loaded");
+  return {
+    code: r.status,
+    stderr: r.stderr,
+    files: [...new Set(files)].sort(),
+    crypto: crypto[1] === "true",
+  };
 }
 
 test("bin/cronvisor runs the bundles: a plain status and a marker command load one chunk of ours besides their entry", async (t) => {
@@ -317,6 +326,9 @@ test("bin/cronvisor runs the bundles: a plain status and a marker command load o
     "dist/bundle/cli-fast-HASH.cjs",
     "dist/bundle/cli.cjs",
   ]);
+  // node:crypto and the stream modules it loads are about 7 ms of a fresh process: the config
+  // cache's key is compared whole, not hashed (config-cache.ts).
+  assert.equal(status.crypto, false, "a plain status loads no node:crypto");
   const env = {
     CRONVISOR_STATE_DIR: state,
     CRONVISOR_JOB: "a",

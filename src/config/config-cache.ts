@@ -2,8 +2,8 @@
 // file cold (150 to 300 ms for 1,000 jobs, plus ~100 ms to load the YAML parser) on every call.
 //
 // The cache is only ever a copy of what parseConfig returned for exactly these inputs, so it is
-// used only while they all match: the config's absolute path, its exact bytes (sha256; the file
-// is read every time), the host's time zone (the default of `timezone:`), the Node version (its
+// used only while they all match: the config's absolute path, its exact text (kept in the cache
+// and compared whole; the file is read every time), the host's time zone (the default of `timezone:`), the Node version (its
 // time zone data decides which zones are valid), cronvisor's version, the identity of the
 // modules that build a Config, and this file's format number. A mismatch, or a cache that is
 // missing, unreadable, corrupt, not ours or writable by others, means a real parse. Only a
@@ -14,7 +14,11 @@
 // its store is open (start) and after each accepted reload; `status` writes it after a miss.
 // Writing is best effort: temp file + rename, mode 0600, only into a state dir that exists and is
 // ours; never an error.
-import { createHash } from "node:crypto";
+//
+// No hash: node:crypto is not loaded by a plain `status` (about 7 ms of a fresh process, most of
+// it the stream modules crypto pulls in). The text and the modules' stamps are compared as they
+// are, which is exact where a digest is only nearly so, and costs a copy of the config in the
+// cache file (its JSON is read anyway).
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -25,7 +29,7 @@ import type { ParseResult } from "./parse.js";
 
 export const CONFIG_CACHE_FILE = "config-cache.json";
 /** Bump when the file's layout or the shape of Config changes. */
-const FORMAT = 1;
+const FORMAT = 2;
 /** A parse result: a config, or every error (parse.ts's ParseResult). */
 export type LoadResult = ParseResult;
 
@@ -45,12 +49,10 @@ let build: string | undefined;
 /** cronvisor's version and the identity (name, size, mtime) of the modules that build a Config. */
 function buildId(): string {
   if (build === undefined) {
-    const hash = createHash("sha256");
-    for (const rel of PARSER_DIRS) {
-      const dir = fileURLToPath(new URL(rel, import.meta.url));
-      for (const line of moduleStamps(dir, rel)) hash.update(`${line}\n`);
-    }
-    build = `${VERSION} ${hash.digest("hex").slice(0, 32)}`;
+    const lines = [VERSION];
+    for (const rel of PARSER_DIRS)
+      lines.push(...moduleStamps(fileURLToPath(new URL(rel, import.meta.url)), rel));
+    build = lines.join("\n");
   }
   return build;
 }
@@ -82,13 +84,14 @@ function moduleStamps(dir: string, prefix: string): string[] {
   return out;
 }
 
-function keyOf(file: string, bytes: Buffer, zone: string): Key {
+/** A Config is made from the file's text (parse.ts), so the text, not the bytes, is the key. */
+function keyOf(file: string, text: string, zone: string): Key {
   return {
     format: FORMAT,
     cronvisor: buildId(),
     node: process.version,
     file: path.resolve(file),
-    sha256: createHash("sha256").update(bytes).digest("hex"),
+    text,
     host_timezone: zone,
   };
 }
@@ -196,7 +199,7 @@ function writeCache(config: Config, key: Key): void {
 
 /** After a successful parse of `bytes`: refresh the cache (the daemon; `status` after a miss). */
 export function saveConfigCache(config: Config, bytes: Buffer, zone: string): void {
-  writeCache(config, keyOf(config.file, bytes, zone));
+  writeCache(config, keyOf(config.file, bytes.toString("utf8"), zone));
 }
 
 /**
@@ -209,7 +212,7 @@ export async function loadConfigCached(file: string): Promise<LoadResult> {
   const zone = hostTimezone();
   const text = read.bytes.toString("utf8");
   const dir = guessStateDir(file, text);
-  const key = keyOf(file, read.bytes, zone);
+  const key = keyOf(file, text, zone);
   if (dir !== null) {
     const config = readCache(dir, key);
     if (config !== null) return { config, errors: [] };
