@@ -17,14 +17,14 @@
  *   <- 'P' id pid starttime        started: the child has exec'd (starttime: field 22 of
  *                                  /proc/PID/stat)
  *   <- 'F' id errno                could not start (fork, chdir or exec failed)
- * The spawner forks a request's child and goes on to the next request without waiting for that
- * child's exec: 'P' or 'F' is sent when the child's exec-error pipe closes or says why, so the
- * answers to several starts may come in another order than the requests. Within one run, 'P'
- * always comes before its output and its 'X'.
  *   <- 'O' id stream data          output (stream '1' or '2', then the bytes)
  *   <- 'X' id status               the main process ended (the raw wait status), its group was
  *                                  killed and its exit file written before this is sent
  *   <- 'C' id                      its output is closed (both pipes at EOF, or the drain ran out)
+ * The spawner forks a request's child and goes on to the next request without waiting for that
+ * child's exec: 'P' or 'F' is sent when the child's exec-error pipe closes or says why, so the
+ * answers to several starts may come in another order than the requests. Within one run, 'P'
+ * always comes before its output and its 'X'.
  * When stdin closes (the daemon is gone) output is read and dropped, children are still waited
  * for and their exit files written, and the spawner exits once none is left.
  */
@@ -232,8 +232,8 @@ static int move_high(int fd, int errfd) {
 }
 
 /* A started run, watched from now on: its output pipes, its fd 4 script, its exit file. */
-static run_t *add_run(const char *id, const char *exitfile, pid_t pid, int out, int err, int ep,
-                      int script, const char *p, size_t script_len) {
+static void add_run(const char *id, const char *exitfile, pid_t pid, int out, int err, int ep,
+                    int script, const char *p, size_t script_len) {
   run_t *r = calloc(1, sizeof *r);
   if (!r) die("malloc");
   r->id = strdup(id);
@@ -257,7 +257,6 @@ static run_t *add_run(const char *id, const char *exitfile, pid_t pid, int out, 
     if (!runs) die("realloc");
   }
   runs[nruns++] = r;
-  return r;
 }
 
 /* The child has exec'd (its exec-error pipe closed) or said why it could not (errno on it):
