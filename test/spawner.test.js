@@ -286,6 +286,84 @@ test("starts sent back to back: each run is told started before its output and i
   assert.equal(new Set(pids).size, pids.length, "every run its own process");
 });
 
+/** Live (not zombie) processes whose environment holds `tag`, by pid. */
+function taggedProcesses(tag) {
+  const out = [];
+  for (const d of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (!fs.readFileSync(`/proc/${d}/environ`, "latin1").includes(tag)) continue;
+      const state = fs.readFileSync(`/proc/${d}/stat`, "utf8").split(") ")[1].split(" ")[0];
+      if (state !== "Z") out.push(Number(d));
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  return out;
+}
+
+test("the spawner killed while a tick's starts exec: a start it never answered leaves no process behind", async (t) => {
+  // The spawner forks a tick's runs without waiting for each exec, so more than one start can be
+  // forked and not yet answered when it dies. Each is told lost before started, and is recorded
+  // as a start that failed: its process (if it got that far) must not live on unwatched.
+  const dir = tmpdir(t);
+  const spawner = await ownSpawner(t);
+  const tag = `CVX_TEST_TAG=${process.pid}-${Date.now()}`;
+  t.after(() => {
+    for (const pid of taggedProcesses(tag)) process.kill(pid, "SIGKILL");
+  });
+  const n = 60;
+  let anyStarted;
+  const first = new Promise((r) => (anyStarted = r));
+  const runs = Array.from(
+    { length: n },
+    (_, i) =>
+      new Promise((resolve) => {
+        const r = { pid: null, end: null };
+        spawner.start(
+          {
+            runId: i + 1,
+            nice: 0,
+            cwd: dir,
+            exitFile: path.join(dir, `${i + 1}.exit`),
+            argv: ["sleep", "30"],
+            env: { PATH: "/usr/bin:/bin", CVX_TEST_TAG: tag.split("=")[1] },
+            script: null,
+          },
+          {
+            started: (pid) => {
+              r.pid = pid;
+              anyStarted();
+            },
+            failed: (code) => resolve({ ...r, end: `failed ${code}` }),
+            output: () => {},
+            exited: () => {},
+            closed: () => resolve({ ...r, end: "closed" }),
+            lost: () => resolve({ ...r, end: "lost" }),
+          },
+        );
+      }),
+  );
+  await first;
+  process.kill(spawnerOf(process.pid), "SIGKILL");
+  const ends = await Promise.all(runs);
+  const started = new Set(ends.filter((r) => r.pid !== null).map((r) => r.pid));
+  assert.ok(
+    ends.every((r) => r.end === "lost" || r.end?.startsWith("failed")),
+    "every run lost with the spawner",
+  );
+  // What is still running is what was told started (and is watched by its group): nothing else.
+  const stray = await waitFor(
+    () => {
+      const left = taggedProcesses(tag).filter((pid) => !started.has(pid));
+      return left.length === 0 ? [] : null;
+    },
+    "no process of a start the spawner never answered",
+    5000,
+  ).catch(() => taggedProcesses(tag).filter((pid) => !started.has(pid)));
+  assert.deepEqual(stray, [], `${started.size} of ${n} were told started`);
+});
+
 /** A run started through `spawner` by the daemon's path (runner.ts's startRunVia). */
 async function runVia(spawner, dir, runId, command, timeoutMs = null) {
   const { startRunVia } = await import("../dist/run/runner.js");

@@ -14,8 +14,9 @@
  * then that many bytes: a type byte, then NUL-terminated fields.
  *   -> 'S' id nice cwd exitfile argc argv... envc env... [script]   start a run; the bytes after
  *                                                      the last env field go to fd 4 (may be none)
- *   <- 'P' id pid starttime        started: the child has exec'd (starttime: field 22 of
- *                                  /proc/PID/stat)
+ *   <- 'K' id pid starttime        forked, not yet exec'd (starttime: field 22 of /proc/PID/stat):
+ *                                  a daemon that loses the spawner before 'P' or 'F' kills it
+ *   <- 'P' id pid starttime        started: the child has exec'd
  *   <- 'F' id errno                could not start (fork, chdir or exec failed)
  *   <- 'O' id stream data          output (stream '1' or '2', then the bytes)
  *   <- 'X' id status               the main process ended (the raw wait status), its group was
@@ -56,6 +57,7 @@ typedef struct {
   int script;         /* write end of fd 4 while bytes remain; -1 after */
   int ep;             /* the exec-error pipe until the child has exec'd (or said why not); -1 after */
   int failed;         /* it never became a run ('F' sent): no exit file, no 'X', no 'C' */
+  char st[32];        /* its start time, read at the fork (the same after its exec) */
   char *script_buf;
   size_t script_len, script_off;
   char *exit_file;
@@ -232,11 +234,12 @@ static int move_high(int fd, int errfd) {
 }
 
 /* A started run, watched from now on: its output pipes, its fd 4 script, its exit file. */
-static void add_run(const char *id, const char *exitfile, pid_t pid, int out, int err, int ep,
-                    int script, const char *p, size_t script_len) {
+static void add_run(const char *id, const char *exitfile, pid_t pid, const char *st, int out,
+                    int err, int ep, int script, const char *p, size_t script_len) {
   run_t *r = calloc(1, sizeof *r);
   if (!r) die("malloc");
   r->id = strdup(id);
+  snprintf(r->st, sizeof r->st, "%s", st);
   r->exit_file = strdup(exitfile);
   r->pid = pid;
   r->out = out;
@@ -287,17 +290,16 @@ static void resolve(run_t *r) {
     send_frame('F', f, 2, NULL, 0);
     return;
   }
-  char pid_s[16], st[32];
+  char pid_s[16];
   snprintf(pid_s, sizeof pid_s, "%d", (int)r->pid);
-  start_time(r->pid, st, sizeof st); /* not reaped yet (only reap() does, after this) */
-  const char *f[] = {r->id, pid_s, st};
+  const char *f[] = {r->id, pid_s, r->st};
   send_frame('P', f, 3, NULL, 0);
 }
 
 /* The child, between fork and exec: what Node's spawn(..., { detached: true, cwd, env }) did.
    Never returns: the job's program, or errno on `ep` and exit 127. */
 static void exec_child(int nice_v, const char *cwd, char **argv, char **envp, int out, int err,
-                       int ep, int sp) {
+                       int ep, int sp, int go[2]) {
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
@@ -305,6 +307,15 @@ static void exec_child(int nice_v, const char *cwd, char **argv, char **envp, in
   sigprocmask(SIG_SETMASK, &child_mask, NULL);
   setsid(); /* its own session and process group: signalled as one */
   setpriority(PRIO_PROCESS, 0, nice_v);
+  /* No exec before the spawner has told the daemon this pid ('K'): a spawner killed in between
+     leaves nobody who knows of this process, so it ends here (EOF: the spawner is gone). */
+  close(go[1]);
+  char b;
+  ssize_t g;
+  while ((g = read(go[0], &b, 1)) < 0 && errno == EINTR) {
+  }
+  if (g != 1) _exit(127);
+  close(go[0]);
   /* Every descriptor the child keeps goes above the ones it sets up first, so that no dup2
      below overwrites another; the exec-error pipe then sits right above ENV_FD. */
   int errfd = move_high(ep, ep);
@@ -349,20 +360,23 @@ static void start(const char *p, const char *end) {
   size_t script_len = (size_t)(end - p);
   int nice_v = atoi(nice_s);
 
-  int out[2] = {-1, -1}, err[2] = {-1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1};
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, go[2] = {-1, -1};
   pid_t pid = -1;
   int en = 0;
   if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0 ||
-      (script_len > 0 && pipe2(sp, O_CLOEXEC) < 0) || (pid = fork()) < 0)
+      pipe2(go, O_CLOEXEC) < 0 || (script_len > 0 && pipe2(sp, O_CLOEXEC) < 0) ||
+      (pid = fork()) < 0)
     en = errno ? errno : EAGAIN;
-  if (pid == 0) exec_child(nice_v, cwd, argv, envp, out[1], err[1], ep[1], sp[0]);
+  if (pid == 0) exec_child(nice_v, cwd, argv, envp, out[1], err[1], ep[1], sp[0], go);
   free(argv);
   free(envp);
+  close_fd(&go[0]);
   close_fd(&ep[1]);
   close_fd(&out[1]);
   close_fd(&err[1]);
   close_fd(&sp[0]);
   if (en != 0) {
+    close_fd(&go[1]);
     close_fd(&ep[0]);
     close_fd(&out[0]);
     close_fd(&err[0]);
@@ -378,7 +392,15 @@ static void start(const char *p, const char *end) {
      (resolve), so the next request's fork does not wait behind this child's exec. A tick's runs
      then start side by side, and the spawner does not sleep and wake once per run: under load
      each wake-up waited behind other processes for a CPU, run after run. */
-  add_run(id, exitfile, pid, out[0], err[0], ep[0], sp[1], p, script_len);
+  char pid_s[16], st[32];
+  snprintf(pid_s, sizeof pid_s, "%d", (int)pid);
+  start_time(pid, st, sizeof st); /* not reaped yet (only reap() does), so still this process */
+  const char *f[] = {id, pid_s, st};
+  send_frame('K', f, 3, NULL, 0);
+  /* Now the child may exec (exec_child waits for this byte; SIGPIPE is ignored here). */
+  if (write(go[1], "", 1) < 0) { /* it died already: its exit is reaped as any run's */ }
+  close_fd(&go[1]);
+  add_run(id, exitfile, pid, st, out[0], err[0], ep[0], sp[1], p, script_len);
 }
 
 /* The script for fd 4, as far as the pipe takes it now. */

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
+import { isAlive } from "./proc.js";
 
 /** The built spawner; absent where no C compiler was found at build time (Node then forks). */
 export const SPAWNER_PATH = fileURLToPath(new URL("./cronvisor-spawner", import.meta.url));
@@ -82,8 +83,14 @@ export function encodeRequest(r: SpawnRequest): Buffer {
 
 export class Spawner {
   private child: ChildProcess | null = null;
-  /** Each run asked for, by id, with the spawner that has it. */
-  private readonly runs = new Map<string, { events: RunEvents; by: ChildProcess }>();
+  /**
+   * Each run asked for, by id, with the spawner that has it; `forked`: its process, from the
+   * fork until its exec is confirmed (`started`) or refused.
+   */
+  private readonly runs = new Map<
+    string,
+    { events: RunEvents; by: ChildProcess; forked?: { pid: number; start: string | null } }
+  >();
 
   /** `drainMs`: how long a run's output may still come after its main process has ended. */
   constructor(private readonly drainMs: number) {}
@@ -145,6 +152,19 @@ export class Spawner {
       for (const [id, r] of this.runs) {
         if (r.by !== child) continue;
         this.runs.delete(id);
+        // Forked and never told started (the spawner forks a tick's runs without waiting for
+        // each exec): the run is recorded as a start that failed, so its process must not go on
+        // unwatched, holding nothing. Killed only while it is surely that process (pid and start
+        // time; without a start time it is left alone rather than risk another's pid).
+        if (r.forked?.start != null && isAlive(r.forked.pid, r.forked.start)) {
+          for (const target of [-r.forked.pid, r.forked.pid]) {
+            try {
+              process.kill(target, "SIGKILL");
+            } catch {
+              // no such group yet (killed before its setsid), or gone
+            }
+          }
+        }
         r.events.lost();
       }
     };
@@ -183,12 +203,20 @@ export class Spawner {
       return s;
     };
     const id = field();
-    const run = this.runs.get(id)?.events;
-    if (!run) return;
+    const entry = this.runs.get(id);
+    if (!entry) return;
+    const run = entry.events;
     switch (type) {
+      case "K": {
+        const pid = Number(field());
+        const st = field();
+        entry.forked = { pid, start: st === "" ? null : st };
+        break;
+      }
       case "P": {
         const pid = Number(field());
         const st = field();
+        delete entry.forked;
         run.started(pid, st === "" ? null : st);
         break;
       }
