@@ -985,9 +985,10 @@ async function brokerMarks(n) {
 /**
  * Four shells looping on `cronvisor mark`, as one job of the daemon itself (an `@reboot` run, so
  * from its start): the daemon's own jobs are the load it must keep its slots under. Each `mark`
- * goes through the daemon's broker, as in any run.
+ * goes through the daemon's broker, as in any run. A function: `bin()` is the measured build's
+ * only once `--root` has been read (as a constant it was the bench checkout's own).
  */
-const MARKS_JOB = {
+const marksJob = () => ({
   name: "bench-marks",
   schedule: "@reboot",
   command: [
@@ -997,7 +998,7 @@ const MARKS_JOB = {
     process.execPath,
     bin(),
   ],
-};
+});
 
 /**
  * Wait for 4 loops' first marks in the store at `state`; the stopper kills their process group
@@ -1023,7 +1024,7 @@ async function watchMarkLoops(state, what, pgid) {
   };
 }
 
-/** The loops of MARKS_JOB, one of the daemon's own runs. */
+/** The loops of marksJob(), one of the daemon's own runs. */
 function markLoops(state) {
   return watchMarkLoops(state, "the mark loops", (db) => {
     const run = db
@@ -1065,7 +1066,7 @@ export async function marksVsDaemon(stamps) {
   );
   const [withMarks, without, bareWith, bareWithout] = await alternate(
     rounds,
-    () => cvxSegment({ jobs, seconds, stamps, during: markLoops, extraJobs: [MARKS_JOB] }),
+    () => cvxSegment({ jobs, seconds, stamps, during: markLoops, extraJobs: [marksJob()] }),
     () => cvxSegment({ jobs, seconds, stamps }),
     () => bareSegment({ jobs, seconds, stamps, unit: true, during: bareMarkLoops }),
     () => bareSegment({ jobs, seconds, stamps, unit: true }),
