@@ -3,11 +3,11 @@
 //
 // The cache is only ever a copy of what parseConfig returned for exactly these inputs, so it is
 // used only while they all match: the config's absolute path, its exact text (kept in the cache
-// and compared whole; the file is read every time), the host's time zone (the default of `timezone:`), the Node version (its
-// time zone data decides which zones are valid), cronvisor's version, the identity of the
-// modules that build a Config, and this file's format number. A mismatch, or a cache that is
-// missing, unreadable, corrupt, not ours or writable by others, means a real parse. Only a
-// successful parse is cached: a config with errors is parsed (and reported) every time. env_file
+// and compared whole; the file is read every time), the host's time zone (the default of
+// `timezone:`), the Node version (its time zone data decides which zones are valid),
+// cronvisor's version, the identity of the modules that build a Config, and this file's format
+// number. A mismatch, or a cache that is missing, unreadable, corrupt, not ours or writable by
+// others, means a real parse. Only a successful parse is cached: a config with errors is parsed (and reported) every time. env_file
 // contents are not part of a Config (they are read at each run start), so they are not a key.
 //
 // Only `status` reads the cache. The daemon always parses for real and refreshes the cache once
