@@ -7,8 +7,9 @@
 // `timezone:`), the Node version (its time zone data decides which zones are valid),
 // cronvisor's version, the identity of the modules that build a Config, and this file's format
 // number. A mismatch, or a cache that is missing, unreadable, corrupt, not ours or writable by
-// others, means a real parse. Only a successful parse is cached: a config with errors is parsed (and reported) every time. env_file
-// contents are not part of a Config (they are read at each run start), so they are not a key.
+// others, means a real parse. Only a successful parse is cached: a config with errors is parsed
+// (and reported) every time. env_file contents are not part of a Config (they are read at each
+// run start), so they are not a key.
 //
 // Only `status` reads the cache. The daemon always parses for real and refreshes the cache once
 // its store is open (start) and after each accepted reload; `status` writes it after a miss.
