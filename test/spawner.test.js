@@ -333,7 +333,7 @@ test("the spawner killed while a tick's starts exec: a start it never answered l
           {
             started: (pid) => {
               r.pid = pid;
-              anyStarted();
+              anyStarted(pid);
             },
             failed: (code) => resolve({ ...r, end: `failed ${code}` }),
             output: () => {},
@@ -344,8 +344,14 @@ test("the spawner killed while a tick's starts exec: a start it never answered l
         );
       }),
   );
-  await first;
-  process.kill(spawnerOf(process.pid), "SIGKILL");
+  // This test's spawner: the parent of its first run (an earlier test's spawner, closed, may
+  // still be this process's child while its last runs drain).
+  const firstPid = await first;
+  const parent = Number(
+    fs.readFileSync(`/proc/${firstPid}/stat`, "utf8").split(") ")[1].split(" ")[1],
+  );
+  assert.equal(fs.readlinkSync(`/proc/${parent}/exe`), SPAWNER, "the run's parent is a spawner");
+  process.kill(parent, "SIGKILL");
   const ends = await Promise.all(runs);
   const started = new Set(ends.filter((r) => r.pid !== null).map((r) => r.pid));
   assert.ok(
