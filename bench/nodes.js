@@ -27,6 +27,7 @@ import {
   range,
   row,
 } from "./lib.js";
+import { scheduledReserve } from "../test/helpers.js";
 import { freshDatabase, pgMissing, rawClient } from "../test/pg.js";
 
 let O = { quick: false, log: () => {}, nodeArgs: [] };
@@ -58,29 +59,13 @@ async function startAll(cfgs, opts = {}) {
 
 // ---- 1. slot claim + run record -------------------------------------------------------------
 
-const ME = { pid: process.pid, start: null };
-
 /**
  * One claim + record: the tick's reservation (one transaction), then the run's end (another on
- * SQLite, one statement on PostgreSQL).
+ * SQLite, one statement on PostgreSQL). The reservation is the tests' (scheduledReserve), timed
+ * by the wall clock.
  */
 async function claimAndRecord(store, job, slot) {
-  const [o] = await store.reserveRuns([
-    {
-      reserve: {
-        job,
-        slot,
-        claimSlot: true,
-        trigger: "schedule",
-        attempt: 1,
-        now: () => Date.now(),
-        owner: ME,
-        lock: true,
-        holderAlive: () => true,
-        logPath: (id) => `/nonexistent/${job}/${id}.log`,
-      },
-    },
-  ]);
+  const [o] = await store.reserveRuns([scheduledReserve(job, slot, { now: () => Date.now() })]);
   if (o.kind !== "started") throw new Error(`claim of ${job}@${slot}: ${JSON.stringify(o)}`);
   const now = Date.now();
   await store.finishRuns([
