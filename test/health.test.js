@@ -5,6 +5,7 @@ import {
   assessJob,
   beating,
   daemonState,
+  digestRecent,
   percentile95,
   UNRESPONSIVE_BEATS,
 } from "../dist/health/health.js";
@@ -42,8 +43,9 @@ function live({ startedAgo = M, progressAgo = startedAgo, id = nextId++ } = {}) 
   };
 }
 
+/** A job's facts; `recent`: its finished runs, newest first, digested as status reads them. */
 function facts(over = {}) {
-  const { health = {}, ...rest } = over;
+  const { health = {}, recent = [], ...rest } = over;
   return {
     now: NOW,
     job: {
@@ -53,7 +55,7 @@ function facts(over = {}) {
     paused: false,
     firstSeenAt: NOW - 2 * H,
     lastSuccessAt: null,
-    recent: [],
+    recent: digestRecent(recent),
     running: [],
     attempts: [],
     ...rest,

@@ -1,9 +1,12 @@
 // The status reader of before migration 006, kept as the oracle of the tests that check that the
 // jobs' summary rows give the same status (test/store-contract.test.js, test/store-interface.test.js).
+import { digestRecent } from "../dist/health/health.js";
+import { SUMMARY_RECENT } from "../dist/store/summary.js";
 
 /**
  * The old reader, kept as the oracle: statusRows computed from the runs and markers tables
- * through the Store's per-query methods (what status read before migration 006).
+ * through the Store's per-query methods (what status read before migration 006), and health's
+ * digest made from them by health itself (what status judged from before migration 008).
  */
 export function fromRuns(store) {
   return new Proxy(store, {
@@ -15,14 +18,16 @@ export function fromRuns(store) {
       return async (jobs, recentLimit) => {
         const out = new Map();
         for (const j of jobs) {
-          const recent = await target.recentFinished(j.name, recentLimit);
-          const since = recent[0]?.started_at ?? 0;
+          const all = await target.recentFinished(j.name, Math.max(recentLimit, SUMMARY_RECENT));
+          const recent = all.slice(0, recentLimit);
+          const since = all[0]?.started_at ?? 0;
           const last = await target.lastRun(j.name);
-          const newest = recent[0];
+          const newest = all[0];
           out.set(j.name, {
             row: await target.job(j.name),
             running: await target.runningRuns(j.name),
             recent,
+            digest: digestRecent(all),
             attempts: await target.repeatingKeysSince(j.name, j.repeatLimit, since),
             last,
             lastFinished:

@@ -15,7 +15,7 @@ import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
 import { tmpdir } from "./helpers.js";
 import { fromRuns } from "./status-oracle.js";
 
-const LATEST = 7;
+const LATEST = 8;
 
 test("migrations: one numbering, a file per engine for each step", () => {
   const names = migrationFiles();
@@ -909,6 +909,93 @@ contract("status: the jobs' summary rows give the status the runs gave", async (
   assert.ok(job("many").p95_duration_ms !== null);
   return out;
 });
+
+/** A seeded PRNG (mulberry32): the same random history on both engines, and on every run. */
+function seeded(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let x = Math.imul(a ^ (a >>> 15), 1 | a);
+    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+contract(
+  "health's digest kept in the jobs' rows (migration 008) is digestRecent of their runs, on random histories",
+  async (_t, { store }) => {
+    const { digestRecent } = await import("../dist/health/health.js");
+    const rand = seeded(8);
+    const pick = (xs) => xs[Math.floor(rand() * xs.length)];
+    const STATUSES = ["ok", "ok", "ok", "ok", "failed", "timeout", "spawn_failed", "killed"];
+    const jobs = ["j0", "j1", "j2", "j3", "j4", "j5"];
+    const list = jobs.map((name) => ({ name, repeatLimit: 3 }));
+    const slots = new Map(jobs.map((j) => [j, 0]));
+    const left = new Set();
+    let t = 1_000_000;
+    const checked = [];
+    for (let step = 0; step < 240; step++) {
+      const job = pick(jobs);
+      const slot = (slots.get(job) ?? 0) + 60_000;
+      slots.set(job, slot);
+      const roll = rand();
+      if (roll < 0.06) {
+        await store.recordDisposition(job, slot, pick(["skipped", "missed"]), "test", (t += 1));
+      } else if (roll < 0.1) {
+        await store.pruneRuns(job, 1 + Math.floor(rand() * 8));
+      } else {
+        // A run left running is reaped (interrupted) by its job's next reservation.
+        const r = await store.reserveRun(
+          req(job, slot, { now: (t += 10), holderAlive: () => !left.delete(job) }),
+        );
+        assert.equal(r.kind, "started");
+        if (rand() < 0.05) left.add(job);
+        else {
+          // Durations of every size, equal ones, and a few missing (counted as 0).
+          const ms = pick([0, 5, 5, 100, 1000, 2500, Math.floor(rand() * 100_000)]);
+          const over = rand() < 0.05 ? { durationMs: null } : {};
+          const end = r.run.started_at + ms;
+          await store.finishRuns([
+            { runId: r.run.id, result: result(pick(STATUSES), r.run.started_at, end, over) },
+          ]);
+        }
+      }
+      if (step % 20 !== 19) continue;
+      const rows = await store.statusRows(list, 0);
+      for (const j of jobs) {
+        const got = rows.jobs.get(j);
+        assert.deepEqual(got.recent, [], "asked for no recent runs, none are returned");
+        const want = digestRecent(await store.recentFinished(j, 20));
+        const norm = (d) => ({
+          newest: d.newest && {
+            id: d.newest.id,
+            status: d.newest.status,
+            reason: d.newest.reason,
+            started_at: d.newest.started_at,
+          },
+          okP95: d.okP95,
+          failing: d.failing && {
+            run: {
+              id: d.failing.run.id,
+              status: d.failing.run.status,
+              reason: d.failing.run.reason,
+            },
+            streak: d.failing.streak,
+          },
+        });
+        assert.deepEqual(norm(got.digest), norm(want), `${j} at step ${step}`);
+        checked.push(norm(want));
+      }
+    }
+    // The histories reached what the digest is for: a p95, failing streaks, long and short.
+    assert.ok(checked.some((d) => d.okP95 !== null && d.okP95 > 0));
+    assert.ok(checked.some((d) => d.failing?.streak >= 2));
+    assert.ok(checked.some((d) => d.failing?.run.status === "timeout"));
+    assert.ok(checked.some((d) => d.newest?.status === "killed"));
+    assert.ok(checked.some((d) => d.newest?.status === "interrupted"));
+    return checked;
+  },
+);
 
 /** An old store's rows, as literal SQL both engines take: runs of every kind, markers. */
 function oldRows() {

@@ -20,6 +20,7 @@
 // A run that has lasted more than SLOW_FACTOR x the p95 of the job's recent successes is reported
 // as a problem sentence without changing the word: slow is a warning sign, not a failure.
 import type { DaemonRow, RunFacts } from "../store/rows.js";
+import type { RecentDigest } from "../store/status-rows.js";
 import type { JobConfig } from "../core/types.js";
 import { formatDurationRounded } from "../core/duration.js";
 
@@ -65,7 +66,7 @@ export function beating(
 }
 
 /** The columns of a run that health reads (so tests can build rows by hand). */
-export type { RunFacts };
+export type { RecentDigest, RunFacts };
 
 export interface JobFacts {
   now: number;
@@ -74,8 +75,11 @@ export interface JobFacts {
   /** When the job was first seen (its row's first_seen_at). */
   firstSeenAt: number | null;
   lastSuccessAt: number | null;
-  /** Finished runs that had a process, newest first (the caller decides how many: 20 is plenty). */
-  recent: RunFacts[];
+  /**
+   * What is judged of the finished runs that had a process: digestRecent of the newest 20, or
+   * the same kept in the job's row (migration 008).
+   */
+  recent: RecentDigest;
   /** Runs whose processes (or supervisor) still live, oldest first. */
   running: RunFacts[];
   /** Marker keys attempted more than `health.repeat_limit` times without being marked. */
@@ -103,7 +107,7 @@ export interface Assessment {
   slowRunIds: number[];
 }
 
-const describeRun = (r: RunFacts): string =>
+const describeRun = (r: Pick<RunFacts, "id" | "status" | "reason">): string =>
   `run ${r.id}: ${r.status}${r.reason ? `, ${r.reason}` : ""}`;
 
 /**
@@ -119,12 +123,11 @@ export function assessJob(f: JobFacts): Assessment {
 
   if (f.paused) add("paused", null, "paused: its slots are skipped until `cronvisor resume`");
 
-  const p95 = okPercentile95(f.recent);
+  const { newest, okP95: p95, failing } = f.recent;
   const slowRunIds = f.running.length > 0 ? judgeRunning(f, p95, add) : [];
 
-  const failing = failingStreak(f.recent);
   if (failing !== null) {
-    const [verdict, n] = failing;
+    const { run: verdict, streak: n } = failing;
     add(
       "failing",
       verdict.id,
@@ -133,7 +136,6 @@ export function assessJob(f: JobFacts): Assessment {
         : `the last ${n} runs failed (latest ${describeRun(verdict)})`,
     );
   }
-  const newest = f.recent[0];
   if (newest && !VERDICTS.has(newest.status) && f.running.length === 0) {
     add(null, newest.id, `the last run was ${newest.status} (${describeRun(newest)})`);
   }
@@ -143,10 +145,24 @@ export function assessJob(f: JobFacts): Assessment {
   const late = lateness(f);
   if (late !== null) add("late", null, late);
 
-  if (f.recent.length === 0 && f.running.length === 0 && !findings.some((x) => x.word !== null)) {
+  if (newest === null && f.running.length === 0 && !findings.some((x) => x.word !== null)) {
     add("never-run", null, "it has not run yet");
   }
   return assessment(findings, p95, slowRunIds);
+}
+
+/**
+ * What health judges of a job's finished runs with a process (newest first, the newest 20 as
+ * status reads them): the newest, the p95 of the successes, the failing streak. Migration 008
+ * keeps the same in each job's row; test/store-contract.test.js checks the two agree.
+ */
+export function digestRecent(recent: readonly RunFacts[]): RecentDigest {
+  const failing = failingStreak(recent);
+  return {
+    newest: recent[0] ?? null,
+    okP95: okPercentile95(recent),
+    failing: failing && { run: failing[0], streak: failing[1] },
+  };
 }
 
 /** The findings, worst first (notes, word null, at the end), as an Assessment. */
@@ -170,30 +186,8 @@ function assessment(findings: Finding[], p95: number | null, slowRunIds: number[
   };
 }
 
-/**
- * percentile95(okDurations(recent)) without the two arrays per job: up to 39 samples, nearest
- * rank is the largest or the second largest, found in one pass (`status` judges 1,000 jobs of
- * up to 20 runs in a fresh process: an array and a typed array each was 2% of the call). Any
- * other case, and any sample that is not a finite number other than -0, takes the sort.
- */
+/** The p95 of the successful runs' durations (null with fewer than SLOW_MIN_SAMPLES). */
 function okPercentile95(recent: readonly RunFacts[]): number | null {
-  let n = 0;
-  let first = -Infinity;
-  let second = -Infinity;
-  for (const r of recent) {
-    if (r.status !== "ok") continue;
-    const d = r.duration_ms ?? 0;
-    if (!Number.isFinite(d) || Object.is(d, -0)) return percentile95(okDurations(recent));
-    n++;
-    if (d >= first) {
-      second = first;
-      first = d;
-    } else if (d > second) second = d;
-  }
-  if (n < SLOW_MIN_SAMPLES) return null;
-  const fromTop = n - Math.ceil(0.95 * n);
-  if (fromTop === 0) return first;
-  if (fromTop === 1) return second;
   return percentile95(okDurations(recent));
 }
 
@@ -221,7 +215,7 @@ function failingStreak(recent: readonly RunFacts[]): [RunFacts, number] | null {
 }
 
 /** `repeating`: keys attempted over the limit and still being attempted. */
-function judgeAttempts(f: JobFacts, newest: RunFacts | undefined, add: AddFinding): void {
+function judgeAttempts(f: JobFacts, newest: RecentDigest["newest"], add: AddFinding): void {
   const limit = f.job.health.repeatLimit;
   const stillTried = newest ? newest.started_at : -Infinity;
   const repeating = f.attempts

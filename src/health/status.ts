@@ -5,6 +5,7 @@
 import {
   assessJob,
   daemonState,
+  digestRecent,
   WARNING_WORDS,
   type Assessment,
   type DaemonState,
@@ -38,7 +39,10 @@ import { iso } from "./iso.js";
 
 export { iso };
 
-/** How many finished runs health looks back over (failing streaks, p95 of durations). */
+/**
+ * How many finished runs health looks back over (failing streaks, p95 of durations): the 20 the
+ * job's row keeps (SUMMARY_RECENT), whose digest it keeps too (migration 008).
+ */
 const RECENT_RUNS = 20;
 
 export interface HistoryEntry {
@@ -155,8 +159,6 @@ export interface JobInspection {
   paused: boolean;
   /** Live runs, oldest first. */
   running: RunRow[];
-  /** Finished runs with a process, newest first (the ones health was judged from). */
-  recent: RunFacts[];
   assessment: Assessment;
 }
 
@@ -178,7 +180,7 @@ export function judgeJob(
   now: number,
   alive: (r: RunRow) => boolean = runAlive,
 ): JobInspection {
-  const { row, recent, attempts } = r;
+  const { row, attempts } = r;
   const paused = job.paused || row?.paused === 1;
   // A `running` row whose processes and supervisor (or node) are gone is not running.
   const running = r.running.filter(alive);
@@ -188,11 +190,11 @@ export function judgeJob(
     paused,
     firstSeenAt: row?.first_seen_at ?? null,
     lastSuccessAt: row?.last_success_at ?? null,
-    recent,
+    recent: r.digest ?? digestRecent(r.recent),
     running,
     attempts,
   });
-  return { row, paused, running, recent, assessment };
+  return { row, paused, running, assessment };
 }
 
 /** The daemon's state as `status` sees it from outside: the row plus whether its pid lives. */
@@ -228,11 +230,12 @@ export async function buildStatus(
   recentOut?: Map<string, RunFacts[]>,
 ): Promise<StatusReport> {
   // One snapshot: the rows read for every job belong together (and a run cannot be pruned
-  // between reading a job's recent runs and its last finished one).
+  // between reading a job's recent runs and its last finished one). Health judges from each
+  // row's digest; the recent runs themselves are read only for the page's trends.
   const wanted = config.jobs.filter((j) => only === null || j.name === only);
   const rows = await store.statusRows(
     wanted.map((j) => ({ name: j.name, repeatLimit: j.health.repeatLimit })),
-    RECENT_RUNS,
+    recentOut ? RECENT_RUNS : 0,
   );
   const daemon = daemonReport(rows.daemon, now, fileErrors);
   const nodes = nodeReports(rows.nodes, store.shared, daemon.state);

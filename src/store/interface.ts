@@ -19,7 +19,6 @@ import type {
   EventRow,
   HistoryRow,
   JobGauge,
-  JobReadings,
   JobRow,
   MarkerRow,
   MarkerWriter,
@@ -35,14 +34,12 @@ import type {
   RunRow,
   SlotFacts,
   SlotRecord,
-  StatusJob,
-  StatusRows,
-  SummaryParses,
   TickOutcome,
   TimelineChanges,
   TimelineRow,
   TickWrite,
 } from "./rows.js";
+import type { JobReadings, StatusJob, StatusRows, SummaryParses } from "./status-rows.js";
 import type { RunResult } from "../core/types.js";
 
 /**

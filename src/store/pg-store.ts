@@ -23,10 +23,9 @@ import type {
   RunEnd,
   RunProcess,
   SlotRecord,
-  StatusJob,
-  SummaryParses,
   TickWrite,
 } from "./rows.js";
+import type { StatusJob, SummaryParses } from "./status-rows.js";
 import type { RunResult } from "../core/types.js";
 import * as daemon from "./postgres/daemon.js";
 import * as events from "./postgres/events.js";

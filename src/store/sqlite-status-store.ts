@@ -6,7 +6,7 @@ import type Database from "better-sqlite3";
 import os from "node:os";
 import { openConn, type Conn, type OpenOptions } from "./connection.js";
 import type { StatusStore } from "./interface.js";
-import type { StatusJob, SummaryParses } from "./rows.js";
+import type { StatusJob, SummaryParses } from "./status-rows.js";
 import { SqliteMarkerStore } from "./sqlite-marker-store.js";
 import * as daemon from "./sqlite/daemon.js";
 import * as history from "./sqlite/history.js";

@@ -1,7 +1,8 @@
 // A job's status summary (migration 006): the columns triggers keep in the job's own row, made
 // into what `status` reads, the same for both engines. Pure: no SQL here (the columns' meaning
 // is in migrations/sqlite/006_job_summary.sql).
-import type { HistoryRow, RunFacts, RunRow, SummaryParses } from "./rows.js";
+import type { HistoryRow, RunFacts, RunRow } from "./rows.js";
+import type { RecentDigest, RowVerdicts, SummaryParses } from "./status-rows.js";
 import type { RunStatus } from "../core/types.js";
 
 /** How many finished runs recent_runs keeps: a reader asking for more reads the runs table. */
@@ -26,7 +27,10 @@ export function summaryFacts(json: string, limit: number): RunFacts[] {
   return (rows.length > limit ? rows.slice(0, limit) : rows).map(factsOf);
 }
 
-/** A job's recent_runs and last_finished as RunFacts and a HistoryRow, from `parses` if unchanged. */
+/**
+ * A job's recent_runs and last_finished as RunFacts and a HistoryRow, from `parses` if unchanged.
+ * `limit` 0 leaves recent_runs unparsed: `status` judges from the row's verdicts instead.
+ */
 export function parseSummary(
   job: string,
   recentJson: string,
@@ -37,11 +41,39 @@ export function parseSummary(
   const kept = parses?.jobs.get(job);
   if (kept && kept.recentJson === recentJson && kept.lastJson === lastJson && kept.limit === limit)
     return kept;
-  const recent = summaryFacts(recentJson, limit);
+  const recent = limit > 0 ? summaryFacts(recentJson, limit) : [];
   const lastFinished = lastJson ? (JSON.parse(lastJson) as HistoryRow) : null;
   parses?.jobs.set(job, { recentJson, limit, recent, lastJson, lastFinished });
   return { recent, lastFinished };
 }
+
+/** Migration 008's columns, in this order: recent_ok_p95_ms, failing_streak, failing_run_id,
+ * failing_status, failing_reason (a raw row's columns from `at` on). */
+export function verdictsOf(r: readonly unknown[], at: number): RowVerdicts {
+  const streak = r[at + 1] as number;
+  return {
+    okP95: r[at] as number | null,
+    failing:
+      streak > 0
+        ? {
+            run: {
+              id: r[at + 2] as number,
+              status: r[at + 3] as RunFacts["status"],
+              reason: r[at + 4] as string | null,
+            },
+            streak,
+          }
+        : null,
+  };
+}
+
+/** The digest health judges from: the row's verdicts and its last finished run (the newest). */
+export function summaryDigest(v: RowVerdicts, lastFinished: HistoryRow | null): RecentDigest {
+  return { newest: lastFinished, okP95: v.okP95, failing: v.failing };
+}
+
+/** A job without a row: no run. */
+export const NO_RUNS: RecentDigest = { newest: null, okP95: null, failing: null };
 
 /**
  * The latest run with a process: the newest of the job's running rows and its last finished run

@@ -2,21 +2,26 @@
 // functions: they run in their caller's transaction (PgStore reads them in one REPEATABLE READ
 // snapshot) and never open one.
 import type { Q } from "../pg-connection.js";
+import type { AttemptRow, JobRow, RunRow } from "../rows.js";
 import type {
-  AttemptRow,
   JobReadings,
-  JobRow,
-  RunRow,
   StatusJob,
   StatusJobRows,
   StatusRows,
   SummaryParses,
-} from "../rows.js";
+} from "../status-rows.js";
 import { daemonRow, nodes } from "./daemon.js";
 import { historyRow, lastRun, recentFinished, runningRuns } from "./history.js";
 import { jobRow } from "./jobs.js";
 import { markerCount, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
-import { latestRun, parseSummary, SUMMARY_RECENT } from "../summary.js";
+import {
+  latestRun,
+  NO_RUNS,
+  parseSummary,
+  SUMMARY_RECENT,
+  summaryDigest,
+  verdictsOf,
+} from "../summary.js";
 
 /** One job's readings, by per-job queries. */
 export async function jobReadings(
@@ -35,16 +40,22 @@ export async function jobReadings(
   };
 }
 
-/** A jobs row with its summary columns (migration 006), as the status read takes it. */
+/** A jobs row with its summary columns (migrations 006 and 008), as the status read takes it. */
 interface SummaryRow extends JobRow {
   recent_runs: string;
   last_finished: string | null;
   marker_count: number;
+  recent_ok_p95_ms: number | null;
+  failing_streak: number;
+  failing_run_id: number | null;
+  failing_status: string | null;
+  failing_reason: string | null;
 }
 
 /**
  * Everything `status` shows, as ../sqlite/status.ts reads it: one row per job (its summary, kept
- * by triggers), the running runs and the attempts, one query each for every job at once.
+ * by triggers), the running runs and the attempts, one query each for every job at once;
+ * `recentLimit` as there (0: no recent runs, none parsed).
  */
 export async function statusRows(
   q: Q,
@@ -67,7 +78,9 @@ export async function statusRows(
     (
       await q.all<SummaryRow>(
         `SELECT name, paused, fence, scanned_to, reboot_boot_id, last_success_at, last_progress_at,
-           first_seen_at, recent_runs, last_finished, marker_count FROM jobs
+           first_seen_at, ${recentLimit > 0 ? "recent_runs" : "'[]' AS recent_runs"}, last_finished,
+           marker_count, recent_ok_p95_ms, failing_streak, failing_run_id, failing_status,
+           failing_reason FROM jobs
          WHERE $1::text IS NULL OR name = $1`,
         [one],
       )
@@ -81,12 +94,13 @@ export async function statusRows(
     const { recent, lastFinished } = s
       ? parseSummary(job.name, s.recent_runs, s.last_finished, recentLimit, parses)
       : { recent: [], lastFinished: null };
-    const since = recent[0]?.started_at ?? 0;
+    const since = lastFinished?.started_at ?? 0;
     const run = running.get(job.name) ?? [];
     out.set(job.name, {
       row: s ? jobOf(s) : null,
       running: run,
       recent,
+      digest: s ? summaryDigest(verdicts(s), lastFinished) : NO_RUNS,
       attempts: (attempts.get(job.name) ?? [])
         .filter((a) => a.count > job.repeatLimit && a.last_at >= since)
         .slice(0, 10),
@@ -101,9 +115,24 @@ export async function statusRows(
 
 /** The JobRow part of a summary row. */
 function jobOf(s: SummaryRow): JobRow {
-  const { recent_runs: _r, last_finished: _l, marker_count: _m, ...row } = s;
-  return row;
+  return {
+    name: s.name,
+    paused: s.paused,
+    fence: s.fence,
+    scanned_to: s.scanned_to,
+    reboot_boot_id: s.reboot_boot_id,
+    last_success_at: s.last_success_at,
+    last_progress_at: s.last_progress_at,
+    first_seen_at: s.first_seen_at,
+  };
 }
+
+/** Migration 008's columns of a summary row. */
+const verdicts = (s: SummaryRow) =>
+  verdictsOf(
+    [s.recent_ok_p95_ms, s.failing_streak, s.failing_run_id, s.failing_status, s.failing_reason],
+    0,
+  );
 
 /** statusRows from the runs table, one job at a time. */
 async function statusRowsFromRuns(

@@ -2,22 +2,27 @@
 // functions: they run in their caller's transaction (SqliteStore reads them in one snapshot)
 // and never open one.
 import type { Conn } from "../connection.js";
+import type { AttemptRow, JobRow, RunRow } from "../rows.js";
 import type {
-  AttemptRow,
   JobReadings,
-  JobRow,
-  RunRow,
   StatusJob,
   StatusJobRows,
   StatusRows,
   SummaryParses,
   SummaryRow,
-} from "../rows.js";
+} from "../status-rows.js";
 import { daemonRow, nodes } from "./daemon.js";
 import { historyRow, lastRun, recentFinished, runningRuns } from "./history.js";
 import { jobRow, jobWrites } from "./jobs.js";
 import { markerCount, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
-import { latestRun, parseSummary, SUMMARY_RECENT } from "../summary.js";
+import {
+  latestRun,
+  NO_RUNS,
+  parseSummary,
+  SUMMARY_RECENT,
+  summaryDigest,
+  verdictsOf,
+} from "../summary.js";
 
 /** One job's readings, by per-job queries. */
 export function jobReadings(
@@ -36,12 +41,22 @@ export function jobReadings(
   };
 }
 
-const SUMMARY_SQL = `SELECT name, paused, fence, scanned_to, reboot_boot_id, last_success_at,
-  last_progress_at, first_seen_at, recent_runs, last_finished, marker_count FROM jobs`;
+/** The jobs' rows with their summaries; `recent`: recent_runs, or '[]' when none are asked for. */
+const summarySql = (recent: string): string => `SELECT name, paused, fence, scanned_to,
+  reboot_boot_id, last_success_at, last_progress_at, first_seen_at, ${recent}, last_finished,
+  marker_count, recent_ok_p95_ms, failing_streak, failing_run_id, failing_status, failing_reason
+  FROM jobs`;
+const SUMMARY_SQL = summarySql("recent_runs");
+/** `status` reads no recent runs: 1,000 jobs' recent_runs were 1.5 MB of strings made for nothing. */
+const VERDICTS_SQL = summarySql("'[]'");
 
-/** Every job's row, or one job's, with its summary; raw rows made into objects here. */
-function summaryRows(c: Conn, one: string | null): Map<string, SummaryRow> {
-  const q = c.q(one === null ? SUMMARY_SQL : `${SUMMARY_SQL} WHERE name = ?`, true);
+/**
+ * Every job's row, or one job's, with its summary (without recent_runs unless `recent`); raw
+ * rows made into objects here.
+ */
+function summaryRows(c: Conn, one: string | null, recent = true): Map<string, SummaryRow> {
+  const sql = recent ? SUMMARY_SQL : VERDICTS_SQL;
+  const q = c.q(one === null ? sql : `${sql} WHERE name = ?`, true);
   const raw = (one === null ? q.all() : q.all(one)) as unknown[][];
   const out = new Map<string, SummaryRow>();
   for (const r of raw) {
@@ -55,7 +70,13 @@ function summaryRows(c: Conn, one: string | null): Map<string, SummaryRow> {
       last_progress_at: r[6] as number | null,
       first_seen_at: r[7] as number | null,
     };
-    out.set(row.name, [row, r[8] as string, r[9] as string | null, r[10] as number]);
+    out.set(row.name, [
+      row,
+      r[8] as string,
+      r[9] as string | null,
+      r[10] as number,
+      verdictsOf(r, 11),
+    ]);
   }
   return out;
 }
@@ -67,9 +88,10 @@ function summaryRows(c: Conn, one: string | null): Map<string, SummaryRow> {
 function jobTable(
   c: Conn,
   one: string | null,
+  recentLimit: number,
   parses: SummaryParses | undefined,
 ): ReadonlyMap<string, SummaryRow> {
-  if (one !== null || !parses) return summaryRows(c, one);
+  if (one !== null || !parses) return summaryRows(c, one, recentLimit > 0);
   const writes = jobWrites(c);
   if (parses.table?.writes === writes) return parses.table.rows;
   const rows = summaryRows(c, null);
@@ -80,7 +102,9 @@ function jobTable(
 /**
  * Everything `status` shows: one row per job (its summary, kept by triggers in the transaction
  * of each write that changes it), plus the running runs and the attempts, one query each for
- * every job at once. Asked for more recent runs than the summary keeps, the runs are read.
+ * every job at once. Health judges from the rows' verdicts (migration 008); `recentLimit` is how
+ * many recent runs to return besides (0: none, and none is parsed). Asked for more recent runs
+ * than the summary keeps, the runs are read.
  * `parses`: the jobs' rows and their summaries' parses kept from an earlier read (summary.ts),
  * used as far as they still stand and brought up to date.
  */
@@ -100,7 +124,7 @@ export function statusRows(
     if (list) list.push(r);
     else running.set(r.job, [r]);
   }
-  const rows = jobTable(c, one, parses);
+  const rows = jobTable(c, one, recentLimit, parses);
   const minLimit = Math.min(...jobs.map((j) => j.repeatLimit));
   const attempts: Map<string, AttemptRow[]> =
     jobs.length > 0 ? repeatingKeysAll(c, minLimit) : new Map();
@@ -109,12 +133,13 @@ export function statusRows(
     const { recent, lastFinished } = s
       ? parseSummary(job.name, s[1], s[2], recentLimit, parses)
       : { recent: [], lastFinished: null };
-    const since = recent[0]?.started_at ?? 0;
+    const since = lastFinished?.started_at ?? 0;
     const run = running.get(job.name) ?? [];
     out.set(job.name, {
       row: s?.[0] ?? null,
       running: run,
       recent,
+      digest: s ? summaryDigest(s[4], lastFinished) : NO_RUNS,
       attempts: (attempts.get(job.name) ?? [])
         .filter((a) => a.count > job.repeatLimit && a.last_at >= since)
         .slice(0, 10),
