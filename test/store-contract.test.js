@@ -922,7 +922,7 @@ function seeded(seed) {
 }
 
 contract(
-  "health's digest kept in the jobs' rows (migration 008) is digestRecent of their runs, on random histories",
+  "health's digest kept in the jobs' rows (migration 008) is digestRecent of their runs, in status's and one job's readings, on random histories",
   async (_t, { store }) => {
     const { digestRecent } = await import("../dist/health/health.js");
     const rand = seeded(8);
@@ -984,6 +984,17 @@ contract(
           },
         });
         assert.deepEqual(norm(got.digest), norm(want), `${j} at step ${step}`);
+        // One job's readings (the monitor's inspectJob) asked for no recent runs judge from the
+        // same digest, and read the rest as a read of the runs does.
+        const one = await store.jobReadings(j, 0, 3);
+        const full = await store.jobReadings(j, 20, 3);
+        assert.deepEqual(one.recent, [], "asked for no recent runs, none are returned");
+        assert.ok(one.digest, `${j}: the row's digest is returned`);
+        assert.deepEqual(norm(one.digest), norm(want), `${j} at step ${step}: jobReadings`);
+        assert.deepEqual(
+          { row: one.row, running: one.running, attempts: one.attempts },
+          { row: full.row, running: full.running, attempts: full.attempts },
+        );
         checked.push(norm(want));
       }
     }

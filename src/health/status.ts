@@ -169,7 +169,8 @@ export async function inspectJob(
   now: number,
   nodes: readonly NodeRow[] = [],
 ): Promise<JobInspection> {
-  const readings = await store.jobReadings(job.name, RECENT_RUNS, job.health.repeatLimit);
+  // No recent run read: the job's row keeps their digest (migration 008).
+  const readings = await store.jobReadings(job.name, 0, job.health.repeatLimit);
   return judgeJob(job, readings, now, runLiveness(nodes, store.shared, store.node, runAlive));
 }
 

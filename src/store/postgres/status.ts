@@ -23,13 +23,26 @@ import {
   verdictsOf,
 } from "../summary.js";
 
-/** One job's readings, by per-job queries. */
+/** One job's readings, by per-job queries; `recentLimit` 0 as ../sqlite/status.ts's. */
 export async function jobReadings(
   q: Q,
   job: string,
   recentLimit: number,
   repeatLimit: number,
 ): Promise<JobReadings> {
+  if (recentLimit === 0) {
+    const s = await q.get<SummaryRow>(`${summarySql(false)} WHERE name = $1`, [job]);
+    const lastFinished = s
+      ? parseSummary(job, s.recent_runs, s.last_finished, 0).lastFinished
+      : null;
+    return {
+      row: s ? jobOf(s) : null,
+      running: await runningRuns(q, job),
+      recent: [],
+      digest: s ? summaryDigest(verdicts(s), lastFinished) : NO_RUNS,
+      attempts: await repeatingKeysSince(q, job, repeatLimit, lastFinished?.started_at ?? 0),
+    };
+  }
   const recent = await recentFinished(q, job, recentLimit);
   const since = recent[0]?.started_at ?? 0;
   return {
@@ -51,6 +64,13 @@ interface SummaryRow extends JobRow {
   failing_status: string | null;
   failing_reason: string | null;
 }
+
+/** The jobs' rows with their summaries; recent_runs only if `recent`, else '[]'. */
+const summarySql = (recent: boolean): string =>
+  `SELECT name, paused, fence, scanned_to, reboot_boot_id, last_success_at, last_progress_at,
+     first_seen_at, ${recent ? "recent_runs" : "'[]' AS recent_runs"}, last_finished,
+     marker_count, recent_ok_p95_ms, failing_streak, failing_run_id, failing_status,
+     failing_reason FROM jobs`;
 
 /**
  * Everything `status` shows, as ../sqlite/status.ts reads it: one row per job (its summary, kept
@@ -77,11 +97,7 @@ export async function statusRows(
   const rows = new Map(
     (
       await q.all<SummaryRow>(
-        `SELECT name, paused, fence, scanned_to, reboot_boot_id, last_success_at, last_progress_at,
-           first_seen_at, ${recentLimit > 0 ? "recent_runs" : "'[]' AS recent_runs"}, last_finished,
-           marker_count, recent_ok_p95_ms, failing_streak, failing_run_id, failing_status,
-           failing_reason FROM jobs
-         WHERE $1::text IS NULL OR name = $1`,
+        `${summarySql(recentLimit > 0)} WHERE $1::text IS NULL OR name = $1`,
         [one],
       )
     ).map((r) => [r.name, r]),

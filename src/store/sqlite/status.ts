@@ -24,13 +24,27 @@ import {
   verdictsOf,
 } from "../summary.js";
 
-/** One job's readings, by per-job queries. */
+/**
+ * One job's readings, by per-job queries. `recentLimit` 0: judged from the digest its row keeps
+ * (migration 008) and no run read, as `status` judges; the monitor judges each job so.
+ */
 export function jobReadings(
   c: Conn,
   job: string,
   recentLimit: number,
   repeatLimit: number,
 ): JobReadings {
+  if (recentLimit === 0) {
+    const s = summaryRows(c, job, false).get(job);
+    const lastFinished = s ? parseSummary(job, s[1], s[2], 0).lastFinished : null;
+    return {
+      row: s?.[0] ?? null,
+      running: runningRuns(c, job),
+      recent: [],
+      digest: s ? summaryDigest(s[4], lastFinished) : NO_RUNS,
+      attempts: repeatingKeysSince(c, job, repeatLimit, lastFinished?.started_at ?? 0),
+    };
+  }
   const recent = recentFinished(c, job, recentLimit);
   const since = recent[0]?.started_at ?? 0;
   return {
