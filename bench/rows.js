@@ -675,7 +675,7 @@ export async function throughput() {
   const seconds = O.quick ? 3 : 5;
   const steps = O.quick
     ? [25, 50, 100, 200, 400]
-    : [25, 50, 75, 100, 150, 200, 300, 400, 500, 600, 800];
+    : [25, 50, 75, 100, 150, 200, 300, 400, 500, 600, 700, 800, 1000];
   let best = 0;
   const tried = [];
   for (const n of steps) {
