@@ -7,8 +7,14 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { CONFIG_CACHE_FILE, guessStateDir, loadConfigCached } from "../dist/config/config-cache.js";
+import {
+  CONFIG_CACHE_FILE,
+  guessStateDir,
+  loadConfigCached,
+  statusView,
+} from "../dist/config/config-cache.js";
 import { loadConfig } from "../dist/config/config.js";
+import { STATUS_JOB_KEYS } from "../dist/core/types.js";
 import { cli, query, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 const YAML = [
@@ -85,7 +91,71 @@ test("a cache hit reports exactly what a cold parse does, and is really used", (
   assert.equal(nightly(statusJson(cfg)).schedule, "TAMPERED", "the cache was not used");
 });
 
-test("the cached Config equals loadConfig's for a config using every kind of key", async (t) => {
+test("every view of status reads the same from the cut cache as from a parse", (t) => {
+  // Jobs that use what status reads: health thresholds that judge (failing, late), a repeat
+  // limit, paused, a zone for the next slot, @reboot (no pattern), hosts, overlap; beside keys
+  // status does not read (cut from the cache).
+  const { cfg, cache } = setup(
+    t,
+    [
+      "state_dir: ./state",
+      "timezone: UTC",
+      "node: a",
+      "defaults: { overlap: allow }",
+      "jobs:",
+      "  nightly:",
+      '    schedule: "0 2 * * *"',
+      '    command: "true"',
+      "    timezone: Asia/Kolkata",
+      "    health: { success_within: 1s, progress_within: 1s, repeat_limit: 1 }",
+      "    hosts: [a, b]",
+      "  fails:",
+      '    schedule: "*/5 * * * *"',
+      "    command: exit 3",
+      "    overlap: queue",
+      "    retries: { attempts: 2, backoff: 1s }",
+      "    env: { X: y }",
+      "  argv:",
+      '    schedule: "@reboot"',
+      '    command: ["/bin/echo", "hi"]',
+      "    paused: true",
+      "",
+    ].join("\n"),
+  );
+  const views = [
+    ["--json"],
+    [],
+    ["nightly"],
+    ["fails", "--json"],
+    ["--check"],
+    ["--check", "--json"],
+  ];
+  const ages = (x) =>
+    x.replace(/\d+[smhd] ago/g, "N ago").replace(/"[a-z_]+age_s": [\d.]+/g, "age");
+  for (const args of views) {
+    fs.rmSync(cache, { force: true });
+    const cold = status(cfg, ...args);
+    assert.ok(fs.existsSync(cache), `${args}: written after the miss`);
+    const hit = status(cfg, ...args);
+    assert.equal(hit.code, cold.code, `${args}: ${hit.stderr}`);
+    assert.equal(ages(hit.stdout), ages(cold.stdout), `${args}`);
+    assert.equal(hit.stderr, cold.stderr, `${args}`);
+  }
+  const report = statusJson(cfg);
+  assert.deepEqual(
+    report.jobs.map((j) => [j.name, j.health, j.paused]),
+    [
+      ["nightly", "late", false],
+      ["fails", "failing", false],
+      ["argv", "paused", true],
+    ],
+  );
+  const cached = JSON.parse(fs.readFileSync(cache, "utf8")).config.jobs;
+  assert.equal(cached[1].command, undefined, "what status does not read is not cached");
+  assert.deepEqual(cached[0].hosts, ["a", "b"]);
+});
+
+test("the cache holds loadConfig's Config, each job cut to what status reads, for every kind of key", async (t) => {
   const dir = tmpdir(t);
   fs.mkdirSync(path.join(dir, "s"));
   const cfg = writeConfig(
@@ -127,10 +197,20 @@ test("the cached Config equals loadConfig's for a config using every kind of key
   const real = loadConfig(cfg);
   assert.deepEqual(real.errors, []);
   const first = await loadConfigCached(cfg);
-  assert.deepEqual(first, real);
+  assert.deepEqual(first, real, "a miss answers with the parse itself");
   assert.ok(fs.existsSync(path.join(dir, "s", CONFIG_CACHE_FILE)), "written after the miss");
   const hit = await loadConfigCached(cfg);
-  assert.deepEqual(hit, real);
+  assert.notDeepEqual(hit, real, "the cache was not used");
+  // Every top-level key as parsed; each job with exactly STATUS_JOB_KEYS, their values as parsed.
+  const { jobs, ...top } = hit.config;
+  const { jobs: realJobs, ...realTop } = real.config;
+  assert.deepEqual(top, realTop);
+  assert.equal(jobs.length, realJobs.length);
+  for (const [i, j] of jobs.entries()) {
+    assert.deepEqual(Object.keys(j).sort(), [...STATUS_JOB_KEYS].sort());
+    for (const k of STATUS_JOB_KEYS) assert.deepEqual(j[k], realJobs[i][k], `${j.name}.${k}`);
+  }
+  assert.deepEqual(hit, { config: statusView(real.config), errors: [] });
   assert.deepEqual(JSON.parse(JSON.stringify(real.config)), real.config, "Config is plain JSON");
 });
 

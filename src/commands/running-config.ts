@@ -4,11 +4,12 @@
 // only when the daemon row names this very file; otherwise, or with no record, the command fails
 // as it always did. Commands that change state (`run`, `pause`, `unmark`, ...) never use it: they
 // must act on the config the operator wrote.
-import type { Config } from "../core/types.js";
+import type { Config, StatusConfig } from "../core/types.js";
 import { configPath, valid } from "./shared.js";
 
-export interface ReaderConfig {
-  config: Config;
+export interface ReaderConfig<C extends StatusConfig = Config> {
+  /** `status`'s (cached: true) may hold only what status reads of each job (StatusConfig). */
+  config: C;
   /** null when the file is valid; else its every error (FILE:LINE:COL: ...), and `config` is the record. */
   fileErrors: string[] | null;
 }
@@ -20,8 +21,13 @@ export interface ReaderConfig {
  */
 export async function loadForReading(
   opt: string | undefined,
+  cached: true,
+): Promise<ReaderConfig<StatusConfig>>;
+export async function loadForReading(opt: string | undefined): Promise<ReaderConfig>;
+export async function loadForReading(
+  opt: string | undefined,
   cached = false,
-): Promise<ReaderConfig> {
+): Promise<ReaderConfig<StatusConfig>> {
   const file = configPath(opt);
   const res = cached
     ? await (await import("../config/config-cache.js")).loadConfigCached(file)

@@ -4,7 +4,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { EXIT } from "../core/exit.js";
-import type { Config, ConfigError, JobConfig } from "../core/types.js";
+import type { Config, ConfigError, StatusConfig, StatusJobConfig } from "../core/types.js";
 import type { OpenOptions, StoreTarget } from "../store/store.js";
 
 // The one exit-code table (src/core/exit.ts), passed on for cli.ts, whose static imports are
@@ -26,24 +26,16 @@ export function configPath(opt: string | undefined): string {
   return path.resolve(opt ?? process.env.CRONVISOR_CONFIG ?? "jobs.yaml");
 }
 
-/**
- * Load and validate the config. `cached`: take the state dir's copy of a validated config when it
- * matches the file exactly (only `status` does; see src/config/config-cache.ts).
- */
-export async function load(opt: string | undefined, cached = false): Promise<Config> {
-  const file = configPath(opt);
-  return valid(
-    cached
-      ? await (await import("../config/config-cache.js")).loadConfigCached(file)
-      : (await import("../config/config.js")).loadConfig(file),
-  );
+/** Load and validate the config. */
+export async function load(opt: string | undefined): Promise<Config> {
+  return valid((await import("../config/config.js")).loadConfig(configPath(opt)));
 }
 
 /** The config, or a usage error listing every problem. */
-export async function valid(res: {
-  config: Config | null;
+export async function valid<C extends StatusConfig>(res: {
+  config: C | null;
   errors: ConfigError[];
-}): Promise<Config> {
+}): Promise<C> {
   if (!res.config) {
     const { formatConfigError } = await import("../core/types.js");
     throw new CliError(res.errors.map(formatConfigError).join("\n"), EXIT.usage);
@@ -65,7 +57,10 @@ export async function checkSafe(config: Config): Promise<void> {
   }
 }
 
-export function findJob(config: Config, name: string): JobConfig {
+export function findJob<J extends StatusJobConfig>(
+  config: { file: string; jobs: J[] },
+  name: string,
+): J {
   const job = config.jobs.find((j) => j.name === name);
   if (!job) {
     const names = config.jobs.map((j) => j.name).join(", ");
@@ -112,7 +107,7 @@ export async function openStore(config: Config, create = false, check = false) {
  * before anything tries to create a store in it, naming the setting and the config.
  */
 export function checkStateDir(
-  config: Config,
+  config: StatusConfig,
   StoreError: typeof import("../store/store.js").StoreError,
 ): void {
   let st: fs.Stats;
@@ -166,13 +161,13 @@ export async function openStoreOrEmpty(config: Config) {
  * at rest read in place unless `inPlace` is false (its caller asks `changedSinceOpen()` before
  * it trusts what it read).
  */
-export async function openStatusStoreOrEmpty(config: Config, inPlace = true) {
+export async function openStatusStoreOrEmpty(config: StatusConfig, inPlace = true) {
   const store = await import("../store/store.js");
   return orEmpty(config, store, store.openStatusStoreAt, inPlace);
 }
 
 async function orEmpty<S>(
-  config: Config,
+  config: StatusConfig,
   store: typeof import("../store/store.js"),
   open: (t: StoreTarget, o: OpenOptions) => Promise<S>,
   inPlace: boolean,

@@ -1,6 +1,6 @@
 // `cronvisor status [JOB]`: daemon liveness and per-job progress and health, from the state store.
 // What monitoring runs every minute: bin/cronvisor reaches it without commander (see fastStatus).
-import type { Config } from "../core/types.js";
+import type { StatusConfig } from "../core/types.js";
 import type { StatusOptions } from "./args.js";
 import type { StatusReport } from "../health/status.js";
 import type { RunRow } from "../store/store.js";
@@ -22,7 +22,7 @@ export async function status(jobName: string | null, o: StatusOptions): Promise<
     out(`${code === EXIT.critical ? "CRITICAL" : "UNKNOWN"}: ${why}`);
     process.exitCode = code;
   };
-  let config: Config;
+  let config: StatusConfig;
   let fileErrors: string[] | null;
   try {
     ({ config, fileErrors } = await loadForReading(o.config, true));

@@ -80,6 +80,24 @@ export interface JobConfig {
   line: number;
 }
 
+/**
+ * What `status` reads of a job: its health, next slot, lock, and where it may run. The config
+ * cache keeps only these (src/config/config-cache.ts): a job's command, env, log and retry
+ * settings were two thirds of the file that every `status` read and parsed for nothing.
+ */
+export const STATUS_JOB_KEYS = [
+  "name",
+  "schedule",
+  "pattern",
+  "timezone",
+  "overlap",
+  "paused",
+  "health",
+  "hosts",
+  "line",
+] as const satisfies readonly (keyof JobConfig)[];
+export type StatusJobConfig = Pick<JobConfig, (typeof STATUS_JOB_KEYS)[number]>;
+
 export type AlertTarget = { kind: "webhook"; url: string } | { kind: "command"; command: string };
 
 export interface Config {
@@ -105,6 +123,11 @@ export interface Config {
   alerts: AlertTarget[];
   /** In file order. */
   jobs: JobConfig[];
+}
+
+/** The config `status` judges by: a Config whose jobs may hold only STATUS_JOB_KEYS. */
+export interface StatusConfig extends Omit<Config, "jobs"> {
+  jobs: StatusJobConfig[];
 }
 
 /** One problem in a config file. Printed as `FILE:LINE:COL: PATH: MESSAGE`. */

@@ -3,7 +3,7 @@
 // the database's clock, never by a process on this machine; a store of one node (SQLite) by its
 // daemon's process, as the `daemon` entry is.
 import { runsOn } from "../core/hosts.js";
-import type { Config } from "../core/types.js";
+import type { StatusConfig } from "../core/types.js";
 import type { NodeRow, RunRow } from "../store/rows.js";
 import { UNRESPONSIVE_BEATS, type DaemonState } from "./health.js";
 
@@ -101,7 +101,7 @@ export function definitionsDiffer(
 }
 
 /** On a shared store: the jobs that no running node may run (CRITICAL). */
-export function unrunnable(s: { nodes: NodeReport[] }, config: Config | undefined): string[] {
+export function unrunnable(s: { nodes: NodeReport[] }, config: StatusConfig | undefined): string[] {
   const running = s.nodes.filter((n) => n.state === "running").map((n) => n.name);
   const jobs = config?.jobs ?? [];
   if (jobs.length === 0) return running.length === 0 ? ["(every job)"] : [];

@@ -24,7 +24,7 @@ import type {
   StatusJobRows,
   StatusStore,
 } from "../store/store.js";
-import type { Config, JobConfig } from "../core/types.js";
+import type { StatusConfig, StatusJobConfig } from "../core/types.js";
 import { formatSeconds } from "../core/duration.js";
 import {
   definitionsDiffer,
@@ -165,7 +165,7 @@ export interface JobInspection {
 /** One job's rows, judged: as `status`, alerts and metrics see it (another node's run by its lease). */
 export async function inspectJob(
   store: StatusStore,
-  job: JobConfig,
+  job: StatusJobConfig,
   now: number,
   nodes: readonly NodeRow[] = [],
 ): Promise<JobInspection> {
@@ -176,7 +176,7 @@ export async function inspectJob(
 
 /** Judge one job's health from its readings. */
 export function judgeJob(
-  job: JobConfig,
+  job: StatusJobConfig,
   r: JobReadings,
   now: number,
   alive: (r: RunRow) => boolean = runAlive,
@@ -223,7 +223,7 @@ export function daemonReport(
 }
 
 export async function buildStatus(
-  config: Config,
+  config: StatusConfig,
   store: StatusStore,
   now: number,
   only: string | null = null,
@@ -255,7 +255,7 @@ export async function buildStatus(
 
 /** One job's entry, built once in its final key order (1,000 of them per `status`). */
 function jobReport(
-  job: JobConfig,
+  job: StatusJobConfig,
   r: StatusJobRows,
   now: number,
   alive: (r: RunRow) => boolean,
@@ -317,7 +317,7 @@ export type CheckCode = typeof EXIT.ok | typeof EXIT.warning | typeof EXIT.criti
  * the file on disk has errors, or its http endpoint is down; else 0 OK. (3 UNKNOWN, no store, is
  * decided before there is a report.)
  */
-export function checkCode(s: StatusReport, config?: Config): CheckCode {
+export function checkCode(s: StatusReport, config?: StatusConfig): CheckCode {
   const d = s.daemon;
   if (s.shared ? unrunnable(s, config).length > 0 : d.state !== "running") return EXIT.critical;
   if (
@@ -335,7 +335,7 @@ export function checkCode(s: StatusReport, config?: Config): CheckCode {
 const brokenFile = (d: DaemonReport): boolean => (d.config_file_errors?.length ?? 0) > 0;
 
 /** The one-line verdict of `--check` (the first line a monitoring agent shows). */
-export function checkSummary(s: StatusReport, config?: Config): string {
+export function checkSummary(s: StatusReport, config?: StatusConfig): string {
   const code = checkCode(s, config);
   const d = s.daemon;
   if (code === EXIT.critical && s.shared) {
