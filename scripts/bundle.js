@@ -9,7 +9,7 @@
 // put in one chunk; what only other paths load (commander's commands, the daemon, the broker's
 // client, `once`, the PostgreSQL engine) stays in chunks of its own, required when that path
 // runs, as dist/ imports it. Packages stay external, required from node_modules (each of them
-// has a CommonJS build).
+// has a CommonJS build), but for croner (INLINED below).
 //
 // The rest of dist/ is unchanged and still used: the library (dist/index.js), the worker threads
 // and the tests. A bundled module's `import.meta.url` is rewritten to its own file's URL in
@@ -47,6 +47,21 @@ const ENTRIES = [
   },
 ];
 
+/**
+ * Packages compiled into the chunks instead of required by name at run time. A require of a
+ * package whose package.json has "exports" (croner's has) makes Node's CommonJS loader load its
+ * ESM resolver first: about 3 ms of every `status` call, for one small file (BENCHMARKS.md,
+ * "Issue 16: the config cache cut, croner inlined"). Their ESM build is taken, as dist/ imports
+ * them; their licence stays in node_modules/, where `npm install` put it with the package.
+ */
+const INLINED = new Set(["croner"]);
+const inlinePackages = {
+  name: "inline-packages",
+  resolveId(source) {
+    return INLINED.has(source) ? fileURLToPath(import.meta.resolve(source)) : null;
+  },
+};
+
 /** Each bundled module's import.meta.url: its own file in dist/, found from its chunk. */
 const ownImportMetaUrl = {
   name: "own-import-meta-url",
@@ -79,8 +94,8 @@ fs.rmSync(out, { recursive: true, force: true });
 for (const entry of ENTRIES) {
   const bundle = await rollup({
     input: { [entry.name]: path.join(dist, entry.input) },
-    external: (id) => !id.startsWith(".") && !path.isAbsolute(id),
-    plugins: [ownImportMetaUrl],
+    external: (id) => !id.startsWith(".") && !path.isAbsolute(id) && !INLINED.has(id),
+    plugins: [inlinePackages, ownImportMetaUrl],
   });
   await bundle.write({
     dir: out,

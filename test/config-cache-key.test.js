@@ -43,13 +43,13 @@ function setup(t) {
   };
 }
 
-/** The first job's command as `loadConfigCached` returns it, in a fresh process. */
-function loadedCommand(dist, cfg) {
+/** The first job's schedule as `loadConfigCached` returns it, in a fresh process. */
+function loadedSchedule(dist, cfg) {
   const mod = pathToFileURL(path.join(dist, "config", "config-cache.js")).href;
   const script =
     "const { loadConfigCached } = await import(process.argv[1]);" +
     "const r = await loadConfigCached(process.argv[2]);" +
-    "process.stdout.write(JSON.stringify(r.config.jobs[0].command));";
+    "process.stdout.write(JSON.stringify(r.config.jobs[0].schedule));";
   const r = spawnSync(process.execPath, ["--input-type=module", "-e", script, mod, cfg], {
     encoding: "utf8",
   });
@@ -60,7 +60,7 @@ function loadedCommand(dist, cfg) {
 /** Plant a value in the cached config, leaving its key alone: a hit returns it. */
 function plant(cache) {
   const c = JSON.parse(fs.readFileSync(cache, "utf8"));
-  c.config.jobs[0].command = PLANTED;
+  c.config.jobs[0].schedule = PLANTED;
   fs.writeFileSync(cache, JSON.stringify(c));
 }
 
@@ -77,9 +77,9 @@ function modules(dist) {
 
 test("the cache is used while no module changes, and not after any module of config/, schedule/ or core/ changes", (t) => {
   const { dist, cfg, cache } = setup(t);
-  assert.equal(loadedCommand(dist, cfg), "true", "no cache yet: a real parse");
+  assert.equal(loadedSchedule(dist, cfg), "0 2 * * *", "no cache yet: a real parse");
   plant(cache);
-  assert.equal(loadedCommand(dist, cfg), PLANTED, "same build, same file: a cache hit");
+  assert.equal(loadedSchedule(dist, cfg), PLANTED, "same build, same file: a cache hit");
 
   const changed = modules(dist);
   assert.ok(changed.includes(path.join("config", "walk.js")), changed.join(" "));
@@ -88,27 +88,27 @@ test("the cache is used while no module changes, and not after any module of con
     // A rebuild rewrites the module: a new mtime (a fixed, distinct one: no waiting on the clock).
     const when = new Date(Date.UTC(2001, 0, 1, 0, 0, i));
     fs.utimesSync(path.join(dist, rel), when, when);
-    assert.equal(loadedCommand(dist, cfg), "true", `${rel} changed but the cache was used`);
+    assert.equal(loadedSchedule(dist, cfg), "0 2 * * *", `${rel} changed but the cache was used`);
   }
   plant(cache);
-  assert.equal(loadedCommand(dist, cfg), PLANTED, "nothing changed since the last parse: a hit");
+  assert.equal(loadedSchedule(dist, cfg), PLANTED, "nothing changed since the last parse: a hit");
 });
 
 test("a new module, or a module rewritten at the same mtime with another size, changes the key", (t) => {
   const { dist, cfg, cache } = setup(t);
-  loadedCommand(dist, cfg);
+  loadedSchedule(dist, cfg);
 
   plant(cache);
   fs.writeFileSync(path.join(dist, "config", "a-later-split.js"), "export {};\n");
-  assert.equal(loadedCommand(dist, cfg), "true", "a module added to config/ must change the key");
+  assert.equal(loadedSchedule(dist, cfg), "0 2 * * *", "a module added to config/ must change the key");
 
   plant(cache);
   const syntax = path.join(dist, "schedule", "syntax.js");
   const st = fs.statSync(syntax);
   fs.appendFileSync(syntax, "// rebuilt\n");
   fs.utimesSync(syntax, st.atime, st.mtime);
-  assert.equal(loadedCommand(dist, cfg), "true", "a module of another size must change the key");
+  assert.equal(loadedSchedule(dist, cfg), "0 2 * * *", "a module of another size must change the key");
 
   plant(cache);
-  assert.equal(loadedCommand(dist, cfg), PLANTED);
+  assert.equal(loadedSchedule(dist, cfg), PLANTED);
 });
