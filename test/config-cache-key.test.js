@@ -100,14 +100,22 @@ test("a new module, or a module rewritten at the same mtime with another size, c
 
   plant(cache);
   fs.writeFileSync(path.join(dist, "config", "a-later-split.js"), "export {};\n");
-  assert.equal(loadedSchedule(dist, cfg), "0 2 * * *", "a module added to config/ must change the key");
+  assert.equal(
+    loadedSchedule(dist, cfg),
+    "0 2 * * *",
+    "a module added to config/ must change the key",
+  );
 
   plant(cache);
   const syntax = path.join(dist, "schedule", "syntax.js");
   const st = fs.statSync(syntax);
   fs.appendFileSync(syntax, "// rebuilt\n");
   fs.utimesSync(syntax, st.atime, st.mtime);
-  assert.equal(loadedSchedule(dist, cfg), "0 2 * * *", "a module of another size must change the key");
+  assert.equal(
+    loadedSchedule(dist, cfg),
+    "0 2 * * *",
+    "a module of another size must change the key",
+  );
 
   plant(cache);
   assert.equal(loadedSchedule(dist, cfg), PLANTED);
