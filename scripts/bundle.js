@@ -18,7 +18,7 @@
 // the one the unbundled module finds.
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { rollup } from "@rollup/wasm-node";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -62,6 +62,26 @@ const inlinePackages = {
   },
 };
 
+/**
+ * The config cache's key names the modules that build a Config by their files' stamps
+ * (config-cache.ts, buildId). The bundle runs its own copy of that code, fixed now: the key of
+ * this moment is written into it (BUNDLED_BUILD_ID), so a status call takes no stats for it.
+ */
+const CACHE_MODULE = path.join(dist, "config", "config-cache.js");
+const NO_BUILD_ID = "const BUNDLED_BUILD_ID = null;";
+const bundledBuildId = {
+  name: "bundled-build-id",
+  async transform(code, id) {
+    if (id !== CACHE_MODULE) return null;
+    if (!code.includes(NO_BUILD_ID)) throw new Error(`${id}: no "${NO_BUILD_ID}" to fill in`);
+    const { buildId } = await import(pathToFileURL(CACHE_MODULE).href);
+    return {
+      code: code.replace(NO_BUILD_ID, `const BUNDLED_BUILD_ID = ${JSON.stringify(buildId())};`),
+      map: null,
+    };
+  },
+};
+
 /** Each bundled module's import.meta.url: its own file in dist/, found from its chunk. */
 const ownImportMetaUrl = {
   name: "own-import-meta-url",
@@ -95,7 +115,7 @@ for (const entry of ENTRIES) {
   const bundle = await rollup({
     input: { [entry.name]: path.join(dist, entry.input) },
     external: (id) => !id.startsWith(".") && !path.isAbsolute(id) && !INLINED.has(id),
-    plugins: [inlinePackages, ownImportMetaUrl],
+    plugins: [inlinePackages, bundledBuildId, ownImportMetaUrl],
   });
   await bundle.write({
     dir: out,

@@ -6,9 +6,10 @@ import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import {
   BIN,
+  cli,
   ROOT,
   cleanEnv,
   query,
@@ -348,6 +349,57 @@ test("bin/cronvisor runs the bundles: a plain status and a marker command load o
     query(state, "SELECT key FROM markers").map((r) => r.key),
     ["k1"],
   );
+});
+
+test("a plain status from the bundle looks at none of dist/'s modules: the config cache's key for its code was computed when it was built", (t) => {
+  // The key names the modules that build a Config (config-cache.ts); in the bundle that code is
+  // the bundle's own, fixed when scripts/bundle.js made it, so their stats (about 30 a call) are
+  // taken then, not at each status.
+  const dir = tmpdir(t);
+  const file = writeConfig(
+    dir,
+    `state_dir: ./state\njobs:\n  a: { schedule: "@daily", command: "true" }\n`,
+  );
+  assert.equal(cli(["run", "a", "-c", file]).code, 0);
+  const log = path.join(dir, "looked.txt");
+  const preload = path.join(dir, "spy.cjs");
+  fs.writeFileSync(
+    preload,
+    `const fs = require("node:fs"); const seen = [];
+    for (const n of ["statSync", "lstatSync", "readdirSync", "openSync", "existsSync"]) {
+      const f = fs[n];
+      fs[n] = function (p, ...a) { seen.push(String(p)); return f.call(this, p, ...a); };
+    }
+    process.on("exit", () => fs.writeFileSync(${JSON.stringify(log)}, seen.join("\\n")));`,
+  );
+  const dist = path.join(ROOT, "dist") + path.sep;
+  const bundle = path.join(ROOT, "dist", "bundle") + path.sep;
+  const looked = () =>
+    fs
+      .readFileSync(log, "utf8")
+      .split("\n")
+      .filter((p) => p.startsWith(dist) && !p.startsWith(bundle));
+  const args = ["-r", preload, BIN, "status", "--json", "-c", file];
+  // The first call parses and writes the cache; the second is a plain hit.
+  for (const call of ["miss", "hit"]) {
+    const r = spawnSync(process.execPath, args, { encoding: "utf8", env: cleanEnv() });
+    assert.equal(r.status, 0, r.stderr);
+    if (call === "hit") assert.deepEqual(looked(), []);
+  }
+  // ... and dist/'s own modules, computing the key from their files, find the same cache.
+  const script =
+    "const { loadConfigCached } = await import(process.argv[1]);" +
+    "const r = await loadConfigCached(process.argv[2]);" +
+    "process.stdout.write(String(r.config.jobs[0].command));";
+  const cache = path.join(dir, "state", "config-cache.json");
+  const c = JSON.parse(fs.readFileSync(cache, "utf8"));
+  c.config.jobs[0].command = "planted";
+  fs.writeFileSync(cache, JSON.stringify(c));
+  const mod = pathToFileURL(path.join(ROOT, "dist", "config", "config-cache.js")).href;
+  const r = spawnSync(process.execPath, ["--input-type=module", "-e", script, mod, file], {
+    encoding: "utf8",
+  });
+  assert.equal(r.stdout, "planted", "the bundle's key is the one dist/'s modules compute");
 });
 
 test("the bundles bin/cronvisor runs are made from this dist/ (npm run build, not tsc alone)", () => {
