@@ -50,9 +50,9 @@ const ENTRIES = [
 /**
  * Packages compiled into the chunks instead of required by name at run time. A require of a
  * package whose package.json has "exports" (croner's has) makes Node's CommonJS loader load its
- * ESM resolver first: about 3 ms of every `status` call, for one small file (BENCHMARKS.md,
- * "Issue 16: the config cache cut, croner compiled in"). Their ESM build is taken, as dist/ imports
- * them; their licence stays in node_modules/, where `npm install` put it with the package.
+ * ESM resolver first: about 3 ms of a fresh process, for one small file (BENCHMARKS.md, "Issue 16:
+ * the config cache cut, croner compiled in, the bundle's own key"). Their ESM build is taken, as
+ * dist/ imports them; their licence stays in node_modules/, where `npm install` put it.
  */
 const INLINED = new Set(["croner"]);
 const inlinePackages = {
