@@ -12,7 +12,7 @@
 // run start), so they are not a key.
 //
 // It keeps what `status` reads of each job, not the whole Config (StatusConfig, core/types.ts):
-// for 1,000 jobs, 160 KB of JSON to parse instead of 490.
+// for 1,000 jobs, a file of 282 KB to read and parse instead of 562.
 //
 // Only `status` reads the cache. The daemon always parses for real and refreshes the cache once
 // its store is open (start) and after each accepted reload; `status` writes it after a miss.
