@@ -53,7 +53,23 @@ const unitNice = () =>
   );
 function asUnit(pid) {
   if (process.getuid() !== 0) return;
-  os.setPriority(pid, unitNice());
+  // Linux keeps a nice per thread, and setpriority(pid) sets the main thread's only: the threads
+  // the daemon started before this (V8's collector helpers, libuv's pool) would stay at ours,
+  // where the unit starts the whole process at its nice. Every thread, then; the threads and
+  // processes started later inherit it from the thread that starts them.
+  let tids;
+  try {
+    tids = fs.readdirSync(`/proc/${pid}/task`).map(Number);
+  } catch {
+    tids = [pid];
+  }
+  for (const tid of tids) {
+    try {
+      os.setPriority(tid, unitNice());
+    } catch {
+      // a thread that ended meanwhile
+    }
+  }
 }
 
 /** Options shared by every row: { quick, log, nodeArgs (e.g. --cpu-prof for the daemons) }. */
