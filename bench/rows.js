@@ -57,6 +57,7 @@ function asUnit(pid) {
   // the daemon started before this (V8's collector helpers, libuv's pool) would stay at ours,
   // where the unit starts the whole process at its nice. Every thread, then; the threads and
   // processes started later inherit it from the thread that starts them.
+  const nice = unitNice();
   let tids;
   try {
     tids = fs.readdirSync(`/proc/${pid}/task`).map(Number);
@@ -65,7 +66,7 @@ function asUnit(pid) {
   }
   for (const tid of tids) {
     try {
-      os.setPriority(tid, unitNice());
+      os.setPriority(tid, nice);
     } catch {
       // a thread that ended meanwhile
     }

@@ -1,10 +1,10 @@
 // A validated config, kept as JSON in the state dir, so that `status` need not parse a big YAML
 // file cold (150 to 300 ms for 1,000 jobs, plus ~100 ms to load the YAML parser) on every call.
 //
-// The cache is only ever a copy of what parseConfig returned for exactly these inputs, so it is
-// used only while they all match: the config's absolute path, its exact text (kept in the cache
-// and compared whole; the file is read every time), the host's time zone (the default of
-// `timezone:`), the Node version (its time zone data decides which zones are valid),
+// The cache is only ever a copy of (a cut of) what parseConfig returned for exactly these
+// inputs, so it is used only while they all match: the config's absolute path, its exact text
+// (kept in the cache and compared whole; the file is read every time), the host's time zone (the
+// default of `timezone:`), the Node version (its time zone data decides which zones are valid),
 // cronvisor's version, the identity of the modules that build a Config, and this file's format
 // number. A mismatch, or a cache that is missing, unreadable, corrupt, not ours or writable by
 // others, means a real parse. Only a successful parse is cached: a config with errors is parsed
@@ -181,9 +181,10 @@ function readCache(dir: string, key: Key): StatusConfig | null {
 }
 
 /**
- * A Config read back from its JSON form (`JSON.stringify(config)`): the form this cache keeps, and
- * the one the daemon records in the store as the config it runs. null unless it is the Config of
- * `file` with its state in `stateDir`: a copy found elsewhere, or of another file, is not used.
+ * A config read back from its JSON form: this cache's StatusConfig, or the whole Config the daemon
+ * records in the store as the config it runs (`C`, unchecked beyond the top-level keys below).
+ * null unless it is the config of `file` with its state in `stateDir`: a copy found elsewhere, or
+ * of another file, is not used.
  */
 export function checkedConfig<C extends StatusConfig = Config>(
   value: unknown,
