@@ -121,7 +121,10 @@ for (const entry of ENTRIES) {
     dir: out,
     format: "cjs",
     entryFileNames: "[name].cjs",
-    chunkFileNames: `${entry.name}-[name]-[hash].cjs`,
+    // The fast chunk by a fixed name: bin/cronvisor loads it with its code cache
+    // (scripts/code-cache.js) before the entry requires it.
+    chunkFileNames: (chunk) =>
+      chunk.name === "fast" ? `${entry.name}-fast.cjs` : `${entry.name}-[name]-[hash].cjs`,
     // import() of a builtin or a package becomes a require() too: no ESM loader at all.
     dynamicImportInCjs: false,
     manualChunks: fastChunk(entry),

@@ -91,7 +91,7 @@ test("a cache hit reports exactly what a cold parse does, and is really used", (
   assert.equal(nightly(statusJson(cfg)).schedule, "TAMPERED", "the cache was not used");
 });
 
-test("every view of status reads the same from the cut cache as from a parse", (t) => {
+test("every view of status reads the same from the cut cache as from a parse", async (t) => {
   // Jobs that use what status reads: health thresholds that judge (failing, late), a repeat
   // limit, paused, a zone for the next slot, @reboot (no pattern), hosts, overlap; beside keys
   // status does not read (cut from the cache).
@@ -132,6 +132,9 @@ test("every view of status reads the same from the cut cache as from a parse", (
   ];
   const ages = (x) =>
     x.replace(/\d+[smhd] ago/g, "N ago").replace(/"[a-z_]+age_s": [\d.]+/g, "age");
+  // success_within 1s: nightly turns late a second after its run. Each pair of calls must see
+  // the same side of that second, so they start once it has passed (it stays late).
+  await waitFor(() => nightly(statusJson(cfg)).health === "late", "nightly late");
   for (const args of views) {
     fs.rmSync(cache, { force: true });
     const cold = status(cfg, ...args);
