@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { BIN, ROOT, cleanEnv, cli, tmpdir, writeConfig } from "./helpers.js";
+import { BIN, ROOT, cleanEnv, cli, copyBuild, tmpdir, writeConfig } from "./helpers.js";
 
 const FAST = path.join("dist", "bundle", "cli-fast.cjs");
 
@@ -21,16 +21,10 @@ function cacheTaken(bin) {
   return r.stdout === "true";
 }
 
-/** A copy of the build (bin/, dist/, package.json; node_modules linked), mtimes kept. */
-function copyBuild(t) {
-  const dir = tmpdir(t, "cvx-codecache-");
-  for (const part of ["bin", "dist", "package.json"])
-    fs.cpSync(path.join(ROOT, part), path.join(dir, part), {
-      recursive: true,
-      preserveTimestamps: true,
-    });
-  fs.symlinkSync(fs.realpathSync(path.join(ROOT, "node_modules")), path.join(dir, "node_modules"));
-  return { root: dir, bin: path.join(dir, "bin", "cronvisor") };
+/** A copy of the build, mtimes kept (helpers.js). */
+function build(t) {
+  const root = tmpdir(t, "cvx-codecache-");
+  return { root, bin: copyBuild(root) };
 }
 
 function statusJson(bin, cfg) {
@@ -65,7 +59,7 @@ test("the build leaves a code cache of the CLI's fast chunk that V8 takes", () =
 });
 
 test("a chunk edited after the build runs as edited: its older cache is not offered", (t) => {
-  const { root, bin } = copyBuild(t);
+  const { root, bin } = build(t);
   const cfg = config(t);
   assert.match(statusJson(bin, cfg), /"next_slot": "/);
   // The same length: V8 alone would take the cache and run the bytecode of the code before.
@@ -81,7 +75,7 @@ test("a chunk edited after the build runs as edited: its older cache is not offe
 });
 
 test("a cache V8 refuses, or none, leaves status as it was", (t) => {
-  const { root, bin } = copyBuild(t);
+  const { root, bin } = build(t);
   const cfg = config(t);
   const cache = path.join(root, `${FAST}.v8cache`);
   const heartbeatless = (s) => JSON.stringify({ ...JSON.parse(s), daemon: null });

@@ -413,6 +413,24 @@ export function runAs(user, argv, opts = {}) {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
+const MODULES = () => fs.realpathSync(path.join(ROOT, "node_modules"));
+
+/**
+ * A copy of the build in `dir`: bin/, dist/ and package.json, their mtimes kept (bin/cronvisor
+ * takes the code cache only if it is not older than its chunk), and node_modules linked (or
+ * copied). Returns the copy's bin/cronvisor.
+ */
+export function copyBuild(dir, { linkModules = true } = {}) {
+  for (const part of ["bin", "dist", "package.json"])
+    fs.cpSync(path.join(ROOT, part), path.join(dir, part), {
+      recursive: true,
+      preserveTimestamps: true,
+    });
+  if (linkModules) fs.symlinkSync(MODULES(), path.join(dir, "node_modules"));
+  else fs.cpSync(MODULES(), path.join(dir, "node_modules"), { recursive: true });
+  return path.join(dir, "bin", "cronvisor");
+}
+
 let userCliDir = null;
 /**
  * A copy of the built CLI that any user can run: bin/, dist/ and package.json in a 0755 temp
@@ -428,13 +446,8 @@ export function userCli(user) {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cvx-cli-"));
     process.on("exit", () => fs.rmSync(dir, { recursive: true, force: true }));
     fs.chmodSync(dir, 0o755);
-    for (const part of ["bin", "dist", "package.json"])
-      fs.cpSync(path.join(ROOT, part), path.join(dir, part), { recursive: true });
-    const modules = fs.realpathSync(path.join(ROOT, "node_modules"));
-    const probe = path.join(modules, "better-sqlite3", "package.json");
-    if (runAs(user, ["test", "-r", probe]).code === 0)
-      fs.symlinkSync(modules, path.join(dir, "node_modules"));
-    else fs.cpSync(modules, path.join(dir, "node_modules"), { recursive: true });
+    const probe = path.join(MODULES(), "better-sqlite3", "package.json");
+    copyBuild(dir, { linkModules: runAs(user, ["test", "-r", probe]).code === 0 });
     spawnSync("chmod", ["-R", "a+rX", dir]);
     userCliDir = dir;
   }
