@@ -15,7 +15,7 @@ import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
 import { tmpdir } from "./helpers.js";
 import { fromRuns } from "./status-oracle.js";
 
-const LATEST = 8;
+const LATEST = 9;
 
 test("migrations: one numbering, a file per engine for each step", () => {
   const names = migrationFiles();
@@ -496,6 +496,9 @@ contract("markers: markDone fenced, isDone, removeMarker, counts", async (_t, { 
   const next = await other.reserveRun(req("a", null, { holderAlive: () => false, now: 3000 }));
   out.stale = await store.markDone(writer(r), ["late"], 3001);
   out.current = await store.markDone(writer(next.run), ["new"], 3002);
+  // Keys all marked before: no progress.
+  out.noneNew = await store.markDone(writer(next.run), ["new", "k3"], 3500);
+  out.nextRun = await store.run(next.run.id);
   out.removed = [
     await store.removeMarker("a", "k1", 4000, "root"),
     await store.removeMarker("a", "k1", 4001, "root"),
@@ -511,6 +514,12 @@ contract("markers: markDone fenced, isDone, removeMarker, counts", async (_t, { 
   assert.deepEqual(out.done, [true, false]);
   assert.equal(out.runRow.markers_skipped, 1);
   assert.equal(out.runRow.markers_new, 3);
+  // Counted once per call, at its time: the newest call that marked a new key.
+  assert.equal(out.runRow.progress_at, 2001);
+  assert.equal(out.noneNew, 0);
+  assert.equal(out.nextRun.markers_new, 1);
+  assert.equal(out.nextRun.progress_at, 3002);
+  assert.equal(out.job.last_progress_at, 3002);
   assert.equal(out.stale, null);
   assert.equal(out.current, 1);
   assert.deepEqual(out.removed, [true, false]);
@@ -564,6 +573,26 @@ contract("claims: take, held, command, complete, release, attempts", async (_t, 
   return out;
 });
 
+contract(
+  "summary: a finished run's later writes refresh it; a running run's marks do not need to",
+  async (_t, { store }) => {
+    const r = (await store.reserveRun(req("a", null))).run;
+    await store.markDone(writer(r), ["k", "l"], 1100);
+    await store.finishRun(r.id, result("ok", 1000, 1900));
+    // A check by a process left over after the run counts skipped work on the finished run: a
+    // column of its summary (last_finished), so the summary follows (migration 009's list).
+    await store.isDone(writer(r), "k");
+    const row = await store.run(r.id);
+    const s = (await store.statusRows([{ name: "a", repeatLimit: 3 }], 0)).jobs.get("a");
+    assert.equal(row.markers_skipped, 1);
+    assert.deepEqual(
+      [s.lastFinished.markers_new, s.lastFinished.markers_skipped, s.lastFinished.status],
+      [2, 1, "ok"],
+    );
+    return { markers_skipped: row.markers_skipped, last: s.lastFinished.markers_skipped };
+  },
+);
+
 contract("progress: plain and fenced", async (_t, { store }) => {
   const out = {};
   const r = (await store.reserveRun(req("a", null))).run;
@@ -574,12 +603,16 @@ contract("progress: plain and fenced", async (_t, { store }) => {
   out.wrong = await store.reportProgress({ job: "a", run: { id: r.id, fence: 7 } }, "x", 1800);
   await store.finishRun(r.id, result("failed", 1000, 1900));
   out.ended = await store.reportProgress(writer(r), "late", 2000);
+  // The plain path too writes nothing on a run that has ended (a process left over after it):
+  // a finished run's columns are its summary's (migration 009 keeps it by them).
+  await store.progress(r.id, "later", 2100);
   out.run = await store.run(r.id);
   out.job = await store.job("a");
   assert.equal(out.live, true);
   assert.deepEqual([out.noRun, out.wrong, out.ended], [false, false, false]);
   assert.equal(out.run.progress_count, 3);
   assert.equal(out.run.progress_msg, "more");
+  assert.equal(out.run.progress_at, 1700);
   assert.equal(out.job.last_progress_at, 1700);
   return out;
 });

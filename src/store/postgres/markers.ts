@@ -40,6 +40,20 @@ export async function insertMarker(
   fence: number | null,
   now: number,
 ): Promise<boolean> {
+  const isNew = await insertMarkerRow(q, job, key, runId, fence, now);
+  if (isNew) await countMarked(q, job, runId, 1, now);
+  return isNew;
+}
+
+/** The marker's row alone (and its attempts gone); true if it is new. */
+async function insertMarkerRow(
+  q: Q,
+  job: string,
+  key: string,
+  runId: number | null,
+  fence: number | null,
+  now: number,
+): Promise<boolean> {
   const n = await q.run(
     `INSERT INTO markers (job, key, run_id, fence, created_at) VALUES ($1, $2, $3, $4, $5)
      ON CONFLICT DO NOTHING`,
@@ -47,17 +61,21 @@ export async function insertMarker(
   );
   if (n === 0) return false;
   await q.run("DELETE FROM attempts WHERE job = $1 AND key = $2", [job, key]);
+  return true;
+}
+
+/** `n` new markers counted on their run and as the job's progress: once per call, as on SQLite. */
+async function countMarked(q: Q, job: string, runId: number | null, n: number, now: number) {
   if (runId !== null) {
-    await q.run("UPDATE runs SET markers_new = markers_new + 1, progress_at = $1 WHERE id = $2", [
-      now,
-      runId,
-    ]);
+    await q.run(
+      "UPDATE runs SET markers_new = markers_new + $1, progress_at = $2 WHERE id = $3 AND status = 'running'",
+      [n, now, runId],
+    );
   }
   await q.run(
     "UPDATE jobs SET last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $1) WHERE name = $2",
     [now, job],
   );
-  return true;
 }
 
 export async function countSkipped(q: Q, runId: number | null, n = 1) {
@@ -187,13 +205,15 @@ export async function jobsAttemptedSince(q: Q, since: number): Promise<string[]>
   return rows.map((r) => r.job);
 }
 
+/** A run's progress, while it runs (see ../sqlite/markers.ts). */
 export async function progress(q: Q, runId: number, message: string | null, now: number) {
-  await q.run(
+  const n = await q.run(
     `UPDATE runs SET progress_at = $1, progress_msg = COALESCE($2, progress_msg),
        progress_count = progress_count + 1
-     WHERE id = $3`,
+     WHERE id = $3 AND status = 'running'`,
     [now, message, runId],
   );
+  if (n === 0) return;
   await q.run(
     `UPDATE jobs SET last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $1)
      WHERE name = (SELECT job FROM runs WHERE id = $2)`,
@@ -216,9 +236,11 @@ export async function checkDone(q: Q, w: MarkerWriter, key: string): Promise<boo
 /** Mark keys done; returns how many were new, or null (nothing written) if the fence is stale. */
 export async function markKeys(q: Q, w: MarkerWriter, keys: readonly string[], now: number) {
   if (await stale(q, w)) return null;
+  const runId = w.run?.id ?? null;
   let n = 0;
   for (const k of keys)
-    if (await insertMarker(q, w.job, k, w.run?.id ?? null, w.run?.fence ?? null, now)) n++;
+    if (await insertMarkerRow(q, w.job, k, runId, w.run?.fence ?? null, now)) n++;
+  if (n > 0) await countMarked(q, w.job, runId, n, now);
   return n;
 }
 
