@@ -83,7 +83,7 @@ async function record(config) {
   const cache = `${CLI_FAST}.v8cache`;
   fs.rmSync(cache, { force: true });
   const script = requireCached(CLI_FAST);
-  const { main } = require(path.join(ROOT, "dist", "bundle", "cli.cjs"));
+  const { main } = require(CLI_FAST);
   for (const args of STATUS_CALLS)
     await main([process.execPath, BIN, "status", ...args, "-c", config]);
   // Written after the chunk, so bin/cronvisor's check (the cache not older than it) holds.
