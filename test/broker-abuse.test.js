@@ -530,7 +530,7 @@ test("a broker that never answers: one plain message, exit 69", async (t) => {
   const server = net.createServer(() => {}); // accepts, never answers
   await new Promise((r) => server.listen(sock, r));
   t.after(() => server.close());
-  const c = new BrokerClient(sock, "0".repeat(64), "a", 300);
+  const c = new BrokerClient(sock, "0".repeat(64), 300);
   const e = await c.request({ op: "check", job: "a", key: "k" }).then(
     () => null,
     (err) => err,

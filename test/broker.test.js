@@ -577,7 +577,7 @@ test("the broker's store thread closes when no request came for a while, and the
   const w = { job: "j", run: { id: run.id, fence: run.fence } };
   assert.equal(storeConnections(process.pid, stateDir), 0, "no thread before a request");
   const mark = async (key) => {
-    const c = new BrokerClient(broker.socketPath, secret, "j");
+    const c = new BrokerClient(broker.socketPath, secret);
     try {
       return await c.markDone(w, [key]);
     } finally {

@@ -269,6 +269,17 @@ test("progress records time, message and count on the run and as job progress", 
   assert.equal(row.progress_msg, "item 5 of 10");
   assert.equal(row.progress_count, 2);
   assert.ok((await store.job("enrich")).last_progress_at >= run.started_at);
+  // From a process left over after its run ended: refused with exit 3, as through the broker
+  // (README), and nothing written.
+  await finish(store, run);
+  const late = cli(["progress", "late"], { env });
+  assert.equal(late.code, 3, late.stderr);
+  assert.match(late.stderr, /no longer the current run/);
+  const after = await store.run(run.id);
+  assert.deepEqual(
+    [after.progress_msg, after.progress_count, after.progress_at],
+    [row.progress_msg, row.progress_count, row.progress_at],
+  );
   store.close();
 });
 
@@ -289,9 +300,12 @@ test("library: once/isDone/markDone with the same semantics and fence checks", a
   assert.equal(m.isDone("b"), false);
   assert.equal(m.markDone("c", "d"), 2);
   assert.equal(m.isDone("c"), true);
+  m.progress("3 of 4");
   await finish(store, run);
   assert.throws(() => m.markDone("e"), FenceError);
   assert.equal(await store.isMarked("enrich", "e"), false);
+  assert.throws(() => m.progress("late"), FenceError);
+  assert.equal((await store.run(run.id)).progress_msg, "3 of 4");
   m.close();
   store.close();
 });

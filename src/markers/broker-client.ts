@@ -27,8 +27,6 @@ export class BrokerClient implements MarkerStore {
   constructor(
     private readonly path: string,
     private readonly secret: string,
-    /** The run's job: `progress(runId, ...)` names no writer. */
-    private readonly job: string,
     /** How long a reply may take before the call fails with exit 69. */
     private readonly replyMs = REPLY_MS,
   ) {}
@@ -66,10 +64,6 @@ export class BrokerClient implements MarkerStore {
 
   async setClaimCommand(job: string, key: string, pid: number, cmdPid: number): Promise<void> {
     await this.call({ op: "command", job, key, pid, cmd_pid: cmdPid });
-  }
-
-  async progress(_runId: number, message: string | null): Promise<void> {
-    await this.call({ op: "progress", job: this.job, message });
   }
 
   async reportProgress(w: MarkerWriter, message: string | null): Promise<boolean> {

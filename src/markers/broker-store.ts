@@ -64,9 +64,6 @@ export class BrokerStore implements MarkerStore {
   ): Promise<void> {
     await this.call("setClaimCommand", [job, key, pid, cmdPid, cmdStart]);
   }
-  async progress(runId: number, message: string | null, now: number): Promise<void> {
-    await this.call("progress", [runId, message, now]);
-  }
   reportProgress(w: MarkerWriter, message: string | null, now: number): Promise<boolean> {
     return this.call("reportProgress", [w, message, now]) as Promise<boolean>;
   }

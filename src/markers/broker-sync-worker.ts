@@ -6,14 +6,13 @@ import { EXIT } from "../core/exit.js";
 import { BrokerClient } from "./broker-client.js";
 import type { Reply } from "./broker-protocol.js";
 
-const { socketPath, secret, job, port, flag } = workerData as {
+const { socketPath, secret, port, flag } = workerData as {
   socketPath: string;
   secret: string;
-  job: string;
   port: MessagePort;
   flag: Int32Array;
 };
-const client = new BrokerClient(socketPath, secret, job);
+const client = new BrokerClient(socketPath, secret);
 
 port.on("message", (req: Record<string, unknown>) => {
   void client.request(req).then(

@@ -26,10 +26,10 @@ export class BrokerPath implements SyncMarkerPath {
   /** 0 while a request is out, 1 once its reply is posted. */
   private readonly flag = new Int32Array(new SharedArrayBuffer(4));
 
-  constructor(socketPath: string, secret: string, job: string) {
+  constructor(socketPath: string, secret: string) {
     const { port1, port2 } = new MessageChannel();
     this.worker = new Worker(new URL("./broker-sync-worker.js", import.meta.url), {
-      workerData: { socketPath, secret, job, port: port2, flag: this.flag },
+      workerData: { socketPath, secret, port: port2, flag: this.flag },
       transferList: [port2],
     });
     this.worker.unref(); // a job that forgets close() still exits

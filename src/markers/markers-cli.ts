@@ -86,7 +86,9 @@ export async function runMarkerCommand(argv: string[], target?: MarkersTarget): 
       default: // progress
         if (m.t.run === null)
           throw new UsageError("progress is reported by a run: call it inside a cronvisor job");
-        await m.store.progress(m.t.run.id, p.message, Date.now());
+        // Fenced on every path, as through a broker: a process left over after its run ended is
+        // refused (exit 3) and writes nothing.
+        if (!(await m.store.reportProgress(m.t, p.message, Date.now()))) throw staleFence(m.t);
         return EXIT.ok;
     }
   } catch (e) {
@@ -149,7 +151,7 @@ async function openMarkerPath(
   const socket = process.env.CRONVISOR_BROKER;
   if (inRun && socket) {
     const { BrokerClient } = await import("./broker-client.js");
-    return new BrokerClient(socket, process.env.CRONVISOR_SECRET ?? "", t.job);
+    return new BrokerClient(socket, process.env.CRONVISOR_SECRET ?? "");
   }
   return openMarkerStore(t.stateDir, { create: false, readonly, busyTimeoutMs: 5000 });
 }

@@ -56,9 +56,7 @@ class LocalPath implements SyncMarkerPath {
     this.c.write(() => sql.dropClaim(this.c, job, key, pid));
   }
   progress(w: MarkerWriter, message: string | null, now: number): boolean {
-    const id = w.run?.id as number;
-    this.c.write(() => sql.progress(this.c, id, message, now));
-    return true;
+    return this.c.write(() => sql.progressIfLive(this.c, w, message, now));
   }
   list(job: string) {
     return sql.markers(this.c, job);
@@ -83,10 +81,7 @@ export class Markers {
   static fromEnv(env: NodeJS.ProcessEnv = process.env, busyTimeoutMs = 5000): Markers {
     const target = targetFromEnv(env);
     if (env.CRONVISOR_BROKER && target.run)
-      return new Markers(
-        new BrokerPath(env.CRONVISOR_BROKER, env.CRONVISOR_SECRET ?? "", target.job),
-        target,
-      );
+      return new Markers(new BrokerPath(env.CRONVISOR_BROKER, env.CRONVISOR_SECRET ?? ""), target);
     return Markers.open(target, busyTimeoutMs);
   }
 

@@ -70,8 +70,7 @@ export interface MarkerStore {
     cmdPid: number,
     cmdStart: string | null,
   ): Promise<void>;
-  progress(runId: number, message: string | null, now: number): Promise<void>;
-  /** Fenced progress: false (nothing written) unless the writer is its job's live run. */
+  /** Progress: false (nothing written) unless the writer is its job's live run. */
   reportProgress(w: MarkerWriter, message: string | null, now: number): Promise<boolean>;
 }
 

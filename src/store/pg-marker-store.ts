@@ -7,7 +7,6 @@ import { openPgConn, type PgConn, type PgOpenOptions } from "./pg-connection.js"
 import type { Alive, MarkerWriter, Owner } from "./rows.js";
 import { lockJobs } from "./postgres/jobs.js";
 import * as markers from "./postgres/markers.js";
-import { lockRunJobs } from "./postgres/runs.js";
 
 export class PgMarkerStore implements MarkerStore {
   protected constructor(protected readonly c: PgConn) {}
@@ -79,13 +78,6 @@ export class PgMarkerStore implements MarkerStore {
   ) {
     await this.c.write((q) => markers.setClaimCommand(q, job, key, pid, cmdPid, cmdStart), {
       unsynced: true,
-    });
-  }
-
-  async progress(runId: number, message: string | null, now: number) {
-    await this.c.write(async (q) => {
-      await lockRunJobs(q, [runId]);
-      await markers.progress(q, runId, message, now);
     });
   }
 

@@ -57,10 +57,6 @@ export class SqliteMarkerStore implements MarkerStore {
     this.c.writeUnsynced(() => markers.setClaimCommand(this.c, job, key, pid, cmdPid, cmdStart));
   }
 
-  async progress(runId: number, message: string | null, now: number) {
-    this.c.write(() => markers.progress(this.c, runId, message, now));
-  }
-
   async reportProgress(w: MarkerWriter, message: string | null, now: number) {
     return this.c.write(() => markers.progressIfLive(this.c, w, message, now));
   }

@@ -205,7 +205,7 @@ export async function jobsAttemptedSince(q: Q, since: number): Promise<string[]>
   return rows.map((r) => r.job);
 }
 
-/** A run's progress, while it runs (see ../sqlite/markers.ts). */
+/** A run's progress, only while it runs (see ../sqlite/markers.ts). */
 export async function progress(q: Q, runId: number, message: string | null, now: number) {
   const n = await q.run(
     `UPDATE runs SET progress_at = $1, progress_msg = COALESCE($2, progress_msg),

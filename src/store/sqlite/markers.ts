@@ -224,8 +224,8 @@ export function jobsAttemptedSince(c: Conn, since: number): string[] {
 }
 
 /**
- * A run's progress, while it runs: a process left over after its run ended writes nothing (its
- * finished row is its summary's, migration 009), as on the fenced path.
+ * A run's progress (progressIfLive is its fenced caller). Only while the run runs, whoever calls:
+ * migration 009 leaves progress_at out of the summary's trigger, so a finished row never gets it.
  */
 export function progress(c: Conn, runId: number, message: string | null, now: number): void {
   const info = c
