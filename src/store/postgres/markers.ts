@@ -31,41 +31,21 @@ export async function isMarked(q: Q, job: string, key: string): Promise<boolean>
   );
 }
 
-/** Insert a marker; returns true if it is new. Counts it on the run and as job progress. */
-export async function insertMarker(
-  q: Q,
-  job: string,
-  key: string,
-  runId: number | null,
-  fence: number | null,
-  now: number,
-): Promise<boolean> {
-  const isNew = await insertMarkerRow(q, job, key, runId, fence, now);
-  if (isNew) await countMarked(q, job, runId, 1, now);
-  return isNew;
-}
-
-/** The marker's row alone (and its attempts gone); true if it is new. */
-async function insertMarkerRow(
-  q: Q,
-  job: string,
-  key: string,
-  runId: number | null,
-  fence: number | null,
-  now: number,
-): Promise<boolean> {
-  const n = await q.run(
-    `INSERT INTO markers (job, key, run_id, fence, created_at) VALUES ($1, $2, $3, $4, $5)
-     ON CONFLICT DO NOTHING`,
-    [job, key, runId, fence, now],
-  );
-  if (n === 0) return false;
-  await q.run("DELETE FROM attempts WHERE job = $1 AND key = $2", [job, key]);
-  return true;
-}
-
-/** `n` new markers counted on their run and as the job's progress: once per call, as on SQLite. */
-async function countMarked(q: Q, job: string, runId: number | null, n: number, now: number) {
+/** Insert a writer's markers; returns how many were new, counted once (see ../sqlite/markers.ts). */
+async function insertMarkers(q: Q, w: MarkerWriter, keys: readonly string[], now: number) {
+  const runId = w.run?.id ?? null;
+  let n = 0;
+  for (const key of keys) {
+    const inserted = await q.run(
+      `INSERT INTO markers (job, key, run_id, fence, created_at) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT DO NOTHING`,
+      [w.job, key, runId, w.run?.fence ?? null, now],
+    );
+    if (inserted === 0) continue;
+    await q.run("DELETE FROM attempts WHERE job = $1 AND key = $2", [w.job, key]);
+    n++;
+  }
+  if (n === 0) return 0;
   if (runId !== null) {
     await q.run(
       "UPDATE runs SET markers_new = markers_new + $1, progress_at = $2 WHERE id = $3 AND status = 'running'",
@@ -74,8 +54,9 @@ async function countMarked(q: Q, job: string, runId: number | null, n: number, n
   }
   await q.run(
     "UPDATE jobs SET last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $1) WHERE name = $2",
-    [now, job],
+    [now, w.job],
   );
+  return n;
 }
 
 export async function countSkipped(q: Q, runId: number | null, n = 1) {
@@ -206,7 +187,7 @@ export async function jobsAttemptedSince(q: Q, since: number): Promise<string[]>
 }
 
 /** A run's progress, only while it runs (see ../sqlite/markers.ts). */
-export async function progress(q: Q, runId: number, message: string | null, now: number) {
+async function progress(q: Q, runId: number, message: string | null, now: number) {
   const n = await q.run(
     `UPDATE runs SET progress_at = $1, progress_msg = COALESCE($2, progress_msg),
        progress_count = progress_count + 1
@@ -235,13 +216,7 @@ export async function checkDone(q: Q, w: MarkerWriter, key: string): Promise<boo
 
 /** Mark keys done; returns how many were new, or null (nothing written) if the fence is stale. */
 export async function markKeys(q: Q, w: MarkerWriter, keys: readonly string[], now: number) {
-  if (await stale(q, w)) return null;
-  const runId = w.run?.id ?? null;
-  let n = 0;
-  for (const k of keys)
-    if (await insertMarkerRow(q, w.job, k, runId, w.run?.fence ?? null, now)) n++;
-  if (n > 0) await countMarked(q, w.job, runId, n, now);
-  return n;
+  return (await stale(q, w)) ? null : insertMarkers(q, w, keys, now);
 }
 
 /**
@@ -279,7 +254,7 @@ export async function takeClaim(
 /** Mark a claimed key and release the claim; false (nothing written) if the fence is stale. */
 export async function completeClaim(q: Q, w: MarkerWriter, key: string, pid: number, now: number) {
   if (await stale(q, w)) return false;
-  await insertMarker(q, w.job, key, w.run?.id ?? null, w.run?.fence ?? null, now);
+  await insertMarkers(q, w, [key], now);
   await dropClaim(q, w.job, key, pid);
   return true;
 }

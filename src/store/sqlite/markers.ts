@@ -30,53 +30,34 @@ export function isMarked(c: Conn, job: string, key: string): boolean {
   return c.q("SELECT 1 FROM markers WHERE job = ? AND key = ?").get(job, key) !== undefined;
 }
 
-/** Insert a marker; returns true if it is new. Counts it on the run and as job progress. */
-export function insertMarker(
-  c: Conn,
-  job: string,
-  key: string,
-  runId: number | null,
-  fence: number | null,
-  now: number,
-): boolean {
-  const isNew = insertMarkerRow(c, job, key, runId, fence, now);
-  if (isNew) countMarked(c, job, runId, 1, now);
-  return isNew;
-}
-
-/** The marker's row alone (and its attempts gone); true if it is new. */
-function insertMarkerRow(
-  c: Conn,
-  job: string,
-  key: string,
-  runId: number | null,
-  fence: number | null,
-  now: number,
-): boolean {
-  const info = c
-    .q(
-      "INSERT INTO markers (job, key, run_id, fence, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-    )
-    .run(job, key, runId, fence, now);
-  if (info.changes === 0) return false;
-  c.q("DELETE FROM attempts WHERE job = ? AND key = ?").run(job, key);
-  return true;
-}
-
 /**
- * `n` new markers counted on their run and as the job's progress, at `now`: once per call, not
- * per key (an UPDATE of runs was 50 to 130 µs until migration 009, and is one statement still).
+ * Insert a writer's markers; returns how many were new. The new ones are counted on the run and
+ * as the job's progress once per call, not per key: an UPDATE of runs cost 50 to 130 µs until
+ * migration 009 (BENCHMARKS.md), and is a statement still. The run's counters are written only
+ * while it runs: a finished run's columns are its summary's (migration 009).
  */
-function countMarked(c: Conn, job: string, runId: number | null, n: number, now: number): void {
+function insertMarkers(c: Conn, w: MarkerWriter, keys: readonly string[], now: number): number {
+  const runId = w.run?.id ?? null;
+  const insert = c.q(
+    "INSERT INTO markers (job, key, run_id, fence, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+  );
+  const attempts = c.q("DELETE FROM attempts WHERE job = ? AND key = ?");
+  let n = 0;
+  for (const key of keys) {
+    if (insert.run(w.job, key, runId, w.run?.fence ?? null, now).changes === 0) continue;
+    attempts.run(w.job, key);
+    n++;
+  }
+  if (n === 0) return 0;
   if (runId !== null) {
-    // Only while it runs: a finished run's columns are its summary's (migration 009).
     c.q(
       "UPDATE runs SET markers_new = markers_new + ?, progress_at = ? WHERE id = ? AND status = 'running'",
     ).run(n, now, runId);
   }
   c.q(
     "UPDATE jobs SET last_progress_at = MAX(COALESCE(last_progress_at, 0), ?) WHERE name = ?",
-  ).run(now, job);
+  ).run(now, w.job);
+  return n;
 }
 
 export function countSkipped(c: Conn, runId: number | null, n = 1): void {
@@ -227,7 +208,7 @@ export function jobsAttemptedSince(c: Conn, since: number): string[] {
  * A run's progress (progressIfLive is its fenced caller). Only while the run runs, whoever calls:
  * migration 009 leaves progress_at out of the summary's trigger, so a finished row never gets it.
  */
-export function progress(c: Conn, runId: number, message: string | null, now: number): void {
+function progress(c: Conn, runId: number, message: string | null, now: number): void {
   const info = c
     .q(
       "UPDATE runs SET progress_at = ?, progress_msg = COALESCE(?, progress_msg), progress_count = progress_count + 1 WHERE id = ? AND status = 'running'",
@@ -258,12 +239,7 @@ export function markKeys(
   keys: readonly string[],
   now: number,
 ): number | null {
-  if (stale(c, w)) return null;
-  const runId = w.run?.id ?? null;
-  let n = 0;
-  for (const k of keys) if (insertMarkerRow(c, w.job, k, runId, w.run?.fence ?? null, now)) n++;
-  if (n > 0) countMarked(c, w.job, runId, n, now);
-  return n;
+  return stale(c, w) ? null : insertMarkers(c, w, keys, now);
 }
 
 /**
@@ -302,7 +278,7 @@ export function completeClaim(
   now: number,
 ): boolean {
   if (stale(c, w)) return false;
-  insertMarker(c, w.job, key, w.run?.id ?? null, w.run?.fence ?? null, now);
+  insertMarkers(c, w, [key], now);
   dropClaim(c, w.job, key, pid);
   return true;
 }

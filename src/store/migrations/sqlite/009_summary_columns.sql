@@ -8,7 +8,8 @@
 --   progress; those writers say `AND status = 'running'`), whose summary they cannot be part of,
 --   and the end, which makes a run part of it, sets status.
 -- Every other column of job_summary (migration 006) is listed, so a finished run's columns
--- written later (a skipped key counted, a pid) still refresh its job's summary.
+-- written later (a skipped key counted, a pid) still refresh its job's summary. The body is
+-- 006's, unchanged: SQLite cannot alter a trigger, only drop and create it again.
 DROP TRIGGER job_summary_run_update;
 CREATE TRIGGER job_summary_run_update AFTER UPDATE OF id, job, slot, "trigger", status, reason,
   exit_code, signal, attempt, started_at, finished_at, duration_ms, markers_skipped, pid,
