@@ -24,12 +24,10 @@ const IMPORTERS = {
   core: ANY, // types and durations: everything may use them, and they import nothing
   schedule: from("config", "daemon", "health", "monitor", "commands"), // monitor: the page's `why` reads a TIME
   store: from("daemon", "markers", "health", "monitor", "run", "commands"),
-  // process handling: markers and health judge a run's liveness (proc.ts); alert commands get a
-  // job-like environment (env.ts)
+  // process handling; alert commands get a job-like environment (env.ts). A run's liveness
+  // (pid + start time, its group, its cgroup) is core/proc.ts, shared by run, markers and health.
   run: {
     ...from("daemon", "commands"),
-    markers: ["proc.ts"],
-    health: ["proc.ts"],
     monitor: ["env.ts"],
   },
   health: from("monitor", "commands"),

@@ -7,7 +7,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { EXIT, runExitCode, signalExitCode, signalNumber } from "../dist/core/exit.js";
 import { exitFileFor, readExitFile, removeExitFile, withExitFile } from "../dist/run/exit-file.js";
-import { runAlive, startTimeOf } from "../dist/run/proc.js";
+import { runAlive, startTimeOf } from "../dist/core/proc.js";
 import {
   exited,
   interrupted,

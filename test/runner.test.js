@@ -9,7 +9,7 @@ import { Writable } from "node:stream";
 import { test } from "node:test";
 import v8 from "node:v8";
 import vm from "node:vm";
-import { startTimeOf } from "../dist/run/proc.js";
+import { startTimeOf } from "../dist/core/proc.js";
 import { startRun } from "../dist/run/runner.js";
 import { ROOT, alive, cleanEnv, tmpdir, waitFor } from "./helpers.js";
 

@@ -6,7 +6,7 @@ export async function reload(o: { config?: string }): Promise<void> {
   const file = configPath(o.config);
   const { loadConfig } = await import("../config/config.js");
   const { formatConfigError } = await import("../core/types.js");
-  const { isAlive } = await import("../run/proc.js");
+  const { isAlive } = await import("../core/proc.js");
   const res = loadConfig(file);
   // Find the daemon through the store of the config's state dir (or, if the new config is
   // broken, there is no state dir to read: say so).

@@ -21,7 +21,10 @@ export async function run(name: string, o: { config?: string; wait: boolean }): 
 
 async function runNow(config: Config, job: JobConfig): Promise<number> {
   const { launch } = await import("../run/execute.js");
-  const { startTimeOf } = await import("../run/proc.js");
+  const { startTimeOf } = await import("../core/proc.js");
+  // Contained as the daemon's runs are: in its subtree of cgroups where it has one.
+  const { releaseBase, setupContainment } = await import("../run/cgroup.js");
+  setupContainment(config.stateDir, false);
   // Checked like the daemon's: a run must not write its records into a corrupt store.
   const store = await openStore(config, true, true);
   // This process supervises the run, so it serves the run's markers (whether or not a daemon runs).
@@ -73,6 +76,7 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
   } finally {
     await broker.close();
     await store.close();
+    releaseBase(); // if nothing else runs in it (a daemon's spawner makes it again if it must)
   }
 }
 

@@ -71,7 +71,7 @@ async function recordedConfig(
     const { unpackConfig } = await import("../core/config-record.js");
     const config = checkedConfig(unpackConfig(rec.config_json), file, dir);
     if (config === null) return null;
-    const { isAlive } = await import("../run/proc.js");
+    const { isAlive } = await import("../core/proc.js");
     const runs = rec.stopped_at === null && rec.pid !== null && isAlive(rec.pid, rec.pid_start);
     return { config, acceptedAt: rec.config_accepted_at, runs };
   } catch {

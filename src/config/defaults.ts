@@ -3,7 +3,7 @@
 // Relative paths are resolved against the config file's directory here, and nowhere else.
 import path from "node:path";
 import { parseDuration, parseSize } from "../core/duration.js";
-import type { AlertTarget, Catchup, Config, JobConfig, Overlap } from "../core/types.js";
+import type { AlertTarget, Catchup, Config, JobConfig, Leftovers, Overlap } from "../core/types.js";
 import { JOB_KEYS, KEYS, type KeySpec } from "./keys.js";
 import type { Raw, RawJob } from "./nodes.js";
 
@@ -65,6 +65,7 @@ function resolveJob(
   const retries = pick("retries") as Raw;
   const health = pick("health") as Raw;
   const log = pick("log") as Raw;
+  const limits = pick("limits") as Raw;
   return {
     name: job.name,
     schedule: schedule.schedule,
@@ -91,6 +92,13 @@ function resolveJob(
     log: { maxSizeBytes: log.max_size as number, keepRuns: log.keep_runs as number },
     ping: pick("ping") as string | null,
     hosts: pick("hosts") as string[] | null,
+    leftovers: pick("leftovers") as Leftovers,
+    limits: {
+      memoryBytes: limits.memory as number | null,
+      cpuPercent: limits.cpu as number | null,
+      tasks: limits.tasks as number | null,
+      nofile: limits.nofile as number | null,
+    },
     line: job.line,
   };
 }

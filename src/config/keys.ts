@@ -1,13 +1,14 @@
 // The key table: every key of jobs.yaml with its kind, default and doc. It is declarative on
 // purpose: the walk (walk.ts) validates against it, defaults.ts fills in from it and schema.ts
 // turns it into the JSON Schema, so the three cannot drift.
-import type { Catchup, Overlap } from "../core/types.js";
+import type { Catchup, Leftovers, Overlap } from "../core/types.js";
 
 export type KeyKind =
   | "string"
   | "path"
   | "duration"
   | "size"
+  | "percent"
   | "count"
   | "bool"
   | "enum"
@@ -53,6 +54,9 @@ export const NODE_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$";
 /** A PostgreSQL store: `postgresql://USER@HOST[:PORT]/DB` (`postgres://` too). */
 export const STORE_URL_PATTERN = "^postgres(ql)?://";
 const OVERLAPS: readonly Overlap[] = ["skip", "queue", "replace", "allow"];
+const LEFTOVERS: readonly Leftovers[] = ["kill", "wait", "keep"];
+/** `150%`: one and a half CPUs. */
+export const PERCENT_PATTERN = "^[0-9]+(\\.[0-9]+)?%$";
 const CATCHUPS: readonly Catchup[] = ["skip", "once", "all"];
 
 export const JOB_KEYS: Readonly<Record<string, KeySpec>> = {
@@ -96,12 +100,51 @@ export const JOB_KEYS: Readonly<Record<string, KeySpec>> = {
     nullable: true,
     positive: true,
     default: null,
-    doc: "Then SIGTERM to the whole process group (and SIGKILL after kill_grace). Default: none.",
+    doc: "Then SIGTERM to every process of the run (and SIGKILL after kill_grace). Default: none.",
   },
   kill_grace: {
     kind: "duration",
     default: "10s",
     doc: "Time between SIGTERM and SIGKILL when a run is stopped.",
+  },
+  leftovers: {
+    kind: "enum",
+    values: LEFTOVERS,
+    default: "kill",
+    doc: "Processes of a run left when its main process exits: kill them (systemd's KillMode=control-group), wait for them (flock(1): the run and its lock last until the last one exits), or keep them running outside the run and its lock.",
+  },
+  limits: {
+    kind: "section",
+    doc: "Limits of each run: memory, cpu and tasks through its cgroup's controllers, nofile as an rlimit. A limit this host cannot enforce is a WARNING in validate and status.",
+    keys: {
+      memory: {
+        kind: "size",
+        nullable: true,
+        positive: true,
+        default: null,
+        doc: "memory.max of the run's cgroup (its processes together). Default: none.",
+      },
+      cpu: {
+        kind: "percent",
+        nullable: true,
+        default: null,
+        doc: "cpu.max of the run's cgroup, in percent of one CPU (150% = one and a half). Default: none.",
+      },
+      tasks: {
+        kind: "count",
+        nullable: true,
+        min: 1,
+        default: null,
+        doc: "pids.max of the run's cgroup: processes and threads at once. Default: none.",
+      },
+      nofile: {
+        kind: "count",
+        nullable: true,
+        min: 1,
+        default: null,
+        doc: "Open files per process (soft RLIMIT_NOFILE). Default: the system's usual 1024, not the daemon's raised limit.",
+      },
+    },
   },
   overlap: {
     kind: "enum",

@@ -4,7 +4,13 @@ import type { Scalar } from "yaml";
 import { parseDuration, parseSize } from "../core/duration.js";
 import { isUtcZone } from "../schedule/host-zone.js";
 import { parseSchedule } from "../schedule/syntax.js";
-import { HOSTPORT_PATTERN, NODE_NAME_PATTERN, STORE_URL_PATTERN, type KeySpec } from "./keys.js";
+import {
+  HOSTPORT_PATTERN,
+  NODE_NAME_PATTERN,
+  PERCENT_PATTERN,
+  STORE_URL_PATTERN,
+  type KeySpec,
+} from "./keys.js";
 import { BAD, describe, sourceText, type Ctx } from "./nodes.js";
 import { suggest } from "./suggest.js";
 
@@ -42,6 +48,12 @@ export function readScalar(
     case "size":
       if (typeof v !== "string" && typeof v !== "number") return wrongType();
       return readAmount(spec, sourceText(ctx, node), fail);
+    case "percent": {
+      if (v === null && spec.nullable) return null;
+      if (typeof v !== "string" || !new RegExp(PERCENT_PATTERN).test(v)) return wrongType();
+      const n = Number(v.slice(0, -1));
+      return n > 0 ? n : fail("must be more than 0%");
+    }
     case "timezone":
       if (typeof v !== "string") return wrongType();
       if (isTimeZone(v)) return v;
@@ -135,6 +147,8 @@ export function expected(spec: KeySpec): string {
       return "a duration, e.g. 30s";
     case "size":
       return "a size, e.g. 10MB";
+    case "percent":
+      return "a percentage of one CPU, e.g. 150%";
     case "count":
       return `a whole number (${spec.min ?? 0} or more)`;
     case "bool":

@@ -14,6 +14,7 @@ import {
   JOB_NAME_PATTERN,
   KEYS,
   NODE_NAME_PATTERN,
+  PERCENT_PATTERN,
   STORE_URL_PATTERN,
   type KeySpec,
 } from "./keys.js";
@@ -64,6 +65,8 @@ function valueSchema(spec: KeySpec): JsonSchema {
       return { type: "string", pattern: DURATION_PATTERN };
     case "size":
       return { type: "string", pattern: SIZE_PATTERN };
+    case "percent":
+      return { type: "string", pattern: PERCENT_PATTERN };
     case "count":
       return { type: "integer", minimum: spec.min ?? 0 };
     case "bool":

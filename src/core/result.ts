@@ -81,5 +81,7 @@ export function runResult(
     durationMs: finishedAt - startedAt,
     logBytes: log.bytes,
     logTruncated: log.truncated,
+    cpuS: null,
+    memoryPeakBytes: null,
   };
 }

@@ -42,6 +42,24 @@ export interface HealthConfig {
   repeatLimit: number;
 }
 
+/**
+ * `kill`: what is left is killed when the main process exits (systemd's KillMode=control-group);
+ * `wait`: the run, and its lock, last until its last process exits (flock(1)'s behaviour);
+ * `keep`: what is left moves out of the run, outside its lock, and keeps running.
+ */
+export type Leftovers = "kill" | "wait" | "keep";
+
+export interface Limits {
+  /** memory.max of the run's cgroup, in bytes. */
+  memoryBytes: number | null;
+  /** cpu.max of the run's cgroup, in percent of one CPU (150 = one and a half). */
+  cpuPercent: number | null;
+  /** pids.max of the run's cgroup. */
+  tasks: number | null;
+  /** The soft RLIMIT_NOFILE of the run's processes. */
+  nofile: number | null;
+}
+
 export interface LogConfig {
   maxSizeBytes: number;
   keepRuns: number;
@@ -76,6 +94,10 @@ export interface JobConfig {
   ping: string | null;
   /** The nodes (by `node:` name) where the job may run; null: any. */
   hosts: string[] | null;
+  /** What becomes of a run's processes left when its main process exits (`leftovers:`). */
+  leftovers: Leftovers;
+  /** Per-run resource limits (`limits:`); each null when not set. */
+  limits: Limits;
   /** 1-based line of the job's key in the config, for messages. */
   line: number;
 }
@@ -162,8 +184,14 @@ export interface RunSpec {
   killGraceMs: number;
   /** Also copy the output here as it arrives (`cronvisor run` prints the job's output). */
   echo?: NodeJS.WritableStream;
-  /** Where the run's wrapper writes the main process's exit status, so an adopting daemon can read it. */
-  exitFile?: string;
+  /** Where the spawner writes the main process's exit status, so an adopting daemon can read it. */
+  exitFile: string;
+  /** Where the spawner writes the run's pid and start time before its exec (a daemon killed
+   *  before it recorded them still finds the run). */
+  pidFile: string;
+  leftovers: Leftovers;
+  /** The run's soft open-files limit; null: the system's usual 1024. */
+  nofile: number | null;
 }
 
 /** One plain result per run; maps one-to-one onto the run row. */
@@ -178,6 +206,10 @@ export interface RunResult {
   durationMs: number;
   logBytes: number;
   logTruncated: boolean;
+  /** User + system CPU seconds of all the run's processes; null where not measured. */
+  cpuS: number | null;
+  /** The run's peak memory in bytes; null where not measured. */
+  memoryPeakBytes: number | null;
 }
 
 /**

@@ -1,8 +1,12 @@
-// Runs that outlived the daemon that started them (or `cronvisor run`): a live process group is
-// adopted (its lock stays held, its end is recorded when its main process exits); a dead one is
-// recorded from its exit file, or `interrupted` without one. The exit file is read in one place.
-import { exitFileFor, readExitFile } from "../run/execute.js";
-import { awaitingItsSpawner, groupAlive, isAlive, signalGroup } from "../run/proc.js";
+// Runs that outlived the daemon that started them (or `cronvisor run`): a run with a live process
+// (in its cgroup, or its group) is adopted (its lock stays held, its end is recorded once nothing of
+// it is left); a dead one is recorded from its exit file, or `interrupted` without one. A run whose
+// pid was never recorded (its daemon died between the spawn and the record) is found by its
+// cgroup, named by its id, or by the pid file the spawner wrote before its exec. The exit file is
+// read in one place.
+import { exitFileFor, pidFileFor, readExitFile, readPidFile } from "../run/execute.js";
+import { signalRun } from "../run/cgroup.js";
+import { awaitingItsSpawner, cgroupPopulated, groupAlive, isAlive } from "../core/proc.js";
 import { retire } from "../run/spare.js";
 import type { RunRow } from "../store/store.js";
 import { exited, interrupted, runResult, stopped, stopStatus } from "../core/result.js";
@@ -12,6 +16,13 @@ import type { Active } from "./state.js";
 
 /** How often adopted orphans (runs we did not spawn) are checked for their end. */
 const ADOPT_POLL_MS = 500;
+
+/**
+ * After an adopted run's main process has ended, how long its previous spawner (if it lives) has
+ * to deal with what is left (`leftovers:`) before this daemon kills it: the lock never outlives
+ * the run, and a run is never left half in and half out of it.
+ */
+const LEFTOVER_GRACE_MS = 2000;
 
 export type OrphanAction =
   /** Not an orphan: watched by this daemon, or owned by another live process. */
@@ -119,7 +130,7 @@ export async function adoptOrphans(
   ended: (a: Active, row: RunRow) => Promise<void>,
 ): Promise<void> {
   const { store, owner } = rt;
-  for (const r of await store.runningRuns()) {
+  for (let r of await store.runningRuns()) {
     // A run this daemon watches is no orphan: checked first, so that a beat with many running
     // runs reads no /proc entry for them.
     if (rt.active.has(r.id) || rt.unrecorded.has(r.id)) continue;
@@ -127,13 +138,22 @@ export async function adoptOrphans(
     if (store.shared && r.node !== store.node) continue;
     const mine = r.owner_pid === owner.pid && r.owner_start === owner.start;
     const job = rt.jobs.get(r.job)?.cfg ?? null;
+    const ownerAlive = !mine && r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start);
+    // Its pid, if its daemon died before recording it: the spawner's pid file says it.
+    const found =
+      ownerAlive || r.pid !== null ? null : readPidFile(pidFileFor(rt.config.stateDir, r.id));
+    const pgid = r.pgid ?? found?.pid ?? null;
     const action = orphanAction({
       watched: false,
-      ownerAlive: !mine && r.owner_pid !== null && isAlive(r.owner_pid, r.owner_start),
-      groupAlive: r.pgid !== null && groupAlive(r.pgid),
+      ownerAlive,
+      groupAlive: (pgid !== null && groupAlive(pgid)) || cgroupPopulated(r.id),
       jobKnown: job !== null,
     });
     if (action === "adopt" && job) {
+      if (found) {
+        await store.setRunProcess(r.id, found.pid, found.start, found.pid);
+        r = { ...r, pid: found.pid, pid_start: found.start, pgid: found.pid };
+      }
       await store.adoptRun(r.id, owner);
       rt.broker?.adopt({ job: r.job, runId: r.id, fence: r.fence ?? 0, pgid: r.pgid });
       watchAdopted(rt, r, job, ended);
@@ -157,10 +177,20 @@ function watchAdopted(
   let resolve!: (row: RunRow) => void;
   const finished = new Promise<RunRow>((res) => (resolve = res));
   const a: Active = { run: r, job, handle: null, finished };
+  let mainEnded: number | null = null;
   const poll = setInterval(() => {
     if (r.pid !== null && (isAlive(r.pid, r.pid_start) || exitPending(rt, r))) return;
+    if (cgroupPopulated(r.id)) {
+      // The main process has ended; what is left of the run is its previous spawner's to settle
+      // (wait for, kill, move out). Waited for as long as the job says; else killed after a grace
+      // if that spawner is gone.
+      mainEnded ??= Date.now();
+      if (job.leftovers !== "wait" && Date.now() - mainEnded >= LEFTOVER_GRACE_MS)
+        signalRun(r.id, r.pgid, "SIGKILL");
+      return;
+    }
     clearInterval(poll);
-    if (r.pgid !== null) signalGroup(r.pgid, "SIGKILL");
+    if (job.leftovers === "kill") signalRun(r.id, r.pgid, "SIGKILL");
     rt.guard(async () => {
       let row = r;
       try {

@@ -1,7 +1,7 @@
 // Jobs entering the daemon's watch: at start-up (with the catch-up of slots that passed while no
 // daemon ran) and on reload. Each returns the runs to offer (through the overlap decision) in
 // the caller's batch, and does the store I/O its plan needs.
-import { bootId } from "../run/proc.js";
+import { bootId } from "../core/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
 import type { Config } from "../core/types.js";
 import { planCatchUp } from "./catchup.js";

@@ -37,7 +37,7 @@ export class Runtime {
   fenced = false;
   /** The marker broker jobs reach the store through; null when none was started. */
   broker: RunBroker | null = null;
-  /** What forks the runs (src/run/spawner.ts); null where the build has none: Node forks them. */
+  /** What starts the runs (src/run/spawner.ts); set once the daemon has claimed its state dir. */
   spawner: Spawner | null = null;
 
   constructor(

@@ -3,7 +3,6 @@
 // a second transaction. Two fsyncs per tick however many jobs are due, and no store work between
 // one spawn and the next.
 import { spawnRun } from "../run/execute.js";
-import { spawnBatch } from "../run/priority.js";
 import type { RunHandle } from "../run/runner.js";
 import type { RunRow } from "../store/store.js";
 import type { JobConfig, RunResult } from "../core/types.js";
@@ -92,9 +91,8 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
       }
     });
   // Back to back: every request sent to the spawner (which sets each run's nice) before any
-  // answer is awaited; or, forked here, at the jobs' nice once for the whole batch (priority.ts).
-  if (rt.spawner) spawnAll();
-  else spawnBatch(spawnAll);
+  // answer is awaited.
+  spawnAll();
   const started = await Promise.all(spawning);
   await recordPids(rt, started);
   for (const { job, run, handle } of started) {

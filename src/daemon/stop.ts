@@ -1,6 +1,6 @@
 // Ending runs the daemon watches: on stop (TERM, the job's kill_grace, then KILL), on `replace`
-// overlap, and on a second signal (KILL every group now).
-import { signalGroup } from "../run/proc.js";
+// overlap, and on a second signal (KILL every run now).
+import { signalRun } from "../run/cgroup.js";
 import type { Runtime } from "./runtime.js";
 import type { Active } from "./state.js";
 
@@ -9,26 +9,25 @@ export function terminate(rt: Runtime, a: Active, reason: string, graceMs: numbe
     a.handle.terminate(reason, graceMs);
     return;
   }
-  // An adopted run: signal its group ourselves; its watcher records its end, `killed` for this
-  // reason (its exit status alone would read as the job's own failure, or as unknown).
-  if (a.run.pgid === null) return;
-  const pgid = a.run.pgid;
+  // An adopted run: signal its cgroup and group ourselves; its watcher records its end, `killed`
+  // for this reason (its exit status alone would read as the job's own failure, or as unknown).
+  const { id, pgid } = a.run;
   if (a.stoppedFor === undefined) {
     a.stoppedFor = reason;
-    signalGroup(pgid, "SIGTERM");
-    signalGroup(pgid, "SIGCONT"); // a stopped (SIGSTOP) member acts on SIGTERM only once continued
+    signalRun(id, pgid, "SIGTERM");
+    signalRun(id, pgid, "SIGCONT"); // a stopped (SIGSTOP) member acts on SIGTERM only once continued
   }
   // Armed again on a second call: stop() clears the timers an earlier `replace` set.
-  rt.later(graceMs, () => void signalGroup(pgid, "SIGKILL"));
+  rt.later(graceMs, () => void signalRun(id, pgid, "SIGKILL"));
 }
 
 /** The second signal: SIGKILL every run's group now. */
 export function forceAll(rt: Runtime): void {
   for (const a of rt.active.values()) {
     if (a.handle) a.handle.terminate("killed: daemon stopped (forced)", 0);
-    else if (a.run.pgid !== null) {
+    else {
       a.stoppedFor ??= "killed: daemon stopped (forced)";
-      signalGroup(a.run.pgid, "SIGKILL");
+      signalRun(a.run.id, a.run.pgid, "SIGKILL");
     }
   }
 }

@@ -3,16 +3,17 @@
 // outlived a previous daemon, a disposition for every slot, and an ordered, idempotent stop().
 // The decisions (what is due, overlap, catch-up, retries, orphans) are pure functions in their
 // own modules; this class calls them and does the I/O.
-import { isAlive, startTimeOf } from "../run/proc.js";
+import { isAlive, startTimeOf } from "../core/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
 import { daemonTrust, makeDirs } from "../core/safe-path.js";
 import os from "node:os";
 import { openStoreAt, storeTarget, StoreError, type AcceptedConfig } from "../store/store.js";
 import { VERSION } from "../core/version.js";
-import { bootId } from "../run/proc.js";
+import { bootId } from "../core/proc.js";
 import { clearSpares } from "../run/spare.js";
 import { DRAIN_MS } from "../run/runner.js";
 import { Spawner } from "../run/spawner.js";
+import { releaseBase, setupContainment, sweepCgroups } from "../run/cgroup.js";
 import { holdLease, type Lease } from "./hold-lease.js";
 import { forNode, jobHashes } from "./nodes.js";
 import { packConfig } from "../core/config-record.js";
@@ -102,12 +103,15 @@ export class Supervisor {
     const owner = { pid: process.pid, start: startTimeOf(process.pid) };
     const now = this.now();
     const record = accepted(cfg, this.opts.configHash, now);
+    // Where runs go (a cgroup each, or process groups), said in the daemon's row for status.
+    const contained = setupContainment(cfg.stateDir, true);
     const self = {
       name: target.node,
       host: os.hostname(),
       bootId: bootId(),
       version: VERSION,
       leaseMs: cfg.leaseMs,
+      containment: JSON.stringify({ mode: contained.mode, reason: contained.reason }),
     };
     const holder = await store
       .claimDaemon(owner, now, cfg.heartbeatMs, cfg.file, isAlive, record, self)
@@ -140,7 +144,9 @@ export class Supervisor {
       await store.close();
       throw e;
     }
-    if (Spawner.available()) rt.spawner = new Spawner(DRAIN_MS);
+    // Cgroups of runs a dead spawner left empty; a populated one stays (its run is adopted).
+    sweepCgroups(true);
+    rt.spawner = new Spawner(DRAIN_MS, contained.base);
     const runs = new Runs(rt);
     this.live = { rt, runs };
     clearSpares(cfg.stateDir); // an earlier daemon's, which it held in memory only
@@ -294,6 +300,7 @@ export class Supervisor {
       // On a shared store the lease's own timer beats (holdLease).
       if (!rt.store.shared) await rt.store.heartbeat(process.pid, now, rt.config.heartbeatMs);
       writeHeartbeatFile(rt.config.stateDir, now);
+      sweepCgroups(false); // the kept cgroups (`leftovers: keep`) whose processes are gone
       await runs.retryUnrecorded();
       const batch = new TickBatch();
       try {
@@ -376,6 +383,7 @@ export class Supervisor {
       await this.queue;
       await stopRuns(rt);
       rt.spawner?.close(); // it has no run left to wait for, and exits
+      releaseBase();
       await rt.stoppingHook();
       // Only now: a run's last marks during its kill_grace still go through.
       await rt.broker?.close().catch((e: unknown) => {

@@ -51,6 +51,12 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
     lines.push(`  config error (the daemon keeps its previous config):`);
     for (const l of d.config_error.split("\n")) lines.push(`    ${printable(l)}`);
   }
+  if (d.containment)
+    lines.push(
+      d.containment.mode === "cgroup"
+        ? `  runs contained: ${printable(d.containment.reason)}`
+        : `  runs contained by process group only (a process that leaves its group escapes the lock): ${printable(d.containment.reason)}`,
+    );
   if (d.http_error && d.http_error_since) {
     lines.push(
       `  http endpoint down since ${short(d.http_error_since)}: ${d.http_error} (retried every heartbeat)`,

@@ -11,7 +11,7 @@ import {
   type DaemonState,
   type HealthWord,
 } from "./health.js";
-import { isAlive, runAlive } from "../run/proc.js";
+import { isAlive, runAlive } from "../core/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
 import type {
   DaemonRow,
@@ -64,6 +64,10 @@ export interface HistoryEntry {
   log_path: string | null;
   /** The node that ran it. */
   node: string | null;
+  /** User + system CPU seconds of all its processes (null: not measured, or still running). */
+  cpu_s: number | null;
+  /** Its peak memory in bytes (null: not measured, or still running). */
+  memory_peak_bytes: number | null;
 }
 
 export function historyEntry(r: HistoryRow): HistoryEntry {
@@ -85,6 +89,8 @@ export function historyEntry(r: HistoryRow): HistoryEntry {
     pid: r.pid,
     log_path: r.log_path,
     node: r.node,
+    cpu_s: r.cpu_s ?? null,
+    memory_peak_bytes: r.memory_peak_bytes ?? null,
   };
 }
 
@@ -104,6 +110,8 @@ export interface DaemonReport {
   config_hash: string | null;
   /** null, or every error of the config file on disk, while status works from the record. */
   config_file_errors: string[] | null;
+  /** How the daemon contains its runs: `cgroup` (a cgroup per run) or `process-group`, and why. */
+  containment: { mode: "cgroup" | "process-group"; reason: string } | null;
 }
 
 export interface RunningReport {
@@ -219,7 +227,21 @@ export function daemonReport(
     config_accepted_at: iso(d?.config_accepted_at),
     config_hash: d?.config_hash ?? null,
     config_file_errors: fileErrors,
+    containment: state === "down" ? null : parseContainment(d?.containment ?? null),
   };
+}
+
+/** The daemon row's containment, as its claim wrote it (JSON), or null. */
+function parseContainment(text: string | null): DaemonReport["containment"] {
+  if (text === null) return null;
+  try {
+    const c = JSON.parse(text) as { mode?: unknown; reason?: unknown };
+    if ((c.mode === "cgroup" || c.mode === "process-group") && typeof c.reason === "string")
+      return { mode: c.mode, reason: c.reason };
+  } catch {
+    // a row written by something else: said as unknown
+  }
+  return null;
 }
 
 export async function buildStatus(

@@ -8,7 +8,7 @@
 import net from "node:net";
 import { createHash } from "node:crypto";
 import { EXIT } from "../core/exit.js";
-import { isAlive, processGroupOf, startTimeOf } from "../run/proc.js";
+import { isAlive, processGroupOf, startTimeOf } from "../core/proc.js";
 import type { MarkerStore, MarkerWriter } from "../store/store.js";
 import { LINE_MAX, parseRequest, refusal, type Reply, type Request } from "./broker-protocol.js";
 import { isBusy } from "./target.js";

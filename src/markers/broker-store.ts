@@ -45,7 +45,7 @@ export class BrokerStore implements MarkerStore {
   markDone(w: MarkerWriter, keys: readonly string[], now: number): Promise<number | null> {
     return this.call("markDone", [w, keys, now]) as Promise<number | null>;
   }
-  /** The liveness check is the thread's own (the same /proc check as run/proc.ts's isAlive). */
+  /** The liveness check is the thread's own (the same /proc check as core/proc.ts's isAlive). */
   takeClaim(w: MarkerWriter, key: string, me: Owner, now: number): Promise<ClaimOutcome> {
     return this.call("takeClaim", [w, key, me, now]) as Promise<ClaimOutcome>;
   }

@@ -4,7 +4,7 @@
 // the order they come, and posts each result or error back. Started at the first call, closed
 // when idle (broker-store.ts).
 import { parentPort, workerData } from "node:worker_threads";
-import { isAlive } from "../run/proc.js";
+import { isAlive } from "../core/proc.js";
 import {
   StoreError,
   openMarkerStore,

@@ -239,7 +239,7 @@ async function markStdin(m: Session): Promise<number> {
 async function once(m: Session, key: string, argv: string[], wait: boolean): Promise<number> {
   const [{ untilClaimed, runCommand }, { isAlive, startTimeOf }] = await Promise.all([
     import("./once.js"),
-    import("../run/proc.js"),
+    import("../core/proc.js"),
   ]);
   const me = { pid: process.pid, start: startTimeOf(process.pid) };
   const take = async (): Promise<"done" | "claimed"> =>

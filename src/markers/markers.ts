@@ -3,7 +3,7 @@
 // synchronous=FULL) before a call returns; a run that is no longer its job's live, unrevoked run
 // (replaced, taken over, or a straggler) is refused and writes nothing.
 import os from "node:os";
-import { isAlive, startTimeOf } from "../run/proc.js";
+import { isAlive, startTimeOf } from "../core/proc.js";
 import { openConn, type Conn } from "../store/connection.js";
 import type { ClaimOutcome, MarkerWriter, Owner } from "../store/rows.js";
 import * as sql from "../store/sqlite/markers.js";

@@ -1,12 +1,10 @@
 // The argv a run spawns: the job's command (through the shell for a string), under setpriv for
-// another user, inside the exit-status wrapper (for a root job's string command, folded into
-// its shell). The checks here turn the usual mistakes into a clear `spawn failed` reason before
+// another user. The checks here turn the usual mistakes into a clear `spawn failed` reason before
 // anything is spawned.
 import fs from "node:fs";
 import path from "node:path";
 import { ENV_NAME } from "../core/env-name.js";
 import { lookupUser } from "../core/passwd.js";
-import { foldedExitFile, withExitFile } from "./exit-file.js";
 import type { RunSpec } from "../core/types.js";
 
 /** setpriv (util-linux) sets uid, gid and supplementary groups; Node's uid/gid options drop the latter. */
@@ -23,8 +21,8 @@ export class SpawnError extends Error {
 }
 
 /**
- * The environment of the processes that run as root before a `user:` job's privilege drop (the
- * exit-status wrapper, setpriv): none of the job's. Its `env:` and its `env_file` (which the job's
+ * The environment of the processes that run as root before a `user:` job's privilege drop
+ * (setpriv): none of the job's. Its `env:` and its `env_file` (which the job's
  * user may own) are the user's to choose, and a dynamic loader honours LD_PRELOAD, GCONV_PATH and
  * the like in any root process that is not setuid.
  */
@@ -37,7 +35,7 @@ export const ENV_FD = 4;
  * Runs as the job's user, right after setpriv: reads the job's environment from ENV_FD (the
  * `export NAME='value'` lines of envScript, which the daemon writes into a pipe, never into an
  * argv that any user could read in /proc), closes it, and execs the job with exactly that
- * environment (PWD aside, which the shell sets, as the exit-status wrapper always has).
+ * environment (PWD aside, which the shell sets).
  */
 const ENV_LOADER = `s=; while IFS= read -r l <&${ENV_FD}; do s="$s$l
 "; done; exec ${ENV_FD}<&-; unset PATH; eval "$s"; exec "$@"`;
@@ -51,8 +49,8 @@ export interface CommandLine {
 
 /**
  * The argv to spawn, after checks that turn the usual mistakes into a clear reason: a missing
- * cwd (Node would report ENOENT for the program), a missing or non-executable program (with a
- * wrapper around it, it would be exit 127 in the log instead), an unknown user.
+ * cwd (the exec would report ENOENT for the program), a missing or non-executable program, an
+ * unknown user.
  */
 export function commandLine(spec: RunSpec): CommandLine {
   const cwd = statOrNull(spec.cwd);
@@ -62,12 +60,8 @@ export function commandLine(spec: RunSpec): CommandLine {
     typeof spec.command === "string" ? [spec.shell, "-c", spec.command] : [...spec.command];
   if (argv.length === 0) throw new SpawnError("EINVAL", "empty command");
   checkExecutable(argv[0] as string, spec.env.PATH ?? "", spec.cwd);
-  const folded =
-    spec.user === null && spec.exitFile && typeof spec.command === "string"
-      ? foldedExitFile(spec.shell, spec.command, spec.exitFile, spec.env)
-      : null;
-  if (folded) return { argv: folded, env: spec.env, envScript: null };
-  if (spec.user !== null) {
+  if (spec.user === null) return { argv, env: spec.env, envScript: null };
+  {
     const user = lookupUser(spec.user);
     if (!user) throw new SpawnError("ENOENT", `no such user: ${spec.user}`);
     if (process.getuid?.() !== 0 && process.getuid?.() !== user.uid) {
@@ -77,10 +71,7 @@ export function commandLine(spec: RunSpec): CommandLine {
     const drop = [SETPRIV, `--reuid=${user.uid}`, `--regid=${user.gid}`, "--init-groups", "--"];
     argv = [...drop, "/bin/sh", "-c", ENV_LOADER, "cronvisor-env", ...argv];
   }
-  const wrapped = spec.exitFile ? withExitFile(argv, spec.exitFile) : argv;
-  return spec.user === null
-    ? { argv: wrapped, env: spec.env, envScript: null }
-    : { argv: wrapped, env: { ...ROOT_ENV }, envScript: envScript(spec.env) };
+  return { argv, env: { ...ROOT_ENV }, envScript: envScript(spec.env) };
 }
 
 /** `export NAME='value'` lines that give a shell exactly `env` (pure). */

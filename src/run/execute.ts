@@ -8,17 +8,24 @@ import path from "node:path";
 import { lookupUser } from "../core/passwd.js";
 import { WRITE_NOFOLLOW } from "../core/safe-path.js";
 import { buildJobEnv, daemonOwners, readEnvFile } from "./env.js";
-import { exitFileFor, readExitFile, removeExitFile, retireExitFile } from "./exit-file.js";
-import { runAlive } from "./proc.js";
+import {
+  exitFileFor,
+  pidFileFor,
+  readExitFile,
+  readPidFile,
+  removeExitFile,
+  retireExitFile,
+} from "./exit-file.js";
+import { runAlive } from "../core/proc.js";
 import { runResult, spawnFailed } from "../core/result.js";
 import { jobNice } from "./priority.js";
-import { startRun, startRunVia, type RunHandle } from "./runner.js";
+import { startRun, type RunHandle } from "./runner.js";
 import type { Spawner } from "./spawner.js";
 import type { Owner, ReserveOutcome, ReserveRequest, RunRow, Store } from "../store/store.js";
 import type { Config, JobConfig, RunBroker, RunResult, Trigger } from "../core/types.js";
 
 // Where they lived before the split; the exit file's own module is exit-file.ts.
-export { exitFileFor, readExitFile, removeExitFile, retireExitFile };
+export { exitFileFor, pidFileFor, readExitFile, readPidFile, removeExitFile, retireExitFile };
 
 export interface RunContext {
   config: Config;
@@ -27,7 +34,7 @@ export interface RunContext {
   now: () => number;
   /** The marker broker of the supervising process; null: jobs reach the store directly. */
   broker?: RunBroker | null;
-  /** The daemon's spawner (spawner.ts); absent: runs are forked by this process (`cronvisor run`). */
+  /** The daemon's spawner (spawner.ts); absent: this process's own (`cronvisor run`). */
   spawner?: Spawner | null;
 }
 
@@ -97,10 +104,7 @@ export async function launch(
  */
 let daemonEnv: NodeJS.ProcessEnv | null = null;
 
-/**
- * Spawn a reserved run. Without a spawner the fork happens before this returns (the caller's
- * spawnBatch nice applies); with one, the request is sent before it returns.
- */
+/** Spawn a reserved run: the request is sent to the spawner before this returns. */
 export async function spawnRun(
   ctx: RunContext,
   job: JobConfig,
@@ -191,10 +195,11 @@ function startOrFail(
     killGraceMs: job.killGraceMs,
     echo,
     exitFile: exitFileFor(config.stateDir, run.id),
+    pidFile: pidFileFor(config.stateDir, run.id),
+    leftovers: job.leftovers,
+    nofile: job.limits.nofile,
   };
-  return ctx.spawner && !echo
-    ? startRunVia(ctx.spawner, spec, jobNice(os.getPriority(0)))
-    : startRun(spec);
+  return startRun(spec, ctx.spawner ?? undefined, jobNice(os.getPriority(0)));
 }
 
 /** A run that could not get as far as a process (unreadable env_file, unknown user). */

@@ -1,81 +1,37 @@
-// The exit-status file: a wrapper shell runs the job and writes its exit status to a file under
-// the state dir, so a daemon restarted while the job runs (which cannot wait() for a process it
-// did not start) still learns how it ended. This module owns its path, the wrapper, reading it
-// back and removing it once the end is recorded.
+// The files the spawner writes for each run under the state dir's runs/: the exit status, so a
+// daemon restarted while the job runs (which cannot wait() for a process it did not start) still
+// learns how it ended, and the pid with its start time, written before the exec, so a daemon
+// killed before it recorded the pid still finds the run. This module owns their paths, reading
+// them back and removing them once the end is recorded.
 import fs from "node:fs";
 import path from "node:path";
 import { READ_NOFOLLOW } from "../core/safe-path.js";
 import { ensureDir } from "./log.js";
 import { retire } from "./spare.js";
 
-/**
- * `sh -c EXIT_WRAPPER cronvisor-run EXITFILE ARGV...` runs ARGV and writes its exit status to
- * EXITFILE.
- * - The job runs in the foreground: a trapped signal then waits until the job has ended, so
- *   the wrapper outlives the job without a wait loop. Signals go to the whole group, so the job
- *   gets its own SIGTERM (once; nothing is forwarded) and keeps its kill_grace for cleanup.
- * - `trap :` (not `trap ''`): an ignored signal would be inherited by the job; a trapped one
- *   is reset to the default in it.
- * - The shell's own stderr goes to /dev/null so its "Killed" notices stay out of the job's log;
- *   the job gets the real stderr back (fd 3) in a subshell, where the redirection lives.
- * - A job killed by signal N shows as 128+N here (sh cannot tell that from `exit 128+N`).
- * - `set -C` (noclobber: O_EXCL) before writing: the status never goes through a link or into a
- *   file planted where EXITFILE should be new.
- */
-const EXIT_WRAPPER =
-  'f=$1; shift; trap : HUP INT QUIT TERM; exec 3>&2 2>/dev/null; (exec "$@" 2>&3 3>&-); rc=$?; set -C; echo "$rc" > "$f"; exit "$rc"';
-
-/**
- * The same wrapper folded into the shell a root job's string command needs anyway: `SHELL -c
- * FOLDED_WRAPPER SHELL EXITFILE COMMAND` evals COMMAND in the subshell where the plain wrapper
- * would exec `SHELL -c COMMAND`: one exec of a shell less per run. COMMAND sees what `SHELL -c`
- * gives it ($0 the shell, no arguments, the signals' defaults, the real stderr), except that
- * `$$` is the run's main process (the wrapper), as for an argv job. Never for a `user:` job: its
- * command runs as the user, and the exit status must be written by a process the user cannot
- * reach (the wrapper outside setpriv).
- */
-const FOLDED_WRAPPER =
-  'f=$1; shift; trap : HUP INT QUIT TERM; exec 3>&2 2>/dev/null; (unset f; trap - HUP INT QUIT TERM; exec 2>&3 3>&-; eval "shift; $1"); rc=$?; set -C; echo "$rc" > "$f"; exit "$rc"';
-
-/**
- * Whether the job's environment leaves a shell's own start-up alone. bash reads SHELLOPTS,
- * BASHOPTS and BASH_ENV, and imports exported functions (`BASH_FUNC_echo%%`), at its start: a
- * job env with `SHELLOPTS=errexit` or a function named `echo` would stop the folded wrapper
- * before it writes the status. With any of them the plain /bin/sh wrapper writes it instead.
- */
-function plainShellEnv(env: Readonly<Record<string, string>>): boolean {
-  for (const k of Object.keys(env))
-    if (k === "SHELLOPTS" || k === "BASHOPTS" || k === "BASH_ENV" || k === "ENV") return false;
-    else if (k.startsWith("BASH_FUNC_")) return false;
-  return true;
-}
-
-/** Shells known to take the folded wrapper (POSIX `set -C`, `trap`, `eval`, subshells). */
-const FOLDABLE = new Set(["sh", "dash", "bash"]);
-
-/** A root job's string command with its exit status written by its own shell, or null. */
-export function foldedExitFile(
-  shell: string,
-  command: string,
-  exitFile: string,
-  env: Readonly<Record<string, string>>,
-): string[] | null {
-  if (!FOLDABLE.has(path.basename(shell)) || !plainShellEnv(env)) return null;
-  freshExitFile(exitFile);
-  return [shell, "-c", FOLDED_WRAPPER, shell, exitFile, command];
-}
-
 export function exitFileFor(stateDir: string, runId: number): string {
   return path.join(stateDir, "runs", `${runId}.exit`);
 }
 
-/**
- * `argv` inside the wrapper that writes `exitFile`. The wrapper runs as the daemon's user
- * (outside setpriv), so it can write the state dir.
- */
-export function withExitFile(argv: string[], exitFile: string): string[] {
-  freshExitFile(exitFile);
-  return ["/bin/sh", "-c", EXIT_WRAPPER, "cronvisor-run", exitFile, ...argv];
+export function pidFileFor(stateDir: string, runId: number): string {
+  return path.join(stateDir, "runs", `${runId}.pid`);
+}
+
+/** The pid and start time the spawner wrote before the run's exec, or null (never followed). */
+export function readPidFile(file: string): { pid: number; start: string | null } | null {
+  let fd: number | null = null;
+  try {
+    fd = fs.openSync(file, READ_NOFOLLOW);
+    if (!fs.fstatSync(fd).isFile()) return null;
+    const buf = Buffer.alloc(64);
+    const [pid, start] = buf.toString("utf8", 0, fs.readSync(fd, buf)).trim().split(" ");
+    const n = Number(pid);
+    return Number.isInteger(n) && n > 1 ? { pid: n, start: start || null } : null;
+  } catch {
+    return null;
+  } finally {
+    if (fd !== null) fs.closeSync(fd);
+  }
 }
 
 /** No stale status may be read for a new run: whatever lies at its exit file's path goes. */
@@ -113,13 +69,20 @@ export function readExitFile(file: string): number | null {
  */
 export function retireExitFile(stateDir: string, runId: number): void {
   retire(exitFileFor(stateDir, runId), stateDir);
+  try {
+    fs.unlinkSync(pidFileFor(stateDir, runId));
+  } catch {
+    // best effort: a pid file is read only for a running run
+  }
 }
 
-/** Once the end is recorded, the wrapper's exit file has served its purpose. */
+/** Once the end is recorded, the run's exit and pid files have served their purpose. */
 export function removeExitFile(stateDir: string, runId: number): void {
-  try {
-    fs.unlinkSync(exitFileFor(stateDir, runId));
-  } catch {
-    // best effort: a stale exit file is never read for a finished run
+  for (const f of [exitFileFor(stateDir, runId), pidFileFor(stateDir, runId)]) {
+    try {
+      fs.unlinkSync(f);
+    } catch {
+      // best effort: a stale exit file is never read for a finished run
+    }
   }
 }

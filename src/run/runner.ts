@@ -1,16 +1,18 @@
-// All child-process handling for one run: spawn in its own process group, log the output to a
-// capped file (log.ts), escalate SIGTERM -> SIGKILL on timeout or terminate(), and end in exactly
-// one RunResult (src/core/result.ts). A run ends when its main process exits; whatever is left of its
-// group is killed then, so a grandchild holding stdout open never keeps a run (or its lock) alive.
-import { spawn, type ChildProcess } from "node:child_process";
-import type { Readable, Writable } from "node:stream";
+// One run, from its start through the spawner to its one RunResult (src/core/result.ts): its log
+// (a capped file, log.ts), its timeout and terminate() (SIGTERM to every process of the run, then
+// SIGKILL after kill_grace), and what it measured. A run is every process it started: its cgroup
+// (cgroup.ts) where this host has one, else its process group; it ends when its main process has
+// exited and nothing of it is left (`leftovers:` says whether what is left is killed, waited for or
+// kept apart), so no leftover ever outlives its run's lock.
+import os from "node:os";
 import { formatDuration } from "../core/duration.js";
-import { ENV_FD, commandLine } from "./command.js";
+import { commandLine } from "./command.js";
 import { CappedLog } from "./log.js";
-import { spawnNiced } from "./priority.js";
+import { jobNice } from "./priority.js";
 import { freshExitFile } from "./exit-file.js";
-import { groupAlive, signalGroup, startTimeOf } from "./proc.js";
-import type { Spawner } from "./spawner.js";
+import { cgroupPopulated, groupAlive } from "../core/proc.js";
+import { containment, signalRun } from "./cgroup.js";
+import { Spawner, type RunAccount } from "./spawner.js";
 import {
   exited,
   interrupted,
@@ -42,15 +44,15 @@ export interface RunHandle {
 }
 
 /**
- * After the main process exits (and its group is killed), how long output may still drain
- * from the pipes. Only a process that left the group (setsid) can hold them open longer; we
- * stop reading then, so it cannot hang the run.
+ * Once nothing of a run is left, how long output may still drain from its pipes. Only a process
+ * outside its cgroup (a kept one, or one that left its group without a cgroup) can hold them open
+ * longer; they are closed then, so it cannot hang the run.
  */
 export const DRAIN_MS = 1000;
 
 /**
- * What both ways of starting a run share: its one result, its log once opened, how a run that
- * never got a process fails (said in its log too), and the handle of such a run.
+ * A run's one result, its log once opened, how a run that never got a process fails (said in its
+ * log too), and the handle of such a run.
  */
 function beginRun(spec: RunSpec) {
   const { done, settle } = settleOnce(Date.now());
@@ -69,77 +71,25 @@ function beginRun(spec: RunSpec) {
   return r;
 }
 
-export function startRun(spec: RunSpec): RunHandle {
-  const run = beginRun(spec);
-  const { done, settle, failed, noProcess } = run;
-  let log: CappedLog;
-  let child: ChildProcess;
-  try {
-    log = run.log = new CappedLog(spec.logPath, spec.logMaxBytes);
-    const { argv, env, envScript } = commandLine(spec);
-    child = spawnNiced(
-      () =>
-        spawn(argv[0] as string, argv.slice(1), {
-          cwd: spec.cwd,
-          env,
-          // "ignore" is /dev/null; a `user:` run reads its environment from ENV_FD (command.ts)
-          stdio:
-            envScript === null
-              ? ["ignore", "pipe", "pipe"]
-              : ["ignore", "pipe", "pipe", "ignore", "pipe"],
-          detached: true, // setsid(): the child leads a new process group we can signal as one
-        }),
-      (c) => c.pid,
-    );
-    if (envScript !== null) writeEnv(child, envScript);
-  } catch (e) {
-    failed(e);
-    return noProcess;
-  }
-  // Node reports ENOENT/EACCES/EMFILE from spawn as an 'error' event on the next tick.
-  child.on("error", (e) => {
-    if (child.pid === undefined) {
-      for (const s of [child.stdout, child.stderr]) s?.destroy();
-      failed(e);
-    }
-  });
-  const pid = child.pid ?? null;
-  if (pid === null) return noProcess;
-  const pidStart = startTimeOf(pid);
-  const streams = [child.stdout, child.stderr].filter((s): s is Readable => s !== null);
-  const output = pipeOutput(streams, log, spec.echo);
-  const stop = escalation(pid, spec);
+/** This process's spawner, for a process that starts runs without a daemon (`cronvisor run`). */
+let ownSpawner: Spawner | null = null;
 
-  // ---- the end: the main process exits ------------------------------------------------------
-  child.on("exit", (code, signal) => {
-    const ending = stop.exited();
-    // The run is over: leftover members of its group are killed, never waited on.
-    signalGroup(pid, "SIGKILL");
-    output.release();
-    const drain = setTimeout(() => {
-      for (const s of streams) s.destroy();
-    }, DRAIN_MS);
-    void output.closed.then(() => {
-      clearTimeout(drain);
-      const totals = output.log.finish(); // never throws: `done` must resolve whatever the disk does
-      const end = ending
-        ? stopped(ending.status, ending.reason, code, signal)
-        : exited(code, signal);
-      settle(end, totals);
-    });
-  });
-
-  return { pid, pgid: pid, pidStart, done, terminate: stop.terminate };
+/** The spawner of a process that starts runs on its own, made at its first run. */
+export function defaultSpawner(): Spawner {
+  return (ownSpawner ??= new Spawner(DRAIN_MS, containment().base));
 }
 
 /**
- * The same run, forked by the daemon's spawner (spawner.ts) instead of by Node: resolves once
- * the run has a process (or has failed to start). The spawner waits for the main process,
- * kills what is left of its group, writes the exit file and drains the output; this side keeps
- * the log, the timeout and terminate(). Only the daemon uses it: `cronvisor run` echoes the
- * output as it arrives, and forks itself (startRun).
+ * Start one run through the spawner (spawner.ts), the one way a run starts: resolves once the run
+ * has a process (or has failed to start). The spawner puts it in its cgroup (or group), waits for
+ * the main process, deals with what is left of the run (`leftovers:`), writes the exit file,
+ * measures it and drains its output; this side keeps the log, the timeout and terminate().
  */
-export function startRunVia(spawner: Spawner, spec: RunSpec, nice: number): Promise<RunHandle> {
+export function startRun(
+  spec: RunSpec,
+  spawner: Spawner = defaultSpawner(),
+  nice: number = jobNice(os.getPriority(0)),
+): Promise<RunHandle> {
   const run = beginRun(spec);
   const { done, settle, noProcess } = run;
   const failed = (code: string, message: string) =>
@@ -147,25 +97,29 @@ export function startRunVia(spawner: Spawner, spec: RunSpec, nice: number): Prom
   let line;
   let output: CappedLog;
   try {
-    if (!spec.exitFile) throw new Error("a spawner run needs its exit file");
     output = run.log = new CappedLog(spec.logPath, spec.logMaxBytes);
-    // No wrapper: the spawner writes the exit file itself.
-    line = commandLine({ ...spec, exitFile: undefined });
+    line = commandLine(spec);
     freshExitFile(spec.exitFile);
+    freshExitFile(spec.pidFile);
   } catch (e) {
     run.failed(e);
     return Promise.resolve(noProcess);
   }
+  const echo = echoTo(spec.echo, spawner);
   return new Promise<RunHandle>((resolve) => {
     let stop: ReturnType<typeof escalation> | null = null;
     let end: RunEnd | null = null;
+    let account: RunAccount | null = null;
     let pid = 0;
     spawner.start(
       {
         runId: spec.runId,
         nice,
         cwd: spec.cwd,
-        exitFile: spec.exitFile as string,
+        exitFile: spec.exitFile,
+        pidFile: spec.pidFile,
+        leftovers: spec.leftovers,
+        nofile: spec.nofile,
         argv: line.argv,
         env: line.env as Record<string, string>,
         script: line.envScript,
@@ -180,12 +134,17 @@ export function startRunVia(spawner: Spawner, spec: RunSpec, nice: number): Prom
           failed(code, message);
           resolve(noProcess);
         },
-        output: (chunk) => output.write(chunk),
-        exited: (code, signal) => {
-          const ending = stop?.exited() ?? null;
-          end = ending ? stopped(ending.status, ending.reason, code, signal) : exited(code, signal);
+        output: (chunk) => {
+          output.write(chunk);
+          echo(chunk);
         },
-        closed: () => settle(end ?? exited(null, null), output.finish()),
+        exited: (code, signal, acct) => {
+          const ending = stop?.exited() ?? null;
+          account = acct;
+          end = ending ? stopped(ending.status, ending.reason, code, signal) : exited(code, signal);
+          end = withLeftovers(end, acct, spec.leftovers);
+        },
+        closed: () => settle(end ?? exited(null, null), output.finish(), account),
         lost: () => {
           // The spawner died (killed by hand, out of memory): nothing more will come for this run.
           if (pid === 0) {
@@ -193,11 +152,11 @@ export function startRunVia(spawner: Spawner, spec: RunSpec, nice: number): Prom
             resolve(noProcess);
             return;
           }
-          if (end) return settle(end, output.finish()); // it had ended; only its output was cut
-          // Still running: watched like an adopted run until its group is gone. Its timeout and
-          // terminate() still signal the group; its exit status is unknown.
+          if (end) return settle(end, output.finish(), account); // it had ended; only its output was cut
+          // Still running: watched like an adopted run until nothing of it is left. Its timeout
+          // and terminate() still signal it; its exit status is unknown.
           const poll = setInterval(() => {
-            if (groupAlive(pid)) return;
+            if (groupAlive(pid) || cgroupPopulated(spec.runId)) return;
             clearInterval(poll);
             const ending = stop?.exited() ?? null;
             settle(
@@ -205,6 +164,7 @@ export function startRunVia(spawner: Spawner, spec: RunSpec, nice: number): Prom
                 ? stopped(ending.status, ending.reason, null, null)
                 : interrupted("the spawner exited: exit status unknown"),
               output.finish(),
+              null,
             );
           }, 500);
         },
@@ -213,77 +173,83 @@ export function startRunVia(spawner: Spawner, spec: RunSpec, nice: number): Prom
   });
 }
 
-/** A `user:` run's environment, into the pipe its loader reads after the privilege drop. */
-function writeEnv(child: ChildProcess, script: string): void {
-  const pipe = child.stdio?.[ENV_FD] as Writable | null | undefined;
-  if (!pipe) return; // the spawn failed: its 'error' event tells the story
-  pipe.on("error", () => {}); // a run that ended before reading it: its 'exit' tells the story
-  pipe.end(script);
+/**
+ * The run's end with what became of its leftovers said (pure): "killed 2 leftover processes",
+ * "left 2 processes running", "waited for 2 leftover processes"; and an OOM kill named.
+ */
+export function withLeftovers(
+  end: RunEnd,
+  acct: RunAccount,
+  leftovers: RunSpec["leftovers"],
+): RunEnd {
+  const said: string[] = [];
+  if (acct.oomKills !== null && acct.oomKills > 0 && end.signal === "SIGKILL")
+    said.push("killed by the OOM killer (its memory limit)");
+  const n = acct.left ?? 0;
+  const procs = n === 1 ? "process" : "processes";
+  if (n > 0)
+    said.push(
+      leftovers === "keep"
+        ? `left ${n} ${procs} running`
+        : leftovers === "wait"
+          ? `waited for ${n} leftover ${procs}`
+          : `killed ${n} leftover ${procs}`,
+    );
+  if (said.length === 0) return end;
+  return { ...end, reason: [end.reason, ...said].filter((r) => r !== null).join("; ") };
+}
+
+/**
+ * `cronvisor run`'s copy of the output to its terminal: a slow reader pauses the spawner's output
+ * (this process has that one run) instead of queueing it in memory. A closed terminal never ends
+ * the run: the log still gets everything.
+ */
+function echoTo(
+  echo: NodeJS.WritableStream | undefined,
+  spawner: Spawner,
+): (chunk: Buffer) => void {
+  if (!echo) return () => {};
+  let paused = false;
+  return (chunk) => {
+    try {
+      if (!echo.write(chunk) && !paused) {
+        paused = true;
+        spawner.pauseOutput();
+        echo.once("drain", () => {
+          paused = false;
+          spawner.resumeOutput();
+        });
+      }
+    } catch {
+      // a closed terminal
+    }
+  };
 }
 
 /** `done` and the one call that resolves it: later calls are ignored. */
 function settleOnce(startedAt: number): {
   done: Promise<RunResult>;
-  settle: (end: RunEnd, log: LogTotals) => void;
+  settle: (end: RunEnd, log: LogTotals, account?: RunAccount | null) => void;
 } {
   let resolve!: (r: RunResult) => void;
   const done = new Promise<RunResult>((res) => (resolve = res));
   let settled = false;
-  const settle = (end: RunEnd, log: LogTotals): void => {
+  const settle = (end: RunEnd, log: LogTotals, account: RunAccount | null = null): void => {
     if (settled) return;
     settled = true;
-    resolve(runResult(end, startedAt, Date.now(), log));
+    const result = runResult(end, startedAt, Date.now(), log);
+    if (account) {
+      result.cpuS = account.cpuS;
+      result.memoryPeakBytes = account.memoryPeakBytes;
+    }
+    resolve(result);
   };
   return { done, settle };
 }
 
-/** Both pipes into the log (and the echo stream, if any), in the order chunks arrive. */
-function pipeOutput(
-  streams: Readable[],
-  log: CappedLog,
-  echo: NodeJS.WritableStream | undefined,
-): { log: CappedLog; closed: Promise<unknown>; release: () => void } {
-  let echoPaused = false;
-  let echoBackpressure = echo !== undefined;
-  const onData = (chunk: Buffer) => {
-    log.write(chunk);
-    if (!echo) return;
-    try {
-      // Respect a slow reader of `cronvisor run` instead of queueing its output in memory.
-      if (!echo.write(chunk) && echoBackpressure && !echoPaused) {
-        echoPaused = true;
-        for (const s of streams) s.pause();
-        echo.once("drain", () => {
-          echoPaused = false;
-          for (const s of streams) s.resume();
-        });
-      }
-    } catch {
-      // a closed terminal must not end the run; the log still gets everything
-    }
-  };
-  const closed = streams.map(
-    (s) =>
-      new Promise<void>((resolve) => {
-        s.on("data", onData);
-        s.on("error", () => {}); // a destroyed pipe; 'close' follows
-        s.on("close", resolve);
-      }),
-  );
-  return {
-    log,
-    closed: Promise.all(closed),
-    // Output still in the pipes is read; stop honouring a slow echo reader so it drains.
-    release: () => {
-      echoBackpressure = false;
-      if (echoPaused) for (const s of streams) s.resume();
-    },
-  };
-}
-
 /**
- * SIGTERM the group, SIGKILL after the grace: on terminate(), or at the spec's timeout.
- * exited() says the main process is gone (no more signals) and how the run was being stopped.
+ * SIGTERM every process of the run, SIGKILL after the grace: on terminate(), or at the spec's
+ * timeout. exited() says nothing of the run is left (no more signals) and how it was being stopped.
  */
 function escalation(
   pid: number,
@@ -307,11 +273,11 @@ function escalation(
                 : `timeout after ${formatDuration(spec.timeoutMs)}`,
           }
         : { status: stopStatus(reason), reason };
-    // Until 'exit' is emitted, Node has not reaped pid, so the group id cannot have been reused.
-    signalGroup(pid, "SIGTERM");
-    signalGroup(pid, "SIGCONT"); // a stopped (SIGSTOP) member acts on SIGTERM only once continued
+    // The cgroup holds what left the group; the group is signalled too where there is none.
+    signalRun(spec.runId, pid, "SIGTERM");
+    signalRun(spec.runId, pid, "SIGCONT"); // a stopped (SIGSTOP) one acts on SIGTERM once continued
     killTimer = setTimeout(() => {
-      if (!exited) signalGroup(pid, "SIGKILL");
+      if (!exited) signalRun(spec.runId, pid, "SIGKILL");
     }, graceMs);
   };
   const timeoutTimer =

@@ -12,15 +12,23 @@
  *
  * The protocol, on stdin (requests) and stdout (events), each frame a little-endian u32 length
  * then that many bytes: a type byte, then NUL-terminated fields.
- *   -> 'S' id nice cwd exitfile argc argv... envc env... [script]   start a run; the bytes after
- *                                                      the last env field go to fd 4 (may be none)
+ *   -> 'S' id nice cwd exitfile pidfile leftovers nofile argc argv... envc env... [script]
+ *                                  start a run; the bytes after the last env field go to fd 4
+ *                                  (may be none). leftovers: 'k' kill, 'w' wait, 'p' keep (what
+ *                                  is left of the run when its main process exits); nofile: the
+ *                                  run's soft RLIMIT_NOFILE (0: the system's usual 1024)
  *   <- 'K' id pid starttime        forked, not yet exec'd (starttime: field 22 of /proc/PID/stat):
  *                                  a daemon that loses the spawner before 'P' or 'F' kills it
  *   <- 'P' id pid starttime        started: the child has exec'd
  *   <- 'F' id errno                could not start (fork, chdir or exec failed)
  *   <- 'O' id stream data          output (stream '1' or '2', then the bytes)
- *   <- 'X' id status               the main process ended (the raw wait status), its group was
- *                                  killed and its exit file written before this is sent
+ *   <- 'X' id status left cpu_us peak oom
+ *                                  the run is over: its main process ended (the raw wait status,
+ *                                  its exit file written) and nothing of it is left in its cgroup
+ *                                  (or group): `left` processes were killed ('k'), waited for
+ *                                  ('w') or moved out to keep running ('p'), -1 if not counted;
+ *                                  cpu_us its CPU time, peak its peak memory in bytes, oom the
+ *                                  cgroup's OOM kills (-1 unknown)
  *   <- 'C' id                      its output is closed (both pipes at EOF, or the drain ran out)
  * The spawner forks a request's child and goes on to the next request without waiting for that
  * child's exec: 'P' or 'F' is sent when the child's exec-error pipe closes or says why, so the
@@ -28,6 +36,15 @@
  * always comes before its output and its 'X'.
  * When stdin closes (the daemon is gone) output is read and dropped, children are still waited
  * for and their exit files written, and the spawner exits once none is left.
+ *
+ * Containment (ARCHITECTURE.md, "Containment"). Started with a cgroup base directory (argv[2]),
+ * every run goes into a cgroup of its own, BASE/run-ID, which its child enters before its exec:
+ * a process that leaves the run's process group (setsid, a double fork) stays in it, so the run
+ * (and its lock) lasts until nothing of it is left, and a restarted daemon finds it by its id.
+ * Without one, the run's process group is what is waited for and killed. Either way the pid
+ * file (pid and start time) is written before the child may exec, so a daemon killed before it
+ * recorded the pid still finds the run. The spawner is a child subreaper: escaped descendants are
+ * reparented to it and reaped here, and wait4 adds their CPU to no run (a cgroup counts it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,7 +55,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -61,7 +80,13 @@ typedef struct {
   char *script_buf;
   size_t script_len, script_off;
   char *exit_file;
-  int exited;
+  char leftovers;      /* 'k', 'w' or 'p' */
+  int cg;              /* the run's cgroup directory, or -1 (process-group containment) */
+  int exited;          /* its main process has ended and been reaped */
+  int settled;         /* nothing of it is left: 'X' sent */
+  int status;          /* the main process's raw wait status */
+  long left;           /* leftovers counted at the main process's end (-1: not counted) */
+  struct rusage ru;    /* the main process's and its waited-for descendants' */
   int64_t drain_until; /* once exited: when its pipes are closed whatever they hold */
 } run_t;
 
@@ -70,6 +95,10 @@ static size_t nruns, capruns;
 static int daemon_gone;
 static int64_t drain_ms = 1000;
 static sigset_t child_mask; /* the mask the spawner was started with, restored in each child */
+static int cg_base = -1;    /* the cgroup base directory (argv[2]), or -1: process groups */
+static const char *cg_base_path;
+/* How often a run whose leftovers are waited for (or killed) is checked for emptiness. */
+#define SETTLE_POLL_MS 20
 
 static int64_t now_ms(void) {
   struct timespec ts;
@@ -130,6 +159,7 @@ static void drop_run(size_t i) {
   close_fd(&r->err);
   close_fd(&r->script);
   close_fd(&r->ep);
+  close_fd(&r->cg);
   free(r->script_buf);
   free(r->exit_file);
   free(r->id);
@@ -174,36 +204,190 @@ static void write_exit_file(const char *file, int status) {
   close(fd);
 }
 
+/* The run's pid and start time, written before its child may exec: a daemon killed before it
+   recorded them finds the run by this file (src/daemon/adopt.ts). */
+static void write_pid_file(const char *file, const char *pid, const char *st) {
+  if (!file[0]) return;
+  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  char b[64];
+  int n = snprintf(b, sizeof b, "%s %s\n", pid, st);
+  if (write(fd, b, (size_t)n) < 0) { /* a full disk: the pid is still recorded by the daemon */ }
+  close(fd);
+}
+
 static void resolve(run_t *r);
+
+/* A small file of a cgroup directory, NUL-terminated; -1 when it cannot be read (absent). */
+static ssize_t read_at(int dir, const char *name, char *buf, size_t n) {
+  int fd = openat(dir, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t got = read(fd, buf, n - 1);
+  close(fd);
+  if (got < 0) return -1;
+  buf[got] = 0;
+  return got;
+}
+
+static int write_at(int dir, const char *name, const char *text) {
+  int fd = openat(dir, name, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t len = strlen(text);
+  ssize_t w = write(fd, text, len);
+  int en = errno;
+  close(fd);
+  errno = en;
+  return w == (ssize_t)len ? 0 : -1;
+}
+
+/* The number after `key` in a flat-keyed cgroup file (cpu.stat, memory.events), or -1. */
+static long long keyed(int dir, const char *file, const char *key) {
+  char b[4096];
+  if (read_at(dir, file, b, sizeof b) < 0) return -1;
+  size_t klen = strlen(key);
+  for (char *p = b; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+    if (strncmp(p, key, klen) == 0 && p[klen] == ' ') return atoll(p + klen + 1);
+  return -1;
+}
+
+/* The pids in the run's cgroup but `skip`: each sent `sig` (0: none) and, with `to` >= 0,
+   moved into that cgroup. How many; -1 if the list cannot be read. */
+static long cg_pids(run_t *r, pid_t skip, int sig, int to) {
+  int fd = openat(r->cg, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  FILE *f = fdopen(fd, "r");
+  if (!f) {
+    close(fd);
+    return -1;
+  }
+  long n = 0, pid;
+  while (fscanf(f, "%ld", &pid) == 1) {
+    if (pid == skip) continue;
+    n++;
+    if (sig) kill((pid_t)pid, sig);
+    if (to >= 0) {
+      char b[24];
+      snprintf(b, sizeof b, "%ld", pid);
+      if (write_at(to, "cgroup.procs", b) < 0) { /* it exited meanwhile */ }
+    }
+  }
+  fclose(f);
+  return n;
+}
+
+/* Everything in the run's cgroup, SIGKILLed at once (cgroup.kill, Linux 5.14), else one by one. */
+static void kill_cgroup(run_t *r) {
+  if (write_at(r->cg, "cgroup.kill", "1") < 0) cg_pids(r, 0, SIGKILL, -1);
+}
+
+/* Is anything of the run left that its end waits for? Its cgroup's processes; without one, its
+   process group, waited for only with `leftovers: wait` (killed or kept otherwise). */
+static int run_populated(run_t *r) {
+  if (r->cg >= 0) {
+    char b[256];
+    if (read_at(r->cg, "cgroup.events", b, sizeof b) < 0) return 0;
+    const char *p = strstr(b, "populated ");
+    return p && p[10] == '1';
+  }
+  if (r->leftovers != 'w') return 0;
+  return kill(-r->pid, 0) == 0 || errno == EPERM;
+}
+
+/* The main process has ended (still a zombie, so its group id is ours): what is left of the run
+   is counted, then killed, left to finish, or moved out to a kept cgroup of its own. */
+static void leftovers(run_t *r) {
+  if (r->cg < 0) {
+    r->left = -1; /* a process group's escapees cannot be counted, nor found */
+    if (r->leftovers == 'k') kill(-r->pid, SIGKILL);
+    return;
+  }
+  r->left = cg_pids(r, r->pid, 0, -1);
+  if (r->left <= 0) return;
+  if (r->leftovers == 'k') kill_cgroup(r);
+  if (r->leftovers != 'p') return;
+  char name[64];
+  snprintf(name, sizeof name, "kept-%s", r->id);
+  if (mkdirat(cg_base, name, 0755) < 0 && errno != EEXIST) {
+    kill_cgroup(r); /* nowhere to keep them outside the lock: the lock wins */
+    return;
+  }
+  int kept = openat(cg_base, name, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  if (kept < 0) {
+    kill_cgroup(r);
+    return;
+  }
+  /* Forks between the listing and the move are caught by the next rounds. */
+  for (int round = 0; round < 5 && cg_pids(r, r->pid, 0, kept) > 0; round++) {
+  }
+  close(kept);
+}
+
+/* Nothing of an ended run is left: its accounting, its cgroup removed, 'X'. */
+static void settle(run_t *r) {
+  long long cpu_us = (long long)r->ru.ru_utime.tv_sec * 1000000 + r->ru.ru_utime.tv_usec +
+                     (long long)r->ru.ru_stime.tv_sec * 1000000 + r->ru.ru_stime.tv_usec;
+  long long peak = (long long)r->ru.ru_maxrss * 1024, oom = -1;
+  if (r->cg >= 0) {
+    /* The cgroup's figures count every process the run had, escaped ones too. */
+    long long v = keyed(r->cg, "cpu.stat", "usage_usec");
+    if (v >= 0) cpu_us = v;
+    char b[64];
+    if (read_at(r->cg, "memory.peak", b, sizeof b) > 0) peak = atoll(b);
+    oom = keyed(r->cg, "memory.events", "oom_kill");
+    close_fd(&r->cg);
+    char name[64];
+    snprintf(name, sizeof name, "run-%s", r->id);
+    if (unlinkat(cg_base, name, AT_REMOVEDIR) < 0) { /* a later daemon's sweep removes it */ }
+  }
+  r->settled = 1;
+  r->drain_until = now_ms() + drain_ms;
+  char st[16], left[24], cpu[24], pk[24], om[24];
+  snprintf(st, sizeof st, "%d", r->status);
+  snprintf(left, sizeof left, "%ld", r->left);
+  snprintf(cpu, sizeof cpu, "%lld", cpu_us);
+  snprintf(pk, sizeof pk, "%lld", peak);
+  snprintf(om, sizeof om, "%lld", oom);
+  const char *f[] = {r->id, st, left, cpu, pk, om};
+  send_frame('X', f, 6, NULL, 0);
+}
+
+/* An ended run whose leftovers are being killed or waited for: settled once none is left. */
+static void try_settle(run_t *r) {
+  if (!r->exited || r->settled || r->failed) return;
+  if (!run_populated(r)) return settle(r);
+  if (r->leftovers == 'k' && r->cg >= 0) kill_cgroup(r); /* forked after the first kill */
+}
 
 static void reap(void) {
   for (;;) {
     siginfo_t si;
     memset(&si, 0, sizeof si);
-    /* Look first, reap after: the group is killed while its leader's pid is still ours, so the
-       group id cannot have been reused by the time the signal is sent. */
+    /* Look first, reap after: what is left of the run is dealt with while its leader's pid is
+       still ours, so the group id cannot have been reused by the time the signal is sent. */
     if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0) return;
     pid_t pid = si.si_pid;
     run_t *r = find_pid(pid);
     if (r) resolve(r); /* its 'P' (or 'F', and then it is reaped and done) before its 'X' */
     if (r && r->failed) continue;
+    if (!r) {
+      /* A run's escaped descendant, reparented here (the spawner is a subreaper): reaped. */
+      while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+      }
+      continue;
+    }
     /* The exit file first, while the main process is still a zombie: a restarted daemon that
        sees it (not yet reaped) waits for the file (src/daemon/adopt.ts) rather than record the
        run interrupted in the moment between the reap and the write. */
     int status = si.si_code == CLD_EXITED ? (si.si_status & 0xff) << 8
                                           : (si.si_status & 0x7f) | (si.si_code == CLD_DUMPED ? 0x80 : 0);
-    if (r) write_exit_file(r->exit_file, status);
-    kill(-pid, SIGKILL); /* the run is over: what is left of its group goes with it */
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    write_exit_file(r->exit_file, status);
+    leftovers(r);
+    while (wait4(pid, NULL, 0, &r->ru) < 0 && errno == EINTR) {
     }
-    if (!r) continue;
     r->exited = 1;
-    r->drain_until = now_ms() + drain_ms;
+    r->status = status;
     close_fd(&r->script);
-    char st[16];
-    snprintf(st, sizeof st, "%d", status);
-    const char *f[] = {r->id, st};
-    send_frame('X', f, 2, NULL, 0);
+    try_settle(r);
   }
 }
 
@@ -234,13 +418,17 @@ static int move_high(int fd, int errfd) {
 }
 
 /* A started run, watched from now on: its output pipes, its fd 4 script, its exit file. */
-static void add_run(const char *id, const char *exitfile, pid_t pid, const char *st, int out,
-                    int err, int ep, int script, const char *p, size_t script_len) {
+static void add_run(const char *id, const char *exitfile, char left, int cg, pid_t pid,
+                    const char *st, int out, int err, int ep, int script, const char *p,
+                    size_t script_len) {
   run_t *r = calloc(1, sizeof *r);
   if (!r) die("malloc");
   r->id = strdup(id);
   snprintf(r->st, sizeof r->st, "%s", st);
   r->exit_file = strdup(exitfile);
+  r->leftovers = left;
+  r->cg = cg;
+  r->left = -1;
   r->pid = pid;
   r->out = out;
   r->err = err;
@@ -298,15 +486,31 @@ static void resolve(run_t *r) {
 
 /* The child, between fork and exec: what Node's spawn(..., { detached: true, cwd, env }) did.
    Never returns: the job's program, or errno on `ep` and exit 127. */
-static void exec_child(int nice_v, const char *cwd, char **argv, char **envp, int out, int err,
-                       int ep, int sp, int go[2]) {
+static void exec_child(int nice_v, long nofile, int cg, const char *cwd, char **argv,
+                       char **envp, int out, int err, int ep, int sp, int go[2]) {
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
   for (int s = 1; s < NSIG; s++) sigaction(s, &dfl, NULL); /* ignored ones would be inherited */
   sigprocmask(SIG_SETMASK, &child_mask, NULL);
   setsid(); /* its own session and process group: signalled as one */
+  /* Into the run's cgroup before anything of the job runs: all it forks, escaped or not, stays
+     there. A run that cannot be contained is not started. */
+  if (cg >= 0 && write_at(cg, "cgroup.procs", "0") < 0) {
+    int why = errno;
+    if (write(ep, &why, sizeof why) < 0) { /* the parent then takes exec as done */ }
+    _exit(127);
+  }
   setpriority(PRIO_PROCESS, 0, nice_v);
+  /* Not the daemon's raised limit (Node lifts its soft open-files limit to the hard one): the
+     usual 1024, or the job's `limits: { nofile }`. */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    rlim_t want = nofile > 0 ? (rlim_t)nofile : 1024;
+    if (nofile > 0 && want > rl.rlim_max && geteuid() == 0) rl.rlim_max = want;
+    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
   /* No exec before the spawner has told the daemon this pid ('K'): a spawner killed in between
      leaves nobody who knows of this process, so it ends here (EOF: the spawner is gone). */
   close(go[1]);
@@ -341,8 +545,11 @@ fail:;
 
 static void start(const char *p, const char *end) {
   const char *id = field(&p, end), *nice_s = field(&p, end), *cwd = field(&p, end),
-             *exitfile = field(&p, end), *argc_s = field(&p, end);
+             *exitfile = field(&p, end), *pidfile = field(&p, end), *left_s = field(&p, end),
+             *nofile_s = field(&p, end), *argc_s = field(&p, end);
   if (!argc_s) die("malformed request");
+  char left = left_s[0] == 'w' || left_s[0] == 'p' ? left_s[0] : 'k';
+  long nofile = atol(nofile_s);
   int argc = atoi(argc_s);
   if (argc < 1 || argc > 100000) die("malformed request");
   char **argv = calloc((size_t)argc + 1, sizeof *argv);
@@ -362,12 +569,32 @@ static void start(const char *p, const char *end) {
 
   int out[2] = {-1, -1}, err[2] = {-1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, go[2] = {-1, -1};
   pid_t pid = -1;
-  int en = 0;
-  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0 ||
+  int en = 0, cg = -1;
+  if (cg_base >= 0) {
+    /* The run's own cgroup, named by its id: a restarted daemon finds its processes by it. */
+    char name[64];
+    snprintf(name, sizeof name, "run-%s", id);
+    int made = mkdirat(cg_base, name, 0755) == 0 || errno == EEXIST;
+    if (!made && errno == ENOENT) {
+      /* The base was removed (a daemon's clean stop removes its empty base while a `cronvisor
+         run` beside it still starts): made again, by its path. */
+      int again = -1;
+      if ((mkdir(cg_base_path, 0755) == 0 || errno == EEXIST) &&
+          (again = open(cg_base_path, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) >= 0) {
+        dup3(again, cg_base, O_CLOEXEC);
+        close(again);
+      }
+      made = mkdirat(cg_base, name, 0755) == 0 || errno == EEXIST;
+    }
+    if (!made || (cg = openat(cg_base, name, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) < 0)
+      en = errno ? errno : EIO;
+  }
+  if (en != 0) {
+  } else if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0 ||
       pipe2(go, O_CLOEXEC) < 0 || (script_len > 0 && pipe2(sp, O_CLOEXEC) < 0) ||
       (pid = fork()) < 0)
     en = errno ? errno : EAGAIN;
-  if (pid == 0) exec_child(nice_v, cwd, argv, envp, out[1], err[1], ep[1], sp[0], go);
+  if (pid == 0) exec_child(nice_v, nofile, cg, cwd, argv, envp, out[1], err[1], ep[1], sp[0], go);
   free(argv);
   free(envp);
   close_fd(&go[0]);
@@ -381,6 +608,12 @@ static void start(const char *p, const char *end) {
     close_fd(&out[0]);
     close_fd(&err[0]);
     close_fd(&sp[1]);
+    if (cg >= 0) {
+      char name[64];
+      snprintf(name, sizeof name, "run-%s", id);
+      close_fd(&cg);
+      unlinkat(cg_base, name, AT_REMOVEDIR);
+    }
     char e[16];
     snprintf(e, sizeof e, "%d", en);
     const char *f[] = {id, e};
@@ -395,12 +628,13 @@ static void start(const char *p, const char *end) {
   char pid_s[16], st[32];
   snprintf(pid_s, sizeof pid_s, "%d", (int)pid);
   start_time(pid, st, sizeof st); /* not reaped yet (only reap() does), so still this process */
+  write_pid_file(pidfile, pid_s, st);
   const char *f[] = {id, pid_s, st};
   send_frame('K', f, 3, NULL, 0);
   /* Now the child may exec (exec_child waits for this byte; SIGPIPE is ignored here). */
   if (write(go[1], "", 1) < 0) { /* it died already: its exit is reaped as any run's */ }
   close_fd(&go[1]);
-  add_run(id, exitfile, pid, st, out[0], err[0], ep[0], sp[1], p, script_len);
+  add_run(id, exitfile, left, cg, pid, st, out[0], err[0], ep[0], sp[1], p, script_len);
 }
 
 /* The script for fd 4, as far as the pipe takes it now. */
@@ -484,6 +718,8 @@ static void read_requests(void) {
 
 int main(int argc, char **argv) {
   if (argc > 1) drain_ms = atoll(argv[1]);
+  /* Escaped descendants of the runs come back here to be reaped, not to init. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   signal(SIGPIPE, SIG_IGN);
   /* Ctrl-C in the daemon's terminal, or a signal to its group, must not take the runs' waiter. */
   signal(SIGINT, SIG_IGN);
@@ -497,6 +733,11 @@ int main(int argc, char **argv) {
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   if (sigprocmask(SIG_BLOCK, &chld, &child_mask) < 0) die("sigprocmask");
+  if (argc > 2 && argv[2][0]) {
+    cg_base_path = argv[2];
+    cg_base = open(cg_base_path, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+    if (cg_base < 0) die(cg_base_path);
+  }
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) die("signalfd");
   struct pollfd *pfds = NULL;
@@ -516,13 +757,16 @@ int main(int argc, char **argv) {
     int64_t now = now_ms(), wait = -1;
     for (size_t i = 0; i < nruns;) {
       run_t *r = runs[i];
-      if (r->exited && ((r->out < 0 && r->err < 0) || now >= r->drain_until)) {
+      if ((r->settled || r->failed) && ((r->out < 0 && r->err < 0) || now >= r->drain_until)) {
         const char *f[] = {r->id};
         if (!r->failed) send_frame('C', f, 1, NULL, 0);
         drop_run(i);
         continue;
       }
-      if (r->exited) {
+      if (r->exited && !r->settled && !r->failed) {
+        /* Its leftovers are being waited for or killed: looked at again shortly. */
+        if (wait < 0 || wait > SETTLE_POLL_MS) wait = SETTLE_POLL_MS;
+      } else if (r->exited) {
         int64_t left = r->drain_until - now;
         if (wait < 0 || left < wait) wait = left;
       }
@@ -538,6 +782,7 @@ int main(int argc, char **argv) {
     if (daemon_gone && nruns == 0) return 0;
     int got = poll(pfds, n, (int)wait);
     if (got < 0 && errno != EINTR) die("poll");
+    for (size_t i = 0; i < nruns; i++) try_settle(runs[i]);
     if (got <= 0) continue;
     if (pfds[0].revents) {
       struct signalfd_siginfo si;

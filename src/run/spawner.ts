@@ -4,12 +4,11 @@
 // its whole heap's page tables in the thread that runs the loop, for every run, and each run had
 // a /bin/sh wrapper of its own to write the exit file; see ARCHITECTURE.md, "The spawner".
 import { spawn, type ChildProcess } from "node:child_process";
-import fs from "node:fs";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
-import { isAlive } from "./proc.js";
+import { isAlive } from "../core/proc.js";
 
-/** The built spawner; absent where no C compiler was found at build time (Node then forks). */
+/** The built spawner: every run starts through it (`npm run build` compiles it; it needs cc). */
 export const SPAWNER_PATH = fileURLToPath(new URL("./cronvisor-spawner", import.meta.url));
 
 export interface SpawnRequest {
@@ -19,10 +18,30 @@ export interface SpawnRequest {
   cwd: string;
   /** Written by the spawner with the exit status once the main process ends (exit-file.ts). */
   exitFile: string;
+  /** Written by the spawner with the pid and its start time before the exec (exit-file.ts). */
+  pidFile: string;
+  /** What becomes of the processes left when the main process exits. */
+  leftovers: Leftovers;
+  /** The run's soft open-files limit; null: the system's usual 1024. */
+  nofile: number | null;
   argv: string[];
   env: Readonly<Record<string, string>>;
   /** What the run reads on fd 4 (a `user:` run's environment, command.ts); null: nothing. */
   script: string | null;
+}
+
+export type Leftovers = "kill" | "wait" | "keep";
+
+/** What the spawner measured of a run once nothing of it was left ('X'). */
+export interface RunAccount {
+  /** Processes left when the main process exited: killed, waited for or kept; null: not counted. */
+  left: number | null;
+  /** User + system CPU seconds of all its processes (its cgroup's; else the main process's). */
+  cpuS: number;
+  /** Peak memory in bytes (the cgroup's memory.peak; else the largest process's peak RSS). */
+  memoryPeakBytes: number;
+  /** The cgroup's OOM kills; null where no memory controller counts them. */
+  oomKills: number | null;
 }
 
 /** What a run hears from the spawner, each called synchronously as its frame is read. */
@@ -31,8 +50,8 @@ export interface RunEvents {
   /** The run never started: errno's code (ENOENT, EACCES, ...) or why the spawner failed. */
   failed(code: string, message: string): void;
   output(chunk: Buffer): void;
-  /** The main process ended; its group has been killed and its exit file written. */
-  exited(code: number | null, signal: NodeJS.Signals | null): void;
+  /** The run is over: its main process ended, its exit file is written, nothing of it is left. */
+  exited(code: number | null, signal: NodeJS.Signals | null, account: RunAccount): void;
   /** No more output will come. */
   closed(): void;
   /** The spawner itself died: nothing more will come for this run. */
@@ -65,6 +84,9 @@ export function encodeRequest(r: SpawnRequest): Buffer {
     String(r.nice),
     r.cwd,
     r.exitFile,
+    r.pidFile,
+    r.leftovers === "wait" ? "w" : r.leftovers === "keep" ? "p" : "k",
+    String(r.nofile ?? 0),
     String(r.argv.length),
     ...r.argv,
   ];
@@ -92,17 +114,22 @@ export class Spawner {
     { events: RunEvents; by: ChildProcess; forked?: { pid: number; start: string | null } }
   >();
 
-  /** `drainMs`: how long a run's output may still come after its main process has ended. */
-  constructor(private readonly drainMs: number) {}
+  /**
+   * `drainMs`: how long a run's output may still come after its end; `cgroupBase`: the directory
+   * of the runs' cgroups (run/cgroup.ts), or null for process groups.
+   */
+  constructor(
+    private readonly drainMs: number,
+    private readonly cgroupBase: string | null,
+  ) {}
 
-  /** Whether this build has a spawner (built and executable). */
-  static available(): boolean {
-    try {
-      fs.accessSync(SPAWNER_PATH, fs.constants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
+  /** Output no faster than a slow reader takes it (`cronvisor run`'s terminal): stop reading. */
+  pauseOutput(): void {
+    this.child?.stdout?.pause();
+  }
+
+  resumeOutput(): void {
+    this.child?.stdout?.resume();
   }
 
   /** Ask for a run; its events follow, `started` or `failed` first. Never throws. */
@@ -133,7 +160,7 @@ export class Spawner {
     if (this.child) return this.child;
     let child: ChildProcess;
     try {
-      child = spawn(SPAWNER_PATH, [String(this.drainMs)], {
+      child = spawn(SPAWNER_PATH, [String(this.drainMs), this.cgroupBase ?? ""], {
         stdio: ["pipe", "pipe", "inherit"],
         // Its own session: a signal to the daemon's terminal or group leaves the runs' waiter be.
         detached: true,
@@ -233,7 +260,16 @@ export class Spawner {
         break;
       case "X": {
         const { code, signal } = decodeStatus(Number(field()));
-        run.exited(code, signal);
+        const left = Number(field());
+        const cpuUs = Number(field());
+        const peak = Number(field());
+        const oom = Number(field());
+        run.exited(code, signal, {
+          left: left < 0 ? null : left,
+          cpuS: cpuUs / 1e6,
+          memoryPeakBytes: peak,
+          oomKills: oom < 0 ? null : oom,
+        });
         break;
       }
       case "C":

@@ -32,6 +32,10 @@ export interface RunRow {
   markers_skipped: number;
   /** The node whose daemon (or `cronvisor run`) started the run. */
   node: string | null;
+  /** User + system CPU seconds of all its processes; null before its end or where not measured. */
+  cpu_s: number | null;
+  /** Its peak memory in bytes; null before its end or where not measured. */
+  memory_peak_bytes: number | null;
 }
 
 /** The columns of a run that a history entry (`history --json`, `status`'s `last_run`) shows. */
@@ -54,6 +58,8 @@ export type HistoryRow = Pick<
   | "pid"
   | "log_path"
   | "node"
+  | "cpu_s"
+  | "memory_peak_bytes"
 >;
 
 /** The columns of a run the status page's timeline draws (a run's bar, a disposition's tick). */
@@ -120,6 +126,8 @@ export interface DaemonRow {
   http_error_since: number | null;
   /** The node's name (null in a store no daemon has claimed since nodes came). */
   node: string | null;
+  /** How the daemon contains its runs, {"mode", "reason"} as JSON (null before migration 010). */
+  containment: string | null;
 }
 
 /** Who a daemon is among the nodes of a store, recorded when it claims its node. */
@@ -130,6 +138,8 @@ export interface NodeSelf {
   bootId: string | null;
   version: string;
   leaseMs: number;
+  /** How this daemon contains its runs, {"mode", "reason"} as JSON; null: not said. */
+  containment?: string | null;
 }
 
 /** A node as `status` lists it; times by the store's clock but heartbeat_at (the node's own). */

@@ -19,7 +19,7 @@ export const DB_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /** Every column but config_json (see DaemonRow). */
 const ROW = `pid, pid_start, started_at, heartbeat_at, heartbeat_ms, stopped_at, config_file,
-  config_error, config_hash, config_accepted_at, http_error, http_error_since, node`;
+  config_error, config_hash, config_accepted_at, http_error, http_error_since, node, containment`;
 
 export async function daemonRow(q: Q, node: string): Promise<DaemonRow | null> {
   return (await q.get<DaemonRow>(`SELECT ${ROW} FROM daemon WHERE node = $1`, [node])) ?? null;
@@ -83,7 +83,8 @@ export async function claimDaemon(
        heartbeat_ms = $5, stopped_at = NULL, config_file = $6, config_error = NULL,
        http_error = NULL, http_error_since = NULL,
        config_json = $7, config_hash = $8, config_accepted_at = $9,
-       host = $10, boot_id = $11, lease_ms = $12, version = $13, renewed_at = ${DB_NOW}
+       host = $10, boot_id = $11, lease_ms = $12, version = $13, renewed_at = ${DB_NOW},
+       containment = $15
      WHERE node = $14`,
     [
       me.pid,
@@ -100,6 +101,7 @@ export async function claimDaemon(
       self.leaseMs,
       self.version,
       self.name,
+      self.containment ?? null,
     ],
   );
   return null;

@@ -114,13 +114,24 @@ export async function finishRun(q: Q, runId: number, r: RunResult): Promise<Fini
   const row = await q.get<Finished>(
     `WITH f AS (
        UPDATE runs SET status = $1, reason = $2, exit_code = $3, signal = $4, finished_at = $5,
-         duration_ms = $6, log_bytes = $7, revoked = 1
+         duration_ms = $6, log_bytes = $7, cpu_s = $9, memory_peak_bytes = $10, revoked = 1
        WHERE id = $8 AND status = 'running' RETURNING id, job, status, log_path, node),
      j AS (UPDATE jobs SET last_success_at = GREATEST(COALESCE(last_success_at, 0), $5),
          last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $5)
        FROM f WHERE f.status = 'ok' AND jobs.name = f.job)
      SELECT id, log_path, node FROM f`,
-    [r.status, r.reason, r.exitCode, r.signal, r.finishedAt, r.durationMs, r.logBytes, runId],
+    [
+      r.status,
+      r.reason,
+      r.exitCode,
+      r.signal,
+      r.finishedAt,
+      r.durationMs,
+      r.logBytes,
+      runId,
+      r.cpuS,
+      r.memoryPeakBytes,
+    ],
   );
   return row ?? null;
 }
@@ -198,11 +209,13 @@ const RECORD_ENDS = `WITH l AS MATERIALIZED (
       WHERE name IN (SELECT job FROM runs WHERE id = ANY($1::bigint[]))
       ORDER BY name FOR UPDATE) x),
   e AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::integer[], $5::text[],
-      $6::bigint[], $7::bigint[], $8::bigint[])
-    AS e(id, status, reason, exit_code, signal, finished_at, duration_ms, log_bytes)),
+      $6::bigint[], $7::bigint[], $8::bigint[], $11::float8[], $12::bigint[])
+    AS e(id, status, reason, exit_code, signal, finished_at, duration_ms, log_bytes, cpu_s,
+      memory_peak_bytes)),
   f AS (UPDATE runs SET status = e.status, reason = e.reason, exit_code = e.exit_code,
       signal = e.signal, finished_at = e.finished_at, duration_ms = e.duration_ms,
-      log_bytes = e.log_bytes, revoked = 1
+      log_bytes = e.log_bytes, cpu_s = e.cpu_s, memory_peak_bytes = e.memory_peak_bytes,
+      revoked = 1
     FROM e WHERE runs.id = e.id AND runs.status = 'running' AND (SELECT n FROM l) >= 0
     RETURNING runs.job, runs.status, runs.finished_at),
   j AS (UPDATE jobs SET last_success_at = GREATEST(COALESCE(last_success_at, 0), m.at),
@@ -233,6 +246,8 @@ export async function recordEnds(q: Q, ends: readonly RunEnd[], tails: readonly 
     rs.map((r) => r.logBytes),
     tails.map((t) => t.runId),
     tails.map((t) => t.tail),
+    rs.map((r) => r.cpuS),
+    rs.map((r) => r.memoryPeakBytes),
   ]);
 }
 

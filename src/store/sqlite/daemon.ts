@@ -14,7 +14,7 @@ import type {
 
 /** Every column but config_json (see DaemonRow). */
 const ROW = `pid, pid_start, started_at, heartbeat_at, heartbeat_ms, stopped_at, config_file,
-  config_error, config_hash, config_accepted_at, http_error, http_error_since, node`;
+  config_error, config_hash, config_accepted_at, http_error, http_error_since, node, containment`;
 
 export function daemonRow(c: Conn): DaemonRow | null {
   return (c.q(`SELECT ${ROW} FROM daemon WHERE id = 1`).get() as DaemonRow | undefined) ?? null;
@@ -77,8 +77,17 @@ export function claimDaemon(
   );
   // One node: the store's clock is this machine's, so the lease is renewed at `now`.
   c.q(
-    "UPDATE daemon SET node = ?, host = ?, boot_id = ?, lease_ms = ?, version = ?, renewed_at = ? WHERE id = 1",
-  ).run(self.name, self.host, self.bootId, self.leaseMs, self.version, now);
+    `UPDATE daemon SET node = ?, host = ?, boot_id = ?, lease_ms = ?, version = ?, renewed_at = ?,
+       containment = ? WHERE id = 1`,
+  ).run(
+    self.name,
+    self.host,
+    self.bootId,
+    self.leaseMs,
+    self.version,
+    now,
+    self.containment ?? null,
+  );
   return null;
 }
 

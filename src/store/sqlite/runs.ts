@@ -110,10 +110,21 @@ export function finishRun(c: Conn, runId: number, r: RunResult): void {
   const info = c
     .q(
       `UPDATE runs SET status = ?, reason = ?, exit_code = ?, signal = ?, finished_at = ?,
-         duration_ms = ?, log_bytes = ?, revoked = 1
+         duration_ms = ?, log_bytes = ?, cpu_s = ?, memory_peak_bytes = ?, revoked = 1
        WHERE id = ? AND status = 'running'`,
     )
-    .run(r.status, r.reason, r.exitCode, r.signal, r.finishedAt, r.durationMs, r.logBytes, runId);
+    .run(
+      r.status,
+      r.reason,
+      r.exitCode,
+      r.signal,
+      r.finishedAt,
+      r.durationMs,
+      r.logBytes,
+      r.cpuS,
+      r.memoryPeakBytes,
+      runId,
+    );
   if (info.changes > 0 && r.status === "ok") {
     c.q(
       `UPDATE jobs SET last_success_at = MAX(COALESCE(last_success_at, 0), ?),

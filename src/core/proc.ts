@@ -1,6 +1,35 @@
-// Process identity and liveness, read from /proc. A pid alone is never an identity (pids are
-// reused): every holder is recorded as pid + the kernel's start time of that pid.
+// Process identity and liveness, read from /proc and the runs' cgroups: one definition shared by
+// run/, markers/, health/ and the daemon's adoption. A pid alone is never an identity (pids are
+// reused): every holder is recorded as pid + the kernel's start time of that pid; a run's
+// processes are its cgroup's (src/run/cgroup.ts), or without one its process group's.
 import fs from "node:fs";
+
+/** The directory of this process's runs' cgroups (run/cgroup.ts sets it once), or null. */
+let runCgroups: string | null = null;
+
+/** Set once a process knows its containment (src/run/cgroup.ts): null, process groups. */
+export function setRunCgroups(base: string | null): void {
+  runCgroups = base;
+}
+
+/** The cgroup a run's processes are kept in, named by its id, or null without containment. */
+export function runCgroupOf(runId: number): string | null {
+  return runCgroups === null ? null : `${runCgroups}/run-${runId}`;
+}
+
+/**
+ * Is any process of the run still in its cgroup (escaped from its group or not)? `populated` is
+ * the kernel's own answer, zombies aside. False without a cgroup, or when it is gone.
+ */
+export function cgroupPopulated(runId: number): boolean {
+  const dir = runCgroupOf(runId);
+  if (dir === null) return false;
+  try {
+    return fs.readFileSync(`${dir}/cgroup.events`, "utf8").includes("populated 1");
+  } catch {
+    return false;
+  }
+}
 
 /** The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or null if gone. */
 export function startTimeOf(pid: number): string | null {
@@ -75,6 +104,8 @@ export function groupAlive(pgid: number): boolean {
 
 /** The columns of a run row that say who may still be running it or recording its end. */
 export interface RunProcesses {
+  /** The run's id: its cgroup's name. */
+  id?: number;
   pgid: number | null;
   owner_pid: number | null;
   owner_start: string | null;
@@ -82,9 +113,9 @@ export interface RunProcesses {
 
 /**
  * The one "is this run live" check (the lock's holder test, and what `status` shows as running):
- * a run lives while any process of its group lives, or while its owner (the daemon or
- * `cronvisor run` that will record its end) lives. A stopped (SIGSTOP) process is alive: a lock
- * never expires by time.
+ * a run lives while any process of its cgroup or of its group lives, or while its owner (the
+ * daemon or `cronvisor run` that will record its end) lives. A stopped (SIGSTOP) process is alive:
+ * a lock never expires by time.
  */
 export function runAlive(r: RunProcesses): boolean {
   // The owner first (the answer is the same either way): the lock holders a daemon checks at
@@ -92,7 +123,8 @@ export function runAlive(r: RunProcesses): boolean {
   // whose leader has just exited costs a scan of all of /proc (9.5% of the throughput row's
   // daemon, profiled, sat in those reads).
   if (r.owner_pid !== null && ownerAlive(r.owner_pid, r.owner_start)) return true;
-  return r.pgid !== null && groupAlive(r.pgid);
+  if (r.pgid !== null && groupAlive(r.pgid)) return true;
+  return r.id !== undefined && cgroupPopulated(r.id);
 }
 
 /** This process's own start time, read once: it never changes. */

@@ -1,0 +1,279 @@
+// Containment: where a process that starts runs (the daemon, `cronvisor run`) puts each run's
+// processes. With a cgroup v2 directory of its own, every run gets a cgroup named by its id
+// (BASE/run-ID, made by the spawner, spawner.c), so that a process that leaves the run's process
+// group (setsid, a double fork) is still the run's: the lock, `timeout:`, `stop` and the record
+// reach it. Without one, the run's process group is the run, as before, and status says so.
+//
+// Which directory: decideContainment (pure) from the facts that setupContainment reads.
+// - CRONVISOR_CGROUP_ROOT=DIR: runs go under DIR/<state dir's hash> (DIR is made if missing);
+//   `off`: process groups. Tests use it for a subtree of their own.
+// - A base recorded by a daemon of this state dir (`cgroup` in the state dir) that still exists:
+//   the same one, so that `cronvisor run` beside a systemd-run daemon shares its subtree.
+// - Under systemd, a unit with Delegate=yes: the daemon moves itself (and so its spawner) into
+//   UNIT/supervisor, and runs go under UNIT/runs (cgroup v2's "no process in an inner node").
+// - As root in the root cgroup of a cgroup2 mount (no systemd): MOUNT/cronvisor/<hash>.
+// Never: a cgroup it did not create (a systemd unit without delegation, a session's scope), and
+// no process but its own (the daemon, the spawner, its runs) is ever moved.
+import { createHash } from "node:crypto";
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { runCgroupOf, setRunCgroups, signalGroup } from "../core/proc.js";
+
+export interface Containment {
+  mode: "cgroup" | "process-group";
+  /** In words: where runs go, or why they cannot be contained by a cgroup here. */
+  reason: string;
+  /** The directory holding each run's cgroup (`run-ID`); null for process groups. */
+  base: string | null;
+  /** The controllers the runs' cgroups can use (memory, cpu, pids, ...); [] for process groups. */
+  controllers: string[];
+}
+
+/** What containment is decided from; read by setupContainment, passed in for tests. */
+export interface ContainmentFacts {
+  uid: number;
+  /** CRONVISOR_CGROUP_ROOT, if set. */
+  override: string | undefined;
+  /** /proc/self/mountinfo. */
+  mountinfo: string;
+  /** /proc/self/cgroup. */
+  selfCgroup: string;
+  /** INVOCATION_ID is set: started by systemd. */
+  underSystemd: boolean;
+  /** The unit's Delegate= (systemctl show), null when unknown or not asked. */
+  delegated: boolean | null;
+  /** A base a daemon of this state dir recorded, if that directory still exists. */
+  recorded: string | null;
+  stateDir: string;
+}
+
+/** Where runs go: a base and, under systemd, the leaf the daemon moves itself to first. */
+export type ContainmentPlan =
+  | { mode: "cgroup"; base: string; leaf: string | null; reason: string }
+  | { mode: "process-group"; reason: string };
+
+/** The mount point of the (first) cgroup2 file system in a mountinfo text, or null (pure). */
+export function cgroup2Mount(mountinfo: string): string | null {
+  for (const line of mountinfo.split("\n")) {
+    const [left, right] = line.split(" - ");
+    if (right?.split(" ")[0] !== "cgroup2") continue;
+    const mountPoint = left?.split(" ")[4];
+    // mountinfo escapes spaces and the like as octal (\040)
+    if (mountPoint)
+      return mountPoint.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
+  }
+  return null;
+}
+
+/** This process's cgroup v2 path ("0::/path" in /proc/self/cgroup), or null (pure). */
+export function ownCgroup(selfCgroup: string): string | null {
+  const line = selfCgroup.split("\n").find((l) => l.startsWith("0::"));
+  return line ? line.slice(3) : null;
+}
+
+/** The state dir's short name among other daemons' subtrees (pure). */
+export function stateDirKey(stateDir: string): string {
+  return createHash("sha256").update(path.resolve(stateDir)).digest("hex").slice(0, 12);
+}
+
+/** Where this process's runs go (pure): see the top of this file. */
+export function decideContainment(f: ContainmentFacts): ContainmentPlan {
+  const pg = (reason: string): ContainmentPlan => ({ mode: "process-group", reason });
+  if (f.override === "off") return pg("turned off (CRONVISOR_CGROUP_ROOT=off)");
+  const mount = cgroup2Mount(f.mountinfo);
+  if (f.override !== undefined && f.override !== "") {
+    const base = path.join(f.override, stateDirKey(f.stateDir));
+    return { mode: "cgroup", base, leaf: null, reason: `a cgroup per run under ${base}` };
+  }
+  if (mount === null) return pg("no cgroup2 file system is mounted");
+  if (f.uid !== 0) return pg("not root: a cgroup per run needs root or a delegated systemd unit");
+  if (f.recorded !== null)
+    return {
+      mode: "cgroup",
+      base: f.recorded,
+      leaf: null,
+      reason: `a cgroup per run under ${f.recorded}`,
+    };
+  const own = ownCgroup(f.selfCgroup);
+  if (own === null) return pg(`no cgroup v2 hierarchy in /proc/self/cgroup`);
+  if (f.underSystemd && own !== "/") {
+    const unit = path.join(mount, own);
+    if (f.delegated !== true)
+      return pg(`systemd's cgroup ${own} is not delegated (Delegate=yes in the unit)`);
+    // A restarted daemon's first move already happened when the unit was started anew.
+    const top = path.basename(own) === "supervisor" ? path.dirname(unit) : unit;
+    const base = path.join(top, "runs");
+    return {
+      mode: "cgroup",
+      base,
+      leaf: path.join(top, "supervisor"),
+      reason: `a cgroup per run under ${base} (systemd, Delegate=yes)`,
+    };
+  }
+  if (own !== "/")
+    return pg(
+      `its cgroup ${own} is not its own to divide (run it from a unit with Delegate=yes, or set CRONVISOR_CGROUP_ROOT)`,
+    );
+  const base = path.join(mount, "cronvisor", stateDirKey(f.stateDir));
+  return { mode: "cgroup", base, leaf: null, reason: `a cgroup per run under ${base}` };
+}
+
+/** The file in the state dir that names a daemon's runs' base, for `cronvisor run` beside it. */
+function recordFile(stateDir: string): string {
+  return path.join(stateDir, "cgroup");
+}
+
+function readOr(file: string, fallback: string): string {
+  try {
+    return fs.readFileSync(file, "utf8");
+  } catch {
+    return fallback;
+  }
+}
+
+/** The unit's Delegate= as systemd says it (one `systemctl show`, at start), or null. */
+function unitDelegated(own: string | null): boolean | null {
+  const unit = own?.split("/").find((p) => p.endsWith(".service"));
+  if (!unit) return null;
+  const r = spawnSync("systemctl", ["show", "--property=Delegate", "--value", unit], {
+    encoding: "utf8",
+    timeout: 5000,
+  });
+  return r.status === 0 ? r.stdout.trim() === "yes" : null;
+}
+
+let current: Containment | null = null;
+
+/** This process's containment, once setupContainment ran; process groups before. */
+export function containment(): Containment {
+  return current ?? { mode: "process-group", reason: "not set up", base: null, controllers: [] };
+}
+
+/**
+ * Decide and prepare this process's containment: make the base (and move the daemon into its
+ * leaf under systemd), record it for `cronvisor run`. Any failure falls back to process groups
+ * with the reason. `record`: the daemon records its base; `cronvisor run` only reads it.
+ */
+export function setupContainment(stateDir: string, record: boolean): Containment {
+  const selfCgroup = readOr("/proc/self/cgroup", "");
+  const underSystemd = !!process.env.INVOCATION_ID;
+  let recorded: string | null = readOr(recordFile(stateDir), "").trim() || null;
+  if (recorded !== null && !fs.existsSync(path.join(recorded, "cgroup.procs"))) recorded = null;
+  const plan = decideContainment({
+    uid: process.getuid?.() ?? -1,
+    override: process.env.CRONVISOR_CGROUP_ROOT,
+    mountinfo: readOr("/proc/self/mountinfo", ""),
+    selfCgroup,
+    underSystemd,
+    delegated: underSystemd ? unitDelegated(ownCgroup(selfCgroup)) : null,
+    recorded,
+    stateDir,
+  });
+  current = prepare(plan, stateDir, record);
+  setRunCgroups(current.base);
+  return current;
+}
+
+function prepare(plan: ContainmentPlan, stateDir: string, record: boolean): Containment {
+  if (plan.mode === "process-group")
+    return { mode: plan.mode, reason: plan.reason, base: null, controllers: [] };
+  try {
+    if (plan.leaf !== null) {
+      fs.mkdirSync(plan.leaf, { recursive: true });
+      // Only this process (its spawner, started later, follows it): nothing it did not start.
+      fs.writeFileSync(path.join(plan.leaf, "cgroup.procs"), String(process.pid));
+    }
+    fs.mkdirSync(plan.base, { recursive: true });
+    if (!fs.existsSync(path.join(plan.base, "cgroup.procs")))
+      throw new Error(`${plan.base} is not in a cgroup2 file system`);
+    if (record) fs.writeFileSync(recordFile(stateDir), `${plan.base}\n`, { mode: 0o600 });
+  } catch (e) {
+    return {
+      mode: "process-group",
+      reason: `could not make ${plan.base}: ${(e as Error).message}`,
+      base: null,
+      controllers: [],
+    };
+  }
+  const controllers = readOr(path.join(plan.base, "cgroup.controllers"), "")
+    .trim()
+    .split(/\s+/)
+    .filter((c) => c !== "");
+  return { mode: "cgroup", reason: plan.reason, base: plan.base, controllers };
+}
+
+/** The pids in a run's cgroup ([] without one). */
+function cgroupPids(runId: number): number[] {
+  const dir = runCgroupOf(runId);
+  if (dir === null) return [];
+  return readOr(path.join(dir, "cgroup.procs"), "")
+    .split("\n")
+    .filter((l) => l !== "")
+    .map(Number);
+}
+
+/**
+ * Signal every process of a run's cgroup (its group is signalled apart, runner.ts). SIGKILL goes
+ * through cgroup.kill where the kernel has it (5.14), which also catches a process forking now.
+ */
+export function signalCgroup(runId: number, signal: NodeJS.Signals): void {
+  const dir = runCgroupOf(runId);
+  if (dir === null) return;
+  if (signal === "SIGKILL") {
+    try {
+      fs.writeFileSync(path.join(dir, "cgroup.kill"), "1");
+      return;
+    } catch {
+      // an older kernel, or the cgroup is gone: one by one below
+    }
+  }
+  for (const pid of cgroupPids(runId)) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // exited meanwhile
+    }
+  }
+}
+
+/** A signal to every process of a run: its cgroup's, and its process group's (null: none known). */
+export function signalRun(runId: number, pgid: number | null, signal: NodeJS.Signals): void {
+  signalCgroup(runId, signal);
+  if (pgid !== null) signalGroup(pgid, signal);
+}
+
+/**
+ * Remove the cgroups of the base that nothing uses any more: the kept ones (`kept-ID`, made for a
+ * run's `leftovers: keep`) once their processes are gone, and, with `runsToo` (a daemon's start,
+ * before it starts anything), run cgroups a dead spawner left. rmdir fails on a populated one.
+ */
+export function sweepCgroups(runsToo: boolean): void {
+  const base = current?.base ?? null;
+  if (base === null) return;
+  let names: string[];
+  try {
+    names = fs.readdirSync(base);
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    if (!(n.startsWith("kept-") || (runsToo && n.startsWith("run-")))) continue;
+    try {
+      fs.rmdirSync(path.join(base, n));
+    } catch {
+      // still populated, or gone
+    }
+  }
+}
+
+/** At a clean exit: the base goes if nothing is left in it (a later start makes it again). */
+export function releaseBase(): void {
+  const base = current?.base ?? null;
+  if (base === null) return;
+  try {
+    fs.rmdirSync(base);
+  } catch {
+    // runs go on in it (they outlive the daemon), or it is gone
+  }
+}
