@@ -3,13 +3,12 @@
 // outlived a previous daemon, a disposition for every slot, and an ordered, idempotent stop().
 // The decisions (what is due, overlap, catch-up, retries, orphans) are pure functions in their
 // own modules; this class calls them and does the I/O.
-import { isAlive, startTimeOf } from "../core/proc.js";
+import { bootId, isAlive, startTimeOf } from "../core/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
 import { daemonTrust, makeDirs } from "../core/safe-path.js";
 import os from "node:os";
 import { openStoreAt, storeTarget, StoreError, type AcceptedConfig } from "../store/store.js";
 import { VERSION } from "../core/version.js";
-import { bootId } from "../core/proc.js";
 import { clearSpares } from "../run/spare.js";
 import { DRAIN_MS } from "../run/runner.js";
 import { Spawner } from "../run/spawner.js";
@@ -103,16 +102,11 @@ export class Supervisor {
     const owner = { pid: process.pid, start: startTimeOf(process.pid) };
     const now = this.now();
     const record = accepted(cfg, this.opts.configHash, now);
-    // Where runs go (a cgroup each, or process groups), said in the daemon's row for status.
-    const contained = setupContainment(cfg.stateDir, true);
-    const self = {
-      name: target.node,
-      host: os.hostname(),
-      bootId: bootId(),
-      version: VERSION,
-      leaseMs: cfg.leaseMs,
-      containment: JSON.stringify({ mode: contained.mode, reason: contained.reason }),
-    };
+    const contained = setupContainment(cfg.stateDir, true); // said in the row, for status
+    const { mode, reason } = contained;
+    const containment = JSON.stringify({ mode, reason });
+    const [host, version, leaseMs] = [os.hostname(), VERSION, cfg.leaseMs];
+    const self = { name: target.node, host, bootId: bootId(), version, leaseMs, containment };
     const holder = await store
       .claimDaemon(owner, now, cfg.heartbeatMs, cfg.file, isAlive, record, self)
       .catch(async (e: unknown) => {
@@ -144,8 +138,7 @@ export class Supervisor {
       await store.close();
       throw e;
     }
-    // Cgroups of runs a dead spawner left empty; a populated one stays (its run is adopted).
-    sweepCgroups(true);
+    sweepCgroups(true); // cgroups a dead spawner left empty; a populated one's run is adopted
     rt.spawner = new Spawner(DRAIN_MS, contained.base);
     const runs = new Runs(rt);
     this.live = { rt, runs };

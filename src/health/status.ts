@@ -2,6 +2,7 @@
 // down) plus the config for schedules. Its JSON field names are a public contract (scripts read
 // `status --json`): rename none. The daemon's alerts and metrics call `inspectJob` too: one
 // health function for every reader.
+import { parseContainment, type ContainmentReport } from "./containment.js";
 import {
   assessJob,
   daemonState,
@@ -111,7 +112,7 @@ export interface DaemonReport {
   /** null, or every error of the config file on disk, while status works from the record. */
   config_file_errors: string[] | null;
   /** How the daemon contains its runs: `cgroup` (a cgroup per run) or `process-group`, and why. */
-  containment: { mode: "cgroup" | "process-group"; reason: string } | null;
+  containment: ContainmentReport | null;
 }
 
 export interface RunningReport {
@@ -229,19 +230,6 @@ export function daemonReport(
     config_file_errors: fileErrors,
     containment: state === "down" ? null : parseContainment(d?.containment ?? null),
   };
-}
-
-/** The daemon row's containment, as its claim wrote it (JSON), or null. */
-function parseContainment(text: string | null): DaemonReport["containment"] {
-  if (text === null) return null;
-  try {
-    const c = JSON.parse(text) as { mode?: unknown; reason?: unknown };
-    if ((c.mode === "cgroup" || c.mode === "process-group") && typeof c.reason === "string")
-      return { mode: c.mode, reason: c.reason };
-  } catch {
-    // a row written by something else: said as unknown
-  }
-  return null;
 }
 
 export async function buildStatus(

@@ -113,13 +113,8 @@ export function startRun(
     let pid = 0;
     spawner.start(
       {
-        runId: spec.runId,
+        ...pick(spec),
         nice,
-        cwd: spec.cwd,
-        exitFile: spec.exitFile,
-        pidFile: spec.pidFile,
-        leftovers: spec.leftovers,
-        nofile: spec.nofile,
         argv: line.argv,
         env: line.env as Record<string, string>,
         script: line.envScript,
@@ -153,11 +148,7 @@ export function startRun(
             return;
           }
           if (end) return settle(end, output.finish(), account); // it had ended; only its output was cut
-          // Still running: watched like an adopted run until nothing of it is left. Its timeout
-          // and terminate() still signal it; its exit status is unknown.
-          const poll = setInterval(() => {
-            if (groupAlive(pid) || cgroupPopulated(spec.runId)) return;
-            clearInterval(poll);
+          watchLost(spec.runId, pid, () => {
             const ending = stop?.exited() ?? null;
             settle(
               ending
@@ -166,11 +157,29 @@ export function startRun(
               output.finish(),
               null,
             );
-          }, 500);
+          });
         },
       },
     );
   });
+}
+
+/** What a spawn request takes of a run's spec as it is. */
+function pick(s: RunSpec) {
+  const { runId, cwd, exitFile, pidFile, leftovers, nofile } = s;
+  return { runId, cwd, exitFile, pidFile, leftovers, nofile };
+}
+
+/**
+ * A run whose spawner died while it ran: watched like an adopted run until nothing of it is left
+ * (`gone` then). Its timeout and terminate() still signal it; its exit status is unknown.
+ */
+function watchLost(runId: number, pid: number, gone: () => void): void {
+  const poll = setInterval(() => {
+    if (groupAlive(pid) || cgroupPopulated(runId)) return;
+    clearInterval(poll);
+    gone();
+  }, 500);
 }
 
 /**
