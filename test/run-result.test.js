@@ -6,7 +6,14 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { EXIT, runExitCode, signalExitCode, signalNumber } from "../dist/core/exit.js";
-import { exitFileFor, readExitFile, removeExitFile, withExitFile } from "../dist/run/exit-file.js";
+import {
+  exitFileFor,
+  freshExitFile,
+  pidFileFor,
+  readExitFile,
+  readPidFile,
+  removeExitFile,
+} from "../dist/run/exit-file.js";
 import { runAlive, startTimeOf } from "../dist/core/proc.js";
 import {
   exited,
@@ -72,6 +79,8 @@ test("runResult(): one field per end column of the run row, duration from the sp
     durationMs: 2_500,
     logBytes: 42,
     logTruncated: true,
+    cpuS: null,
+    memoryPeakBytes: null,
   });
   const none = runResult(spawnFailed("spawn failed: EACCES"), 7, 7);
   assert.equal(none.durationMs, 0);
@@ -125,22 +134,26 @@ test("runAlive(): a run lives while its group or its owner does", async (t) => {
   await waitFor(() => !runAlive(group), "the killed group to be gone", 10_000);
 });
 
-test("exit file: the wrapper's argv clears a stale status; read and removed by run id", (t) => {
+test("exit and pid files: a stale one is cleared before a run; read and removed by run id", (t) => {
   const dir = tmpdir(t);
   const file = exitFileFor(dir, 7);
   assert.equal(file, path.join(dir, "runs", "7.exit"));
   assert.equal(readExitFile(file), null);
   fs.mkdirSync(path.dirname(file), { recursive: true });
   fs.writeFileSync(file, "99\n");
-  const argv = withExitFile(["/bin/sh", "-c", "exit 3"], file);
+  freshExitFile(file);
   assert.equal(fs.existsSync(file), false, "a stale status is never read for this run");
-  const r = spawnSync(argv[0], argv.slice(1));
-  assert.equal(r.status, 3);
+  fs.writeFileSync(file, "3\n"); // as the spawner writes it
   assert.equal(readExitFile(file), 3);
   fs.writeFileSync(file, "not a number\n");
   assert.equal(readExitFile(file), null);
+  const pidFile = pidFileFor(dir, 7);
+  assert.equal(pidFile, path.join(dir, "runs", "7.pid"));
+  fs.writeFileSync(pidFile, "4242 123456\n");
+  assert.deepEqual(readPidFile(pidFile), { pid: 4242, start: "123456" });
   removeExitFile(dir, 7);
   assert.equal(fs.existsSync(file), false);
+  assert.equal(fs.existsSync(pidFile), false);
   removeExitFile(dir, 7); // already gone: best effort, no throw
 });
 

@@ -31,6 +31,10 @@ function specFor(t, over = {}) {
     logMaxBytes: 1024 * 1024,
     timeoutMs: null,
     killGraceMs: 5000,
+    exitFile: path.join(dir, "runs", "1.exit"),
+    pidFile: path.join(dir, "runs", "1.pid"),
+    leftovers: "kill",
+    nofile: null,
     dir,
     ...over,
   };
@@ -51,7 +55,7 @@ const modeOf = (file) => fs.statSync(file).mode & 0o777;
 
 async function run(t, over) {
   const spec = specFor(t, over);
-  const handle = startRun(spec);
+  const handle = await startRun(spec);
   return { spec, handle, result: await finished(handle) };
 }
 
@@ -111,7 +115,7 @@ test("exit 0 is ok, non-zero is failed with the code, a signal is failed with th
 
 test("each run leads its own process group and session; pidStart identifies the process", async (t) => {
   const spec = specFor(t, { command: "cut -d' ' -f5,6 /proc/$$/stat; exec sleep 300" });
-  const h = startRun(spec);
+  const h = await startRun(spec);
   assert.equal(h.pgid, h.pid);
   assert.notEqual(h.pidStart, null);
   await waitFor(() => /^\d+ \d+\n$/.test(readLog(spec)), "the job to print its pgid");
@@ -136,7 +140,7 @@ test("a process that left the group (setsid) and holds stdout cannot hang the ru
   spec.command =
     `setsid sh -c 'echo $$ > "${pidFile}.tmp"; mv "${pidFile}.tmp" "${pidFile}"; echo escaped; exec sleep 300' & ` +
     `until [ -s "${pidFile}" ]; do sleep 0.01; done; echo main done`;
-  const h = startRun(spec);
+  const h = await startRun(spec);
   const escaped = Number(
     await waitFor(() => fs.readFileSync(pidFile, "utf8"), "the escapee's pid"),
   );
@@ -171,7 +175,7 @@ test("a tree that ignores SIGTERM is SIGKILLed after kill_grace", async (t) => {
     timeoutMs: 3_600_000,
     killGraceMs: 500,
   });
-  const h = startRun(spec);
+  const h = await startRun(spec);
   // Readiness first: a SIGTERM before the traps are set would prove nothing.
   await waitFor(() => logHas(spec, "main=") && logHas(spec, "child="), "both traps set");
   const log = readLog(spec);
@@ -191,7 +195,7 @@ test("terminate(): a job that traps TERM finishes its cleanup within the grace",
   spec.command =
     `trap 'echo got-term; sleep 0.2; echo yes > "$CLEANED"; echo cleaned; exit 7' TERM; ` +
     "echo ready; sleep 300 & wait";
-  const h = startRun(spec);
+  const h = await startRun(spec);
   await waitFor(() => logHas(spec, "ready"), "the trap to be set");
   h.terminate("replaced by run 2");
   h.terminate("killed"); // idempotent: the first reason stands
@@ -218,12 +222,12 @@ test("spawn failures resolve spawn_failed with the code and never throw", async 
     [{ cwd: "/nonexistent/dir" }, /^spawn failed: ENOENT cwd \/nonexistent\/dir does not exist/],
     [{ command: [notExec] }, /^spawn failed: EACCES .*script\.sh is not executable/],
     [{ user: "no-such-user-cvx" }, /^spawn failed: ENOENT no such user: no-such-user-cvx/],
-    [{ command: ["echo", "nul\0byte"] }, /^spawn failed: ERR_INVALID_ARG_VALUE/],
+    [{ command: ["echo", "nul\0byte"] }, /^spawn failed: EINVAL a NUL byte in a command/],
     [{ exitFile: path.join(notExec, "runs", "1.exit") }, /^spawn failed: ENOTDIR /],
   ];
   for (const [over, reason] of cases) {
     const spec = specFor(t, over);
-    const h = startRun(spec);
+    const h = await startRun(spec);
     assert.deepEqual([h.pid, h.pgid, h.pidStart], [null, null, null]);
     h.terminate("killed"); // harmless
     const r = await finished(h);
@@ -246,7 +250,7 @@ test("EMFILE at spawn is spawn_failed, not a crash", async (t) => {
     const held = [];
     try { for (;;) held.push(fs.openSync("/dev/null", "r")); } catch (e) { if (e.code !== "EMFILE") throw e; }
     fs.closeSync(held.pop());
-    const h = startRun(JSON.parse(process.env.CVX_SPEC));
+    const h = await startRun(JSON.parse(process.env.CVX_SPEC));
     const r = await h.done;
     for (const fd of held) fs.closeSync(fd);
     process.stdout.write(JSON.stringify({ pid: h.pid, r }));`;
@@ -270,7 +274,7 @@ test("stdout and stderr go to one log in arrival order; dirs 0700, file 0600", a
     `echo ${line} >&${fd}; until grep -q ${line} "$LOG"; do sleep 0.01; done`;
   spec.env = { PATH, LOG: spec.logPath };
   spec.command = [step("one", 1), step("two", 2), step("three", 1), step("four", 2)].join("; ");
-  const h = startRun(spec);
+  const h = await startRun(spec);
   const r = await finished(h);
   assert.equal(r.status, "ok");
   assert.equal(readLog(spec), "one\ntwo\nthree\nfour\n");
@@ -283,7 +287,7 @@ test("stdout and stderr go to one log in arrival order; dirs 0700, file 0600", a
   const again = specFor(t, { command: "echo fresh" });
   fs.mkdirSync(path.dirname(again.logPath), { recursive: true });
   fs.writeFileSync(again.logPath, "old contents\n", { mode: 0o644 });
-  await finished(startRun(again));
+  await finished(await startRun(again));
   assert.equal(readLog(again), "fresh\n");
   assert.equal(modeOf(again.logPath), 0o600);
 });
@@ -320,7 +324,7 @@ test("50 MB of output with a 1 MB cap: bounded log and bounded memory", async (t
     samples++;
     peak = Math.max(peak, process.memoryUsage().arrayBuffers);
   }, 100);
-  const r = await finished(startRun(spec), 50_000).finally(() => clearInterval(sampler));
+  const r = await finished(await startRun(spec), 50_000).finally(() => clearInterval(sampler));
   const total = 50 * MB + 8;
   const marker = `\n[cronvisor: ${total - MB} bytes cut]\n`;
   assert.deepEqual([r.status, r.logBytes, r.logTruncated], ["ok", total, true]);
@@ -367,7 +371,7 @@ test(
   async (t) => {
     const spec = specFor(t, { command: "id -u; id -g; id -G", user: "nobody", cwd: "/" });
     spec.exitFile = path.join(spec.dir, "runs", "1.exit"); // in a root-only dir: the wrapper writes it
-    const h = startRun(spec);
+    const h = await startRun(spec);
     const r = await finished(h);
     assert.equal(r.status, "ok", readLog(spec));
     assert.equal(readLog(spec), "65534\n65534\n65534\n");
@@ -376,7 +380,7 @@ test(
   },
 );
 
-test("exitFile: the wrapper records the exit status and stays out of the log", async (t) => {
+test("exitFile: the spawner records the exit status (a stale one cleared first), never in the log", async (t) => {
   const exitFile = (spec) => path.join(spec.dir, "runs", "1.exit");
   const withExit = async (over) => {
     const spec = specFor(t, over);
@@ -384,7 +388,7 @@ test("exitFile: the wrapper records the exit status and stays out of the log", a
     fs.mkdirSync(path.dirname(spec.exitFile), { recursive: true });
     fs.writeFileSync(spec.exitFile, "99\n"); // stale, from an earlier run with this id
     spec.env = { PATH, EXITF: spec.exitFile };
-    const h = startRun(spec);
+    const h = await startRun(spec);
     return { spec, h, r: await finished(h), status: () => fs.readFileSync(spec.exitFile, "utf8") };
   };
 
@@ -398,9 +402,12 @@ test("exitFile: the wrapper records the exit status and stays out of the log", a
   assert.equal(readLog(argv.spec), "a b|*|");
   assert.equal(argv.status(), "0\n");
 
-  // sh reports a signalled job as 128+N; the shell's "Killed" notice is not in the log.
+  // A job killed by a signal: the run says the signal; its exit file says 128+N, as sh would.
   const killed = await withExit({ command: ["sh", "-c", "echo err >&2; kill -KILL $$"] });
-  assert.deepEqual([killed.r.status, killed.r.exitCode], ["failed", 137]);
+  assert.deepEqual(
+    [killed.r.status, killed.r.exitCode, killed.r.signal],
+    ["failed", null, "SIGKILL"],
+  );
   assert.equal(readLog(killed.spec), "err\n");
   assert.equal(killed.status(), "137\n");
 
@@ -409,7 +416,7 @@ test("exitFile: the wrapper records the exit status and stays out of the log", a
   spec.exitFile = exitFile(spec);
   spec.command =
     "trap 'echo got-term; sleep 0.2; echo cleaned; exit 7' TERM; echo ready; sleep 300 & wait";
-  const h = startRun(spec);
+  const h = await startRun(spec);
   await waitFor(() => logHas(spec, "ready"), "the trap to be set");
   h.terminate("killed");
   const r = await finished(h);
@@ -417,7 +424,7 @@ test("exitFile: the wrapper records the exit status and stays out of the log", a
   assert.equal(readLog(spec), "ready\ngot-term\ncleaned\n");
   assert.equal(fs.readFileSync(spec.exitFile, "utf8"), "7\n");
 
-  // The pre-checks still apply through the wrapper.
+  // The pre-checks still apply.
   const missing = await withExit({ command: ["/nonexistent/prog"] });
   assert.equal(missing.r.status, "spawn_failed");
 });
@@ -439,12 +446,12 @@ test("a run starts at its starter's nice + 5, and so does what it forks at once"
   assert.equal(readLog(argv.spec), `${expected}\n`);
 });
 
-test("exitFile, a root job's string command: its own shell writes the status (no second shell); $$ is the run's main process", async (t) => {
+test("a string command is the run's main process itself: `shell -c COMMAND`, no wrapper around it", async (t) => {
   const spec = specFor(t, {
     command: `echo "$$ $(cut -d' ' -f5 /proc/$$/stat)"; echo "0=$0 n=$#"; tr '\\0' ' ' < /proc/$$/cmdline | cut -c1-30; exit 4`,
   });
   spec.exitFile = path.join(spec.dir, "runs", "1.exit");
-  const h = startRun(spec);
+  const h = await startRun(spec);
   const r = await finished(h);
   assert.deepEqual([r.status, r.exitCode], ["failed", 4]);
   const [ids, args, cmdline] = readLog(spec).split("\n");
@@ -454,8 +461,7 @@ test("exitFile, a root job's string command: its own shell writes the status (no
     "the command runs in the run's main process's group, as it",
   );
   assert.equal(args, "0=/bin/sh n=0", "what `sh -c COMMAND` gives it");
-  // The plain wrapper would have exec'd `/bin/sh -c COMMAND` under it: one more shell per run.
-  assert.match(cmdline, /^\/bin\/sh -c f=\$1; shift; trap/);
+  assert.match(cmdline, /^\/bin\/sh -c echo "\$\$/, "the job's own shell, nothing around it");
   assert.equal(fs.readFileSync(spec.exitFile, "utf8"), "4\n");
 });
 
@@ -471,7 +477,7 @@ test("exitFile: a job environment that sets up bash (SHELLOPTS, BASH_ENV, export
   for (const [i, extra] of cases.entries()) {
     const spec = specFor(t, { shell: "/bin/bash", command: "false", env: { PATH, ...extra } });
     spec.exitFile = path.join(spec.dir, "runs", `${i}.exit`);
-    const r = await finished(startRun(spec));
+    const r = await finished(await startRun(spec));
     assert.deepEqual([r.status, r.exitCode], ["failed", 1], JSON.stringify(extra));
     assert.equal(
       fs.existsSync(spec.exitFile) && fs.readFileSync(spec.exitFile, "utf8"),

@@ -185,7 +185,7 @@ test(
     const exitFile = path.join(dir, "runs", "1.exit");
     // The job tries to write the status the daemon would read (0), and to look into the
     // directory; it exits 3.
-    const handle = startRun({
+    const handle = await startRun({
       job: "j",
       runId: 1,
       command: `{ echo 0 > "$EXITF"; } 2>/dev/null && echo wrote; ls "$(dirname "$EXITF")" >/dev/null 2>&1 && echo listed; exit 3`,
@@ -198,6 +198,9 @@ test(
       timeoutMs: null,
       killGraceMs: 5000,
       exitFile,
+      pidFile: path.join(dir, "runs", "1.pid"),
+      leftovers: "kill",
+      nofile: null,
     });
     const r = await handle.done;
     assert.deepEqual([r.status, r.exitCode], ["failed", 3]);

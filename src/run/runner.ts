@@ -139,7 +139,10 @@ export function startRun(
           end = ending ? stopped(ending.status, ending.reason, code, signal) : exited(code, signal);
           end = withLeftovers(end, acct, spec.leftovers);
         },
-        closed: () => settle(end ?? exited(null, null), output.finish(), account),
+        closed: () => {
+          echo.done();
+          settle(end ?? exited(null, null), output.finish(), account);
+        },
         lost: () => {
           // The spawner died (killed by hand, out of memory): nothing more will come for this run.
           if (pid === 0) {
@@ -216,23 +219,41 @@ export function withLeftovers(
 function echoTo(
   echo: NodeJS.WritableStream | undefined,
   spawner: Spawner,
-): (chunk: Buffer) => void {
-  if (!echo) return () => {};
+): ((chunk: Buffer) => void) & { done: () => void } {
   let paused = false;
-  return (chunk) => {
+  let broken = false;
+  const resume = (): void => {
+    if (!paused) return;
+    paused = false;
+    spawner.resumeOutput();
+  };
+  // A reader that went away (`cronvisor run JOB | head -1`) never drains: stop echoing, go on.
+  const gone = (): void => {
+    broken = true;
+    resume();
+  };
+  echo?.once("error", gone);
+  echo?.once("close", gone);
+  const write = (chunk: Buffer): void => {
+    if (!echo || broken) return;
     try {
       if (!echo.write(chunk) && !paused) {
         paused = true;
         spawner.pauseOutput();
-        echo.once("drain", () => {
-          paused = false;
-          spawner.resumeOutput();
-        });
+        echo.once("drain", resume);
       }
     } catch {
       // a closed terminal
     }
   };
+  // The run's output is over: the spawner's other runs (and its end) are never held back.
+  const done = (): void => {
+    echo?.removeListener("drain", resume);
+    echo?.removeListener("error", gone);
+    echo?.removeListener("close", gone);
+    resume();
+  };
+  return Object.assign(write, { done });
 }
 
 /** `done` and the one call that resolves it: later calls are ignored. */

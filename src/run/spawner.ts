@@ -143,18 +143,45 @@ export class Spawner {
     }
     const child = this.process();
     if (!child?.stdin) {
-      events.failed("ENOENT", `the spawner could not be started (${SPAWNER_PATH})`);
+      // Said once the spawn's own 'error' (EMFILE, ENOENT, ...) has told why (it comes on the
+      // next tick): a run that cannot start is a spawn failure with its code, never a throw.
+      setImmediate(() => {
+        const code = this.startError ?? "ENOENT";
+        events.failed(code, `${code}: the spawner could not be started (${SPAWNER_PATH})`);
+      });
       return;
     }
     this.runs.set(String(req.runId), { events, by: child });
+    this.hold(child, +1);
     child.stdin.write(frame);
   }
 
   /** The daemon stops: the spawner exits once the runs it still waits for have ended. */
   close(): void {
-    this.child?.stdin?.end();
+    const child = this.child;
     this.child = null;
+    child?.stdin?.end();
+    if (child) this.hold(child, 0);
   }
+
+  /**
+   * A process waits for its runs' ends (`cronvisor run` has nothing else that keeps it alive),
+   * but never for the spawner itself: its pipe counts for the event loop only while a run of this
+   * spawner is under way, and not after close() (a stopping daemon leaves the rest to adoption).
+   */
+  private hold(child: ChildProcess, change: number): void {
+    const n = (this.underWay.get(child) ?? 0) + change;
+    this.underWay.set(child, n);
+    const out = child.stdout as unknown as { ref?: () => void; unref?: () => void } | null;
+    if (n > 0 && this.child === child) out?.ref?.();
+    else out?.unref?.();
+  }
+
+  /** Why the spawner could not be started the last time it was tried. */
+  private startError: string | null = null;
+
+  /** How many runs each spawner has under way (started, not yet closed or failed). */
+  private readonly underWay = new WeakMap<ChildProcess, number>();
 
   private process(): ChildProcess | null {
     if (this.child) return this.child;
@@ -169,7 +196,11 @@ export class Spawner {
     } catch {
       return null;
     }
-    if (child.pid === undefined) return null;
+    if (child.pid === undefined) {
+      child.on("error", (e: NodeJS.ErrnoException) => (this.startError = e.code ?? "ERROR"));
+      return null;
+    }
+    this.startError = null;
     this.child = child;
     // This spawner's frames only: one killed in the middle of a frame must not leave its half
     // in front of the next spawner's.
@@ -249,6 +280,7 @@ export class Spawner {
       }
       case "F": {
         this.runs.delete(id);
+        this.hold(entry.by, -1);
         const code = ERRNO_NAMES.get(Number(field())) ?? "ERROR";
         run.failed(code, `${code} (the spawner's fork or exec)`);
         break;
@@ -274,6 +306,7 @@ export class Spawner {
       }
       case "C":
         this.runs.delete(id);
+        this.hold(entry.by, -1);
         run.closed();
         break;
     }
