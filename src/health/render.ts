@@ -5,6 +5,7 @@ import { formatDurationRounded, formatSeconds } from "../core/duration.js";
 import { printable } from "../core/printable.js";
 import { renderTable } from "../core/table.js";
 import type { RunRow } from "../store/rows.js";
+import { diskLines } from "./disk.js";
 import { historyEntry, type HistoryEntry, type JobReport, type StatusReport } from "./status.js";
 
 const RED = "31";
@@ -56,6 +57,7 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
       `  http endpoint down since ${short(d.http_error_since)}: ${d.http_error} (retried every heartbeat)`,
     );
   }
+  if (d.disk) lines.push(...diskLines(d.disk));
   // On a shared store, a line per node: which may run jobs, and whose clock is off.
   if (r.shared)
     for (const n of r.nodes) {

@@ -120,6 +120,8 @@ export interface DaemonRow {
   http_error_since: number | null;
   /** The node's name (null in a store no daemon has claimed since nodes came). */
   node: string | null;
+  /** What its run logs took at its last heartbeat (migration 010; null before one). */
+  logs_bytes: number | null;
 }
 
 /** Who a daemon is among the nodes of a store, recorded when it claims its node. */
