@@ -130,7 +130,10 @@ export class Runs {
       // The runs running now in any process (`cronvisor run` too): read only when over the cap.
       const running = new Set((await rt.store.runningRuns()).map((r) => r.id));
       const gone = rt.logs.prune(running);
-      rt.log(`cronvisor: logs.max_total: removed the logs of ${gone.length} oldest finished runs`);
+      if (gone.length > 0)
+        rt.log(
+          `cronvisor: logs.max_total: removed the logs of ${gone.length} oldest finished runs`,
+        );
     } catch (e) {
       rt.log(`cronvisor: pruning logs to logs.max_total failed: ${(e as Error).message}`);
     }
