@@ -39,7 +39,7 @@ export function sizeText(bytes: number): string {
   return `${u === 0 || v >= 100 ? Math.round(v) : v.toFixed(1)} ${units[u]}`;
 }
 
-/** status's disk line: what the store and the logs take, what is left; then any warning. */
+/** status's disk line (what the store and the logs take, what is left), then any warning. */
 export function diskLines(d: DiskReport): string[] {
   const size = (b: number | null): string => (b === null ? "-" : sizeText(b));
   const store = d.store_bytes === null ? "" : `store ${size(d.store_bytes)}, `;
