@@ -275,3 +275,23 @@ test("restore checks SRC: not SQLite, not cronvisor's, corrupt, newer refused un
   assert.equal(cli(["check", "old-key", "--job", "bulk", "-c", cfg]).code, 0);
   assert.equal(cli(["check", "bulk-0", "--job", "bulk", "-c", cfg]).code, 1);
 });
+
+test("restore on a new host: the state dir is made 0700, and the backup's markers are there", (t) => {
+  const { dir, cfg } = setup(t);
+  markBulk(cfg, 4);
+  const backup = path.join(dir, "b.db");
+  assert.equal(cli(["backup", backup, "-c", cfg]).code, 0);
+  const fresh = tmpdir(t);
+  const cfg2 = writeConfig(
+    fresh,
+    `state_dir: ./new/state\njobs:\n  bulk: { schedule: "0 3 * * *", command: "true" }\n`,
+  );
+  const r = cli(["restore", backup, "-c", cfg2]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /there was no store before it/);
+  assert.equal(fs.statSync(path.join(fresh, "new", "state")).mode & 0o777, 0o700);
+  assert.equal(cli(["check", "bulk-3", "--job", "bulk", "-c", cfg2]).code, 0);
+  const missing = cli(["backup", path.join(fresh, "no", "such", "dir", "b.db"), "-c", cfg2]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /the directory .*no\/such\/dir does not exist/);
+});

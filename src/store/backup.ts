@@ -9,7 +9,7 @@
 import type Database from "better-sqlite3";
 import fs from "node:fs";
 import path from "node:path";
-import { WRITE_NEW } from "../core/safe-path.js";
+import { daemonTrust, makeDirs, WRITE_NEW } from "../core/safe-path.js";
 import { StoreError, storePath } from "./errors.js";
 import { LATEST, migrate } from "./migrate.js";
 import {
@@ -49,6 +49,8 @@ export function backupStore(stateDir: string, dest: string): CopyReport {
     throw new CopyError(`there is no store at ${file} to back up`, "refused");
   if (fs.lstatSync(dest, { throwIfNoEntry: false }))
     throw new CopyError(`${dest} already exists; it was left untouched`, "exists");
+  if (!fs.statSync(path.dirname(dest), { throwIfNoEntry: false })?.isDirectory())
+    throw new CopyError(`the directory ${path.dirname(dest)} does not exist`, "failed");
   const tmp = tempBeside(dest);
   try {
     fs.closeSync(fs.openSync(tmp, WRITE_NEW, 0o600));
@@ -145,12 +147,17 @@ export function restoreStore(stateDir: string, src: string, stamp: string): Rest
       `${src} has a write-ahead log beside it (${src}-wal): it is a live store or a copy of one, not a backup; make one with \`cronvisor backup\``,
       "refused",
     );
-  if (!fs.statSync(stateDir, { throwIfNoEntry: false })?.isDirectory())
-    throw new CopyError(`the state dir ${stateDir} does not exist`, "refused");
+  // A new host's first start from a backup: the state dir is made as the daemon makes it.
+  const unsafe = makeDirs(stateDir, daemonTrust());
+  if (unsafe.length > 0)
+    throw new CopyError(`refusing the state dir ${stateDir}: ${unsafe.join("; ")}`, "refused");
   const tmp = tempBeside(file);
   try {
     fs.copyFileSync(src, tmp, fs.constants.COPYFILE_EXCL);
     fs.chmodSync(tmp, 0o600);
+    // As root, the restored store belongs to whoever owns the state dir (the daemon's user).
+    const dirOwner = fs.statSync(stateDir);
+    if (process.getuid?.() === 0) fs.chownSync(tmp, dirOwner.uid, dirOwner.gid);
     const report = prepare(tmp, src);
     fsyncFile(tmp);
     const kept = keepCurrent(file, stamp);
