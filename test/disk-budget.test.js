@@ -141,6 +141,9 @@ jobs:
   );
   assert.ok(disk.free_bytes > 0);
   assert.equal(disk.low_space, null);
+  const pruned = cli(["logs", "chatty", "--run", String(gone[0]), "-c", cfg]);
+  assert.equal(pruned.code, 1);
+  assert.match(pruned.stderr, /is gone \(removed past logs\.max_total, or moved since the run\)/);
   const text = cli(["status", "-c", cfg]);
   assert.match(
     text.stdout,
