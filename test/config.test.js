@@ -622,6 +622,7 @@ test("a minimal job gets every default", () => {
     leaseMs: 30_000,
     http: null,
     httpLogs: false,
+    logsMaxTotalBytes: 1024 ** 3,
     alerts: [],
     jobs: [
       {
@@ -643,7 +644,7 @@ test("a minimal job gets every default", () => {
         retries: { attempts: 0, backoffMs: 30_000 },
         paused: false,
         health: { successWithinMs: null, progressWithinMs: null, repeatLimit: 3 },
-        log: { maxSizeBytes: 10 * 1024 * 1024, keepRuns: 100 },
+        log: { maxSizeBytes: 1024 * 1024, keepRuns: 100 },
         ping: null,
         hosts: null,
         line: 2,
@@ -843,7 +844,7 @@ test("defaults fill in; a job's values win; maps merge key by key", () => {
     progressWithinMs: null,
     repeatLimit: 5,
   });
-  assert.deepEqual(a.log, { maxSizeBytes: 10 * 1024 * 1024, keepRuns: 7 });
+  assert.deepEqual(a.log, { maxSizeBytes: 1024 * 1024, keepRuns: 7 });
 });
 
 test("env values that YAML reads as numbers or booleans are kept as written", () => {

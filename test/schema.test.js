@@ -29,7 +29,7 @@ test("every key of the table is in the schema, with its doc and default", () => 
     Object.keys(JOB_KEYS).filter((k) => k !== "schedule" && k !== "command"),
   );
   assert.equal(jobSchema.properties.kill_grace.default, "10s");
-  assert.equal(jobSchema.properties.log.properties.max_size.default, "10MB");
+  assert.equal(jobSchema.properties.log.properties.max_size.default, "1MB");
   assert.equal(jobSchema.properties.overlap.description, JOB_KEYS.overlap.doc);
   assert.deepEqual(jobSchema.properties.overlap.enum, ["skip", "queue", "replace", "allow"]);
 });

@@ -49,7 +49,7 @@ export async function logs(
     ? st.isFile()
       ? null
       : "is not a regular file (a link?); it is not read"
-    : "is gone (removed or moved since the run)";
+    : "is gone (removed past logs.max_total, or moved since the run)";
   if (why !== null && (st || run.status !== "running")) {
     await store.close();
     throw new CliError(

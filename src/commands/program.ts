@@ -163,7 +163,7 @@ function markerCommands(program: Command): void {
   }
 }
 
-/** An operator's changes and tools: pause, resume, markers, unmark, import-crontab. */
+/** An operator's changes and tools: pause, resume, markers, unmark, backup, restore, import-crontab. */
 function operatorCommands(program: Command): void {
   withConfig(program.command("pause <job>"))
     .description("stop firing a job (its slots are recorded skipped); survives daemon restarts")
@@ -188,6 +188,17 @@ function operatorCommands(program: Command): void {
     .action(async (name: string, key: string, o: Opts) =>
       (await import("./markers.js")).unmark(name, key, o),
     );
+
+  withConfig(program.command("backup <dest>"))
+    .description("copy the store to DEST (a new file) while the daemon runs; docs/store.md")
+    .addHelpText("after", example("cronvisor backup /var/backups/cronvisor-$(date +%F).db"))
+    .action(async (dest: string, o: Opts) => (await import("./backup.js")).backup(dest, o));
+  withConfig(program.command("restore <src>"))
+    .description(
+      "replace the store with a backup (daemon stopped; the old store is kept beside it)",
+    )
+    .addHelpText("after", example("cronvisor restore /var/backups/cronvisor-2026-03-29.db"))
+    .action(async (src: string, o: Opts) => (await import("./backup.js")).restore(src, o));
 
   program
     .command("import-crontab [file]")

@@ -4,6 +4,7 @@ import type { StatusConfig } from "../core/types.js";
 import type { StatusOptions } from "./args.js";
 import type { StatusReport } from "../health/status.js";
 import type { RunRow } from "../store/store.js";
+import { diskFacts } from "../core/disk.js";
 import { EXIT } from "../core/exit.js";
 import { loadForReading } from "./running-config.js";
 import { CliError, findJob, openStatusStoreOrEmpty, out, outJson } from "./shared.js";
@@ -64,7 +65,16 @@ export async function status(jobName: string | null, o: StatusOptions): Promise<
     }
     let failure: unknown = null;
     try {
-      const report = await buildStatus(config, store, Date.now(), jobName, fileErrors);
+      const disk = diskFacts(config.stateDir, config.store === null);
+      const report = await buildStatus(
+        config,
+        store,
+        Date.now(),
+        jobName,
+        fileErrors,
+        undefined,
+        disk,
+      );
       read = { report, detail: jobName ? await store.history(jobName, 10) : [] };
     } catch (e) {
       failure = e;

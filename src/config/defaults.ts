@@ -41,6 +41,9 @@ export function resolveConfig(raw: Raw, file: string, hostTimezone: string): Con
     leaseMs: top("lease") as number,
     http: top("http") as Config["http"],
     httpLogs: top("http_logs") as boolean,
+    // A section merges key by key with its defaults, as a job's do.
+    logsMaxTotalBytes: { ...(defaultOf(KEYS.logs as KeySpec) as Raw), ...(raw.logs as Raw) }
+      .max_total as number,
     alerts: top("alerts") as AlertTarget[],
     jobs: (raw.jobs as RawJob[]).map((job) => resolveJob(job, defaults, { dir, timezone, env })),
   };

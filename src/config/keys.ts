@@ -223,8 +223,9 @@ export const JOB_KEYS: Readonly<Record<string, KeySpec>> = {
       max_size: {
         kind: "size",
         positive: true,
-        default: "10MB",
-        doc: "Largest log kept per run (1024-based units: B KB MB GB TB).",
+        // With keep_runs' 100: one job's logs stay within 100 MB (docs/store.md).
+        default: "1MB",
+        doc: "Largest log kept per run, its head and its tail (1024-based units: B KB MB GB TB).",
       },
       keep_runs: { kind: "count", min: 1, default: 100, doc: "Logs of this many runs are kept." },
     },
@@ -303,6 +304,18 @@ export const KEYS: Readonly<Record<string, KeySpec>> = {
     nullable: true,
     default: null,
     doc: "HOST:PORT for the status page (GET /) and GET /healthz /status /metrics. Default: off.",
+  },
+  logs: {
+    kind: "section",
+    doc: "All run logs together.",
+    keys: {
+      max_total: {
+        kind: "size",
+        positive: true,
+        default: "1GB",
+        doc: "Past this, the daemon removes the oldest finished runs' logs first (never a running run's).",
+      },
+    },
   },
   http_logs: {
     kind: "bool",

@@ -142,6 +142,8 @@ export interface Config {
   http: { host: string; port: number } | null;
   /** Show runs' commands and log tails on the http endpoint's page (`http_logs`, default false). */
   httpLogs: boolean;
+  /** `logs.max_total`: all run logs together; past it the oldest finished runs' go first. */
+  logsMaxTotalBytes: number;
   alerts: AlertTarget[];
   /** In file order. */
   jobs: JobConfig[];

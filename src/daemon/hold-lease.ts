@@ -35,7 +35,7 @@ export function holdLease(rt: Runtime, renewedFrom: number, resumed: () => void)
     renewing = true;
     const from = performance.now();
     try {
-      if (await rt.store.heartbeat(process.pid, rt.now(), rt.config.heartbeatMs)) {
+      if (await rt.store.heartbeat(process.pid, rt.now(), rt.config.heartbeatMs, rt.logs.bytes)) {
         // Renewed after the lease had run out (the node was frozen, or its timers late): other
         // nodes may have taken its jobs over meanwhile, so its runs stop all the same.
         if (!rt.fenced && mustFence(last, from, leaseMs)) fence(from);

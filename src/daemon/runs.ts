@@ -1,7 +1,6 @@
 // Starting and ending runs: the overlap decision applied to each run to start (into the caller's
 // batch, the job's queue, a `skipped` disposition, or a replace), and what follows an end
 // (retention, a retry, the next queued slot).
-import fs from "node:fs";
 import type { RunRow } from "../store/store.js";
 import type { JobConfig } from "../core/types.js";
 import { planResume } from "./catchup.js";
@@ -90,6 +89,7 @@ export class Runs {
       rt.hook("runEnded", (h) => h.runEnded?.(row, a.job));
       const st = rt.jobs.get(name);
       if (st) await this.prune(st, a.job);
+      await this.budget(row);
       if (!st || rt.stopping) return;
       const retry = planRetry(st.cfg, row, st.next, rt.now());
       if (retry.kind === "retry") {
@@ -115,9 +115,27 @@ export class Runs {
       const logs = await this.rt.store.pruneRuns(job.name, job.log.keepRuns);
       // Removed, never kept as a spare (run/spare.ts): a reader may still hold a pruned log open
       // (`logs --follow`, the page), and must not see a later run's output in it.
-      for (const p of logs) fs.rmSync(p, { force: true });
+      for (const p of logs) this.rt.logs.remove(p);
     } catch (e) {
       this.rt.log(`cronvisor: pruning old runs failed: ${(e as Error).message} (job: ${job.name})`);
+    }
+  }
+
+  /** Count the run's log; past logs.max_total, remove the oldest finished runs' logs. */
+  private async budget(row: RunRow): Promise<void> {
+    const { rt } = this;
+    if (row.log_path !== null) rt.logs.add(row.log_path);
+    try {
+      if (!rt.logs.over()) return;
+      // The runs running now in any process (`cronvisor run` too): read only when over the cap.
+      const running = new Set((await rt.store.runningRuns()).map((r) => r.id));
+      const gone = rt.logs.prune(running);
+      if (gone.length > 0)
+        rt.log(
+          `cronvisor: logs.max_total: removed the logs of ${gone.length} oldest finished runs`,
+        );
+    } catch (e) {
+      rt.log(`cronvisor: pruning logs to logs.max_total failed: ${(e as Error).message}`);
     }
   }
 

@@ -6,6 +6,7 @@ import type { Spawner } from "../run/spawner.js";
 import type { JobConfig, Config, RunBroker, RunResult } from "../core/types.js";
 import type { Owner, RunRow, Store } from "../store/store.js";
 import { KeptWrites } from "./kept.js";
+import { LogBudget } from "./log-budget.js";
 import type { Active, JobState } from "./state.js";
 
 /**
@@ -39,6 +40,8 @@ export class Runtime {
   broker: RunBroker | null = null;
   /** What starts the runs (src/run/spawner.ts); set once the daemon has claimed its state dir. */
   spawner: Spawner | null = null;
+  /** The bytes the run logs take, and logs.max_total. */
+  readonly logs: LogBudget;
 
   constructor(
     readonly store: Store,
@@ -49,6 +52,7 @@ export class Runtime {
     private readonly hooks: SupervisorHooks | undefined,
   ) {
     this.kept = new KeptWrites(log);
+    this.logs = new LogBudget(config.stateDir, () => this.config.logsMaxTotalBytes);
   }
 
   get ctx(): RunContext {

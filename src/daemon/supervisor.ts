@@ -291,7 +291,8 @@ export class Supervisor {
       const now = this.now();
       await rt.kept.flush();
       // On a shared store the lease's own timer beats (holdLease).
-      if (!rt.store.shared) await rt.store.heartbeat(process.pid, now, rt.config.heartbeatMs);
+      if (!rt.store.shared)
+        await rt.store.heartbeat(process.pid, now, rt.config.heartbeatMs, rt.logs.bytes);
       writeHeartbeatFile(rt.config.stateDir, now);
       sweepCgroups(false); // the kept cgroups (`leftovers: keep`) whose processes are gone
       await runs.retryUnrecorded();

@@ -5,6 +5,7 @@ import { formatDurationRounded, formatSeconds } from "../core/duration.js";
 import { printable } from "../core/printable.js";
 import { renderTable } from "../core/table.js";
 import type { RunRow } from "../store/rows.js";
+import { diskLines } from "./disk.js";
 import { historyEntry, type HistoryEntry, type JobReport, type StatusReport } from "./status.js";
 
 const RED = "31";
@@ -62,6 +63,9 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
       `  http endpoint down since ${short(d.http_error_since)}: ${d.http_error} (retried every heartbeat)`,
     );
   }
+  // A file system running short is said at the top; what the state dir takes, at the end.
+  const disk = d.disk ? diskLines(d.disk) : [];
+  lines.push(...disk.slice(1));
   // On a shared store, a line per node: which may run jobs, and whose clock is off.
   if (r.shared)
     for (const n of r.nodes) {
@@ -78,7 +82,7 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
         printable(`  ${j.name} is defined differently on ${j.definition_differs_on.join(", ")}`),
       );
   if (r.jobs.length === 0) {
-    lines.push("no jobs");
+    lines.push("no jobs", ...disk.slice(0, 1));
     return lines.join("\n");
   }
   const rows: string[][] = [
@@ -91,6 +95,7 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
   for (const j of r.jobs) for (const p of j.problems) lines.push(printable(`  ${j.name}: ${p}`));
   const one = r.jobs.length === 1 ? r.jobs[0] : undefined;
   if (one && detail.length > 0) lines.push("", ...jobDetail(one, detail, now).map(printable));
+  else lines.push(...disk.slice(0, 1));
   return lines.join("\n");
 }
 

@@ -27,6 +27,8 @@ import type {
 } from "../store/store.js";
 import type { StatusConfig, StatusJobConfig } from "../core/types.js";
 import { formatSeconds } from "../core/duration.js";
+import type { DiskFacts } from "../core/disk.js";
+import { diskReport, type DiskReport } from "./disk.js";
 import {
   definitionsDiffer,
   nodeReports,
@@ -113,6 +115,8 @@ export interface DaemonReport {
   config_file_errors: string[] | null;
   /** How the daemon contains its runs: `cgroup` (a cgroup per run) or `process-group`, and why. */
   containment: ContainmentReport | null;
+  /** What the store and the logs take, what is free (health/disk.ts); null if not asked for. */
+  disk: DiskReport | null;
 }
 
 export interface RunningReport {
@@ -229,6 +233,7 @@ export function daemonReport(
     config_hash: d?.config_hash ?? null,
     config_file_errors: fileErrors,
     containment: state === "down" ? null : parseContainment(d?.containment ?? null),
+    disk: null,
   };
 }
 
@@ -239,6 +244,7 @@ export async function buildStatus(
   only: string | null = null,
   fileErrors: string[] | null = null,
   recentOut?: Map<string, RunFacts[]>,
+  disk: DiskFacts | null = null,
 ): Promise<StatusReport> {
   // One snapshot: the rows read for every job belong together (and a run cannot be pruned
   // between reading a job's recent runs and its last finished one). Health judges from each
@@ -249,6 +255,7 @@ export async function buildStatus(
     recentOut ? RECENT_RUNS : 0,
   );
   const daemon = daemonReport(rows.daemon, now, fileErrors);
+  if (disk) daemon.disk = diskReport(disk, rows.daemon?.logs_bytes ?? null);
   const nodes = nodeReports(rows.nodes, store.shared, daemon.state);
   const alive = runLiveness(rows.nodes, store.shared, store.node, runAlive);
   const differs = definitionsDiffer(
@@ -324,7 +331,7 @@ export type CheckCode = typeof EXIT.ok | typeof EXIT.warning | typeof EXIT.criti
 /**
  * Nagios-style: 2 CRITICAL when the daemon is down or not beating; 1 WARNING when a job is late,
  * stuck, failing or repeating, the daemon runs on an old config because a reload failed or
- * the file on disk has errors, or its http endpoint is down; else 0 OK. (3 UNKNOWN, no store, is
+ * the file on disk has errors, its http endpoint is down or its disk short; else 0 OK. (3 UNKNOWN, no store, is
  * decided before there is a report.)
  */
 export function checkCode(s: StatusReport, config?: StatusConfig): CheckCode {
@@ -334,6 +341,7 @@ export function checkCode(s: StatusReport, config?: StatusConfig): CheckCode {
     s.jobs.some((j) => WARNING_WORDS.includes(j.health) || j.definition_differs_on.length > 0) ||
     d.config_error !== null ||
     d.http_error !== null ||
+    (d.disk?.low_space ?? null) !== null ||
     brokenFile(d) ||
     (s.shared && nodeTrouble(s).length > 0)
   )
@@ -367,6 +375,7 @@ export function checkSummary(s: StatusReport, config?: StatusConfig): string {
   else if (d.config_error !== null)
     parts.push("config reload failed (the daemon runs the previous config)");
   if (d.http_error !== null) parts.push(`http endpoint down (${d.http_error})`);
+  if (d.disk?.low_space) parts.push(d.disk.low_space);
   for (const j of s.jobs)
     if (j.definition_differs_on.length > 0)
       parts.push(`${j.name} defined differently on ${j.definition_differs_on.join(", ")}`);

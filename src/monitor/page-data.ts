@@ -2,6 +2,7 @@
 // report of every job (so the verdict is `status --check`'s), then, for the jobs shown, their
 // runs and slot dispositions in the time range and their recent successful durations. Runs in
 // the page's worker thread (page-worker.ts), never on the scheduler's loop.
+import { diskFacts } from "../core/disk.js";
 import { HEALTH_ORDER, WARNING_WORDS } from "../health/health.js";
 import { buildStatus, checkCode, type JobReport, type StatusReport } from "../health/status.js";
 import type { RunFacts, TimelineRow } from "../store/store.js";
@@ -101,7 +102,8 @@ export async function pageModel(
   await reads.check();
   // The newest finished runs of every job, as status read them (its p95's): the trends.
   const recent = new Map<string, RunFacts[]>();
-  const report = await buildStatus(config, reads.statusStore(), now, null, null, recent);
+  const disk = diskFacts(config.stateDir, config.store === null);
+  const report = await buildStatus(config, reads.statusStore(), now, null, null, recent, disk);
   const byName = new Map(config.jobs.map((j) => [j.name, j]));
   // Each job's rank once, not at each of the sort's 10,000 comparisons.
   const matching = report.jobs

@@ -3,6 +3,7 @@
 // filter (a GET form: it works without the script, which filters as the user types) and one
 // entry per job, problems first: its health word and problem sentences, next fire in its own
 // time zone, last success, markers, its timeline and its duration trend.
+import { diskLines } from "../health/disk.js";
 import { formatDurationRounded } from "../core/duration.js";
 import { h, page, timeEl, trusted, type Markup } from "./page-html.js";
 import { PAGE_JOBS, querySearch, type JobView, type PageModel } from "./page-data.js";
@@ -59,8 +60,16 @@ function daemonPart(d: DaemonReport, zone: string): Markup {
     <dd>${beat}</dd>
     <dt>running config</dt>
     <dd>${accepted}</dd>
-    ${reload}${fileErrors}${httpError}
+    ${reload}${fileErrors}${httpError}${diskPart(d)}
   </dl>`;
+}
+
+/** What the store and the logs take and what is free; a warning when little is. */
+function diskPart(d: DaemonReport): Markup | string {
+  if (!d.disk) return "";
+  const line = diskLines(d.disk)[0]?.replace(/^ {2}disk: /, "") ?? "";
+  return h`<dt>disk</dt>
+    <dd${d.disk.low_space ? h` class="err"` : ""}>${line}${d.disk.low_space ? h`<br />${d.disk.low_space}` : ""}</dd>`;
 }
 
 /** `+0.1s`, as `status` writes a clock's offset from the store's. */

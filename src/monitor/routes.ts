@@ -2,6 +2,7 @@
 // `cronvisor status --json`) and /metrics, each reading the store the daemon holds at that
 // moment; and the status page (`/`, `/runs/ID`, `/why/JOB`), built off the loop by the page's
 // worker (page-client.ts) from its own connection to the same store.
+import { diskFacts } from "../core/disk.js";
 import { formatDurationRounded } from "../core/duration.js";
 import { beating } from "../health/health.js";
 import { buildStatus } from "../health/status.js";
@@ -47,7 +48,9 @@ export function monitorRoutes(src: RouteSource): Routes {
     "/status": async () => {
       const store = src.store();
       if (!store?.isOpen()) return starting;
-      const report = await buildStatus(src.config(), store, src.now());
+      const cfg = src.config();
+      const disk = diskFacts(cfg.stateDir, cfg.store === null);
+      const report = await buildStatus(cfg, store, src.now(), null, null, undefined, disk);
       return {
         status: 200,
         contentType: "application/json; charset=utf-8",

@@ -125,8 +125,11 @@ export interface Store extends MarkerStore {
     accepted?: AcceptedConfig | null,
     self?: NodeSelf,
   ): Promise<DaemonRow | null>;
-  /** The beat, which renews the node's lease; false if the row is no longer this daemon's. */
-  heartbeat(pid: number, now: number, heartbeatMs: number): Promise<boolean>;
+  /**
+   * The beat, which renews the node's lease; false if the row is no longer this daemon's.
+   * `logsBytes`: what the node's run logs take on its disk (status's daemon.disk).
+   */
+  heartbeat(pid: number, now: number, heartbeatMs: number, logsBytes?: number): Promise<boolean>;
   /** Every node of the store (one with SQLite), with the store's clock. */
   nodes(): Promise<NodeRow[]>;
   /** This node's hash of each job it defines (replacing its earlier list). */

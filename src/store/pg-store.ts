@@ -88,8 +88,10 @@ export class PgStore extends PgMarkerStore implements Store {
     );
   }
 
-  async heartbeat(pid: number, now: number, heartbeatMs: number) {
-    return this.c.beat((q) => daemon.heartbeat(q, this.c.node, pid, now, heartbeatMs));
+  async heartbeat(pid: number, now: number, heartbeatMs: number, logsBytes?: number) {
+    return this.c.beat((q) =>
+      daemon.heartbeat(q, this.c.node, pid, now, heartbeatMs, logsBytes ?? null),
+    );
   }
 
   async setConfigError(pid: number, message: string | null) {

@@ -128,6 +128,8 @@ export interface DaemonRow {
   node: string | null;
   /** How the daemon contains its runs, {"mode", "reason"} as JSON (null before migration 010). */
   containment: string | null;
+  /** What its run logs took at its last heartbeat (migration 010; null before one). */
+  logs_bytes: number | null;
 }
 
 /** Who a daemon is among the nodes of a store, recorded when it claims its node. */

@@ -64,8 +64,8 @@ export class SqliteStore extends SqliteStatusStore implements Store {
     this.c.write(() => daemon.setJobHashes(this.c, this.node, hashes));
   }
 
-  async heartbeat(pid: number, now: number, heartbeatMs: number) {
-    return daemon.heartbeat(this.c, pid, now, heartbeatMs);
+  async heartbeat(pid: number, now: number, heartbeatMs: number, logsBytes?: number) {
+    return daemon.heartbeat(this.c, pid, now, heartbeatMs, logsBytes ?? null);
   }
 
   async setConfigError(pid: number, message: string | null) {

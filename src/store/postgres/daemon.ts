@@ -19,7 +19,8 @@ export const DB_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /** Every column but config_json (see DaemonRow). */
 const ROW = `pid, pid_start, started_at, heartbeat_at, heartbeat_ms, stopped_at, config_file,
-  config_error, config_hash, config_accepted_at, http_error, http_error_since, node, containment`;
+  config_error, config_hash, config_accepted_at, http_error, http_error_since, node, containment,
+  logs_bytes`;
 
 export async function daemonRow(q: Q, node: string): Promise<DaemonRow | null> {
   return (await q.get<DaemonRow>(`SELECT ${ROW} FROM daemon WHERE node = $1`, [node])) ?? null;
@@ -117,11 +118,13 @@ export async function heartbeat(
   pid: number,
   now: number,
   heartbeatMs: number,
+  logsBytes: number | null,
 ): Promise<boolean> {
   const n = await q.run(
-    `UPDATE daemon SET heartbeat_at = $1, heartbeat_ms = $2, renewed_at = ${DB_NOW}
+    `UPDATE daemon SET heartbeat_at = $1, heartbeat_ms = $2, renewed_at = ${DB_NOW},
+       logs_bytes = coalesce($5, logs_bytes)
      WHERE node = $3 AND pid = $4 AND stopped_at IS NULL`,
-    [now, heartbeatMs, node, pid],
+    [now, heartbeatMs, node, pid, logsBytes],
   );
   return n > 0;
 }

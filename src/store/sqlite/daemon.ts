@@ -14,7 +14,8 @@ import type {
 
 /** Every column but config_json (see DaemonRow). */
 const ROW = `pid, pid_start, started_at, heartbeat_at, heartbeat_ms, stopped_at, config_file,
-  config_error, config_hash, config_accepted_at, http_error, http_error_since, node, containment`;
+  config_error, config_hash, config_accepted_at, http_error, http_error_since, node, containment,
+  logs_bytes`;
 
 export function daemonRow(c: Conn): DaemonRow | null {
   return (c.q(`SELECT ${ROW} FROM daemon WHERE id = 1`).get() as DaemonRow | undefined) ?? null;
@@ -92,12 +93,18 @@ export function claimDaemon(
 }
 
 /** The beat (and the lease); false if the row is no longer this daemon's. */
-export function heartbeat(c: Conn, pid: number, now: number, heartbeatMs: number): boolean {
+export function heartbeat(
+  c: Conn,
+  pid: number,
+  now: number,
+  heartbeatMs: number,
+  logsBytes: number | null,
+): boolean {
   const r = c
     .q(
-      "UPDATE daemon SET heartbeat_at = ?, heartbeat_ms = ?, renewed_at = ? WHERE id = 1 AND pid = ?",
+      "UPDATE daemon SET heartbeat_at = ?, heartbeat_ms = ?, renewed_at = ?, logs_bytes = coalesce(?, logs_bytes) WHERE id = 1 AND pid = ?",
     )
-    .run(now, heartbeatMs, now, pid);
+    .run(now, heartbeatMs, now, logsBytes, pid);
   return r.changes > 0;
 }
 
