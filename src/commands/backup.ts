@@ -26,7 +26,7 @@ export async function restore(src: string, o: { config?: string }): Promise<void
   const config = await load(o.config);
   if (config.store !== null) throw new CliError(pgAdvice(config.store, "restore"), EXIT.usage);
   const { restoreStore, daemonHolder, CopyError } = await import("../store/backup.js");
-  const { isAlive } = await import("../run/proc.js");
+  const { isAlive } = await import("../core/proc.js");
   const pid = daemonHolder(config.stateDir, isAlive);
   if (pid !== null)
     throw new CliError(
