@@ -1,0 +1,47 @@
+// Issue 37, the newcomer's path: what a new user met between a fresh clone and a server install.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { BIN, cleanEnv, cli, tmpdir, writeConfig } from "./helpers.js";
+
+/** A shell line run with the CLI as `cronvisor`, its stdout wherever the line sends it. */
+function shell(line, cwd) {
+  const r = spawnSync("sh", ["-c", line], {
+    cwd,
+    env: cleanEnv({ CVX: `${process.execPath} ${BIN}` }),
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  return { code: r.status, stderr: r.stderr };
+}
+
+const sha = (file) => crypto.createHash("sha256").update(fs.readFileSync(file)).digest("hex");
+
+test("logs of a 5 MB run through a pipe and to a file are the log, byte for byte", (t) => {
+  const dir = tmpdir(t);
+  // 5 MiB of numbered lines (any reordering or reused chunk shows), under the 10 MB log cap.
+  const cfg = writeConfig(
+    dir,
+    `state_dir: ./state
+jobs:
+  big:
+    schedule: "0 0 1 1 *"
+    command: awk 'BEGIN { for (i = 0; i < 209715; i++) printf "line %012d of the log\\n", i }'
+`,
+  );
+  const run = shell(`$CVX run big -c ${cfg} > /dev/null`, dir);
+  assert.equal(run.code, 0, run.stderr);
+  const logs = path.join(dir, "state", "logs", "big");
+  const [log] = fs.readdirSync(logs).map((f) => path.join(logs, f));
+  assert.ok(fs.statSync(log).size > 5_000_000, "the log holds 5 MB");
+  const toFile = shell(`$CVX logs big -c ${cfg} > file.txt`, dir);
+  assert.equal(toFile.code, 0, toFile.stderr);
+  // A slow reader: the pipe fills, and stdout's writes queue behind it.
+  const piped = shell(`$CVX logs big -c ${cfg} | (sleep 0.3; cat) > piped.txt`, dir);
+  assert.equal(piped.code, 0, piped.stderr);
+  assert.equal(sha(path.join(dir, "file.txt")), sha(log), "to a file");
+  assert.equal(sha(path.join(dir, "piped.txt")), sha(log), "through a pipe");
+});
