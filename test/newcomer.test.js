@@ -5,6 +5,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
+import Database from "better-sqlite3";
 import { BIN, cleanEnv, cli, tmpdir, writeConfig } from "./helpers.js";
 
 /** A shell line run with the CLI as `cronvisor`, its stdout wherever the line sends it. */
@@ -44,4 +45,33 @@ jobs:
   assert.equal(piped.code, 0, piped.stderr);
   assert.equal(sha(path.join(dir, "file.txt")), sha(log), "to a file");
   assert.equal(sha(path.join(dir, "piped.txt")), sha(log), "through a pipe");
+});
+
+test("status's last runs name their node, and migration 010 gives a store's summaries theirs", (t) => {
+  const dir = tmpdir(t);
+  const cfg = writeConfig(
+    dir,
+    `state_dir: ./state
+node: web1
+jobs:
+  j:
+    schedule: "0 0 1 1 *"
+    command: "true"
+`,
+  );
+  assert.equal(cli(["run", "j", "-c", cfg]).code, 0);
+  const lastRuns = () => {
+    const st = JSON.parse(cli(["status", "--json", "-c", cfg]).stdout);
+    return [st.jobs[0].last_run?.node, st.jobs[0].last_finished_run?.node];
+  };
+  assert.deepEqual(lastRuns(), ["web1", "web1"]);
+  // The store as migration 009 left it: a summary without the node.
+  const db = new Database(path.join(dir, "state", "cronvisor.db"));
+  db.exec("UPDATE jobs SET last_finished = json_remove(last_finished, '$.node')");
+  db.pragma("user_version = 9");
+  db.close();
+  // A writer brings it forward (without a run of its own).
+  assert.equal(cli(["pause", "j", "-c", cfg]).code, 0);
+  assert.equal(cli(["resume", "j", "-c", cfg]).code, 0);
+  assert.deepEqual(lastRuns(), ["web1", "web1"]);
 });

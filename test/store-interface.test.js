@@ -38,6 +38,7 @@ test("migrations: one numbering, 001.. with no gap; a new store is at the last n
     "007_job_writes.sql",
     "008_job_verdicts.sql",
     "009_summary_columns.sql",
+    "010_summary_node.sql",
   ]);
   // A store at LATEST skips listing the folder: a new file with LATEST left behind would never run.
   assert.equal(LATEST, files.length, "bump LATEST in src/store/migrate.ts with a new migration");

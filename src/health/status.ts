@@ -84,7 +84,7 @@ export function historyEntry(r: HistoryRow): HistoryEntry {
     markers_skipped: r.markers_skipped,
     pid: r.pid,
     log_path: r.log_path,
-    node: r.node,
+    node: r.node ?? null, // a summary written before migration 010 has none
   };
 }
 
@@ -305,7 +305,7 @@ function runningEntry(r: RunRow, now: number, slow: number[]): RunningReport {
     progress_age_s: r.progress_at !== null ? Math.max(0, (now - r.progress_at) / 1000) : null,
     progress_message: r.progress_msg,
     slow: slow.includes(r.id),
-    node: r.node,
+    node: r.node ?? null, // a summary written before migration 010 has none
   };
 }
 

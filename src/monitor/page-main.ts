@@ -127,8 +127,8 @@ function filterForm(m: PageModel): Markup {
 }
 
 /** ` on node app01`, on a shared store (with one node, every run is its). */
-const on = (shared: boolean, node: string | null): string =>
-  shared && node !== null ? ` on node ${node}` : "";
+const on = (shared: boolean, node: string | null | undefined): string =>
+  shared && typeof node === "string" ? ` on node ${node}` : "";
 
 function lastRun(j: JobView, shared: boolean): Markup {
   const last = j.report.last_finished_run;

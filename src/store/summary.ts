@@ -101,5 +101,6 @@ export function latestRun(lastFinished: HistoryRow | null, running: RunRow[]): H
     markers_skipped: top.markers_skipped,
     pid: top.pid,
     log_path: top.log_path,
-  } as HistoryRow;
+    node: top.node,
+  };
 }
