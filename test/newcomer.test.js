@@ -6,7 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
-import { BIN, cleanEnv, cli, tmpdir, writeConfig } from "./helpers.js";
+import { BIN, ROOT, cleanEnv, cli, tmpdir, writeConfig } from "./helpers.js";
 
 /** A shell line run with the CLI as `cronvisor`, its stdout wherever the line sends it. */
 function shell(line, cwd) {
@@ -74,4 +74,48 @@ jobs:
   assert.equal(cli(["pause", "j", "-c", cfg]).code, 0);
   assert.equal(cli(["resume", "j", "-c", cfg]).code, 0);
   assert.deepEqual(lastRuns(), ["web1", "web1"]);
+});
+
+test("npm start builds only when a source is newer than the last build", (t) => {
+  // The script in a tree of its own: a fake clone whose times the test sets.
+  const dir = tmpdir(t);
+  fs.mkdirSync(path.join(dir, "scripts"));
+  fs.mkdirSync(path.join(dir, "src", "core"), { recursive: true });
+  fs.mkdirSync(path.join(dir, "dist"));
+  fs.copyFileSync(
+    path.join(ROOT, "scripts", "build-if-stale.js"),
+    path.join(dir, "scripts", "build-if-stale.js"),
+  );
+  for (const f of ["package.json", "tsconfig.json", "src/core/a.ts"])
+    fs.writeFileSync(path.join(dir, f), "{}\n");
+  const check = () =>
+    spawnSync(process.execPath, ["scripts/build-if-stale.js", "--check"], {
+      cwd: dir,
+      encoding: "utf8",
+    });
+  assert.deepEqual([check().status, check().stdout], [1, "stale: no build yet\n"]);
+  const past = new Date(Date.now() - 60_000);
+  for (const f of ["package.json", "tsconfig.json", "src/core/a.ts", "scripts/build-if-stale.js"])
+    fs.utimesSync(path.join(dir, f), past, past);
+  spawnSync(process.execPath, ["scripts/build-if-stale.js", "--stamp"], { cwd: dir });
+  assert.deepEqual([check().status, check().stdout], [0, "fresh\n"]);
+  const later = new Date(Date.now() + 60_000);
+  fs.utimesSync(path.join(dir, "src", "core", "a.ts"), later, later);
+  assert.deepEqual(
+    [check().status, check().stdout],
+    [1, `stale: ${path.join("src", "core", "a.ts")} changed since the last build\n`],
+  );
+  // And the real one: `npm start` runs it before the daemon, `npm run build` stamps.
+  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8"));
+  assert.match(pkg.scripts.start, /^node scripts\/build-if-stale\.js && /);
+  assert.match(pkg.scripts.build, /&& node scripts\/build-if-stale\.js --stamp$/);
+});
+
+test("the example's enrich stays a few seconds: a `cronvisor once` per item is a Node start-up", () => {
+  const text = fs.readFileSync(path.join(ROOT, "jobs.example.yaml"), "utf8");
+  const enrich = text.slice(text.indexOf("\n  enrich:"), text.indexOf("\n  upload:"));
+  assert.match(enrich, /command: \.\/examples\/enrich\.sh/);
+  // 200 items made a run with nothing left to do take 18.6 s; 20 take about 2.
+  const items = Number(/ITEMS: (\d+)/.exec(enrich)?.[1]);
+  assert.ok(items > 0 && items <= 20, `ITEMS ${items}`);
 });
