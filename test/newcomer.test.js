@@ -6,7 +6,20 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
-import { BIN, ROOT, cleanEnv, cli, tmpdir, writeConfig } from "./helpers.js";
+import {
+  BIN,
+  ROOT,
+  cleanEnv,
+  cli,
+  freePort,
+  request,
+  startDaemon,
+  statusJson,
+  stopDaemon,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 /** A shell line run with the CLI as `cronvisor`, its stdout wherever the line sends it. */
 function shell(line, cwd) {
@@ -118,4 +131,65 @@ test("the example's enrich stays a few seconds: a `cronvisor once` per item is a
   // 200 items made a run with nothing left to do take 18.6 s; 20 take about 2.
   const items = Number(/ITEMS: (\d+)/.exec(enrich)?.[1]);
   assert.ok(items > 0 && items <= 20, `ITEMS ${items}`);
+});
+
+test("resume of a job its config pauses does not say resumed: it says it stays paused and why", (t) => {
+  const dir = tmpdir(t);
+  const cfg = writeConfig(
+    dir,
+    `state_dir: ./state
+jobs:
+  off:
+    schedule: "0 0 1 1 *"
+    command: "true"
+    paused: true
+  on:
+    schedule: "0 0 1 1 *"
+    command: "true"
+`,
+  );
+  assert.equal(cli(["pause", "off", "-c", cfg]).code, 0);
+  const r = cli(["resume", "off", "-c", cfg]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.doesNotMatch(r.stdout, /resumed/);
+  assert.equal(
+    r.stdout,
+    `off stays paused: its entry in ${cfg} (line 3) says paused: true; remove that, then \`cronvisor reload -c ${cfg}\` (the pause set by \`cronvisor pause\` is lifted)\n`,
+  );
+  assert.equal(JSON.parse(cli(["status", "--json", "-c", cfg]).stdout).jobs[0].paused, true);
+  // A job paused by `pause` alone is resumed, and says so.
+  assert.equal(cli(["pause", "on", "-c", cfg]).code, 0);
+  assert.equal(cli(["resume", "on", "-c", cfg]).stdout, "on resumed\n");
+});
+
+test("reload says which changes wait for a restart (http, node, store, state_dir), and the daemon keeps them", async (t) => {
+  const dir = tmpdir(t);
+  const [a, b] = [await freePort(), await freePort()];
+  const jobs = `jobs:\n  j:\n    schedule: "0 0 1 1 *"\n    command: "true"\n`;
+  const cfg = writeConfig(dir, `state_dir: ./state\nheartbeat: 1s\nhttp: 127.0.0.1:${a}\n${jobs}`);
+  const d = startDaemon(t, cfg);
+  await waitFor(async () => (await request(a).catch(() => ({}))).status === 200, "the page");
+  writeConfig(
+    dir,
+    `state_dir: ./state\nheartbeat: 1s\nnode: web2\nhttp: 127.0.0.1:${b}\n${jobs}  k:\n    schedule: "0 0 1 1 *"\n    command: "true"\n`,
+  );
+  const r = cli(["reload", "-c", cfg]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(r.stdout.split("\n").slice(1), [
+    "not applied until the daemon restarts (`systemctl restart cronvisor`, or stop and start `cronvisor daemon`):",
+    "  node: the host name -> web2",
+    `  http: 127.0.0.1:${a} -> 127.0.0.1:${b}`,
+    "",
+  ]);
+  // The rest is applied: the new job is there; the page stays where it was bound.
+  await waitFor(() => statusJson(cfg).jobs.some((j) => j.name === "k"), "job k");
+  assert.equal((await request(a)).status, 200);
+  await waitFor(() => /takes effect when the daemon restarts/.test(d.err), "the daemon's note");
+  assert.match(
+    d.err,
+    new RegExp(`node: the host name -> web2; http: 127.0.0.1:${a} -> 127.0.0.1:${b}`),
+  );
+  // A second reload still says so: the daemon records what it runs, not what the file asks.
+  assert.match(cli(["reload", "-c", cfg]).stdout, /not applied until the daemon restarts/);
+  await stopDaemon(d);
 });
