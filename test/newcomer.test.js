@@ -193,3 +193,22 @@ test("reload says which changes wait for a restart (http, node, store, state_dir
   assert.match(cli(["reload", "-c", cfg]).stdout, /not applied until the daemon restarts/);
   await stopDaemon(d);
 });
+
+test("next: local times zero-padded and 24-hour, in a column", (t) => {
+  const dir = tmpdir(t);
+  const cfg = writeConfig(
+    dir,
+    `state_dir: ./state\njobs:\n  j:\n    schedule: "5 1 * * *"\n    timezone: America/New_York\n    command: "true"\n  k:\n    schedule: "30 14 * * *"\n    timezone: Asia/Kolkata\n    command: "true"\n`,
+  );
+  const r = cli(["next", "-c", cfg, "--count", "2"]);
+  assert.equal(r.code, 0, r.stderr);
+  const times = r.stdout.split("\n").filter((l) => l.startsWith("  "));
+  assert.equal(times.length, 4, r.stdout);
+  for (const l of times)
+    assert.match(
+      l,
+      /^ {2}\d{4}-\d\d-\d\dT\d\d:\d\d:00\.000Z {2}\d{4}-\d\d-\d\d \d\d:\d\d:00 [A-Z][\w+:-]*$/,
+    );
+  assert.match(times[0], / 01:05:00 E[SD]T$/);
+  assert.match(times[2], / 14:30:00 GMT\+5:30$/);
+});

@@ -86,6 +86,7 @@ ol.jobs > li { content-visibility: auto; contain-intrinsic-size: auto 110px; dis
 .s-running { fill: var(--running); stroke: var(--running); } .s-fenced { fill: var(--fenced); stroke: var(--fenced); }
 .s-skipped { fill: var(--skipped); } .s-missed { fill: var(--missed); }
 .tick { opacity: 0.9; }
+.pruned { fill: var(--line); opacity: 0.6; }
 .tl a:focus { outline: none; }
 .tl a:focus rect, .tl a:hover rect { stroke: var(--fg); stroke-width: 2; vector-effect: non-scaling-stroke; }
 .legend { display: flex; flex-wrap: wrap; gap: 4px 12px; font-size: 12px; color: var(--muted); margin: 6px 0; }
