@@ -84,7 +84,8 @@ function one(svc, key) {
 function startAsUnit(t, cfg) {
   const svc = service();
   const argv = one(svc, "ExecStart").split(/\s+/);
-  const args = argv.slice(argv.findIndex((a) => a === "cronvisor") + 1);
+  // ExecStart names the installed command by its path (install-server.sh writes the install's).
+  const args = argv.slice(argv.findIndex((a) => path.basename(a) === "cronvisor") + 1);
   const c = args.indexOf("-c");
   assert.ok(c >= 0, "ExecStart names its config with -c");
   args[c + 1] = cfg;
