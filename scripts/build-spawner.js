@@ -22,5 +22,5 @@ for (const extra of [["-static"], []]) {
   if (extra.length === 0) process.stderr.write(r.stderr);
 }
 process.stderr.write(
-  `cronvisor: could not compile ${path.relative(root, src)} with ${cc}: the daemon will fork its runs itself (slower; see README, "The spawner")\n`,
+  `cronvisor: could not compile ${path.relative(root, src)} with ${cc}: the daemon will fork its runs itself (slower; see docs/daemon.md, "The spawner")\n`,
 );

@@ -13,7 +13,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { before, test } from "node:test";
 import Database from "better-sqlite3";
-import { BIN, ROOT, cleanEnv, cli, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import { BIN, ROOT, cleanEnv, cli, tmpdir, userCli, waitFor, writeConfig } from "./helpers.js";
 
 const IS_ROOT = process.getuid?.() === 0;
 const NOBODY = 65534;
@@ -155,10 +155,20 @@ function snapshot(dir) {
   return out;
 }
 
+/** The CLI as user `uid` runs it: a copy of the build in a directory every user can traverse. */
+function userBin(uid) {
+  const copy = userCli({ name: String(uid), uid, gid: uid });
+  if (copy.skip) throw new Error(copy.skip);
+  return path.join(copy.bin, "cronvisor");
+}
+
 /** Run the CLI; never hang (a FIFO must be refused, not read): killed after 30 s. */
 function run(args, c) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
+    // Another user runs a copy of the build where it can reach it: the clone may sit in a
+    // directory only root can traverse (a `mktemp -d`, /root).
+    const bin = c.uid === undefined ? BIN : userBin(c.uid);
+    const child = spawn(process.execPath, [bin, ...args], {
       env: cleanEnv(c.env),
       cwd: c.dir,
       uid: c.uid,

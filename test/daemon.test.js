@@ -90,6 +90,9 @@ test("overlap: a held lock skips the slot and records why; `run` exits 75; statu
   const r = cli(["run", "slow", "-c", cfg]);
   assert.equal(r.code, 75, r.stderr);
   assert.match(r.stderr, new RegExp(`run ${holder.id} .*holds the lock`));
+  // And what to do about it, as commands to paste.
+  assert.match(r.stderr, new RegExp(`^ +watch it: +cronvisor logs slow --follow -c ${cfg}$`, "m"));
+  assert.match(r.stderr, new RegExp(`^ +then again: +cronvisor run slow -c ${cfg}$`, "m"));
   const st = JSON.parse(cli(["status", "-c", cfg, "--json"]).stdout);
   assert.equal(st.daemon.state, "running");
   const job = st.jobs[0];

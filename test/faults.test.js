@@ -88,7 +88,7 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
   assert.match(
     manual.stderr,
     new RegExp(
-      `^cronvisor: long is running: run ${first.id} \\(pid ${first.pid}, since \\S+\\) holds the lock$`,
+      `^cronvisor: long is running: run ${first.id} \\(pid ${first.pid}, since \\S+\\) holds the lock; nothing was started\\.$`,
       "m",
     ),
   );

@@ -406,3 +406,22 @@ test("the broken-file notice: HH:MM with the zone's name and the date, in the zo
     "the config file has errors; the daemon last ran the config accepted at 07:23 GMT+9 on 2026-11-30",
   );
 });
+
+test("failing: a streak as long as the summary keeps (20) is not called exactly 20: it says since when", () => {
+  const twenty = Array.from({ length: 20 }, (_, i) =>
+    run("failed", { id: 100 - i, reason: "exit 1" }),
+  );
+  const since = assessJob(
+    facts({ recent: twenty, lastSuccessAt: Date.parse("2026-03-28T06:30:00Z") }),
+  );
+  assert.deepEqual(since.problems, [
+    "the last 20 or more runs failed: none has succeeded since 2026-03-28 06:30Z (latest run 100: failed, exit 1)",
+  ]);
+  const never = assessJob(facts({ recent: twenty }));
+  assert.deepEqual(never.problems, [
+    "the last 20 or more runs failed: none has ever succeeded (latest run 100: failed, exit 1)",
+  ]);
+  // Under the cap the count is exact.
+  const nineteen = assessJob(facts({ recent: [...twenty.slice(0, 19), run("ok")] }));
+  assert.deepEqual(nineteen.problems, ["the last 19 runs failed (latest run 100: failed, exit 1)"]);
+});

@@ -81,7 +81,7 @@ test(
     const dir = tmpdir(t);
     const port = await freePort();
     const c2 = nodeConfig(dir, "n2", url, JOBS);
-    const c1 = nodeConfig(dir, "n1", url, JOBS, "3s", `http: 127.0.0.1:${port}`);
+    const c1 = nodeConfig(dir, "n1", url, JOBS, "3s", `http: 127.0.0.1:${port}\nhttp_logs: true`);
     // n2 alone first, so that it runs `long`; n1 (with the page) comes after and takes it over.
     const d2 = startDaemon(t, c2);
     const old = await waitFor(
@@ -140,6 +140,18 @@ test(
         .sort(),
       st.nodes.map((n) => [n.name, n.state]).sort(),
     );
+    // Every run names its node: status --json's last runs, the page, text status and history.
+    const tick = st.jobs.find((j) => j.name === "tick");
+    assert.match(String(tick.last_finished_run?.node), /^n[12]$/, "last_finished_run.node");
+    assert.match(String(tick.last_run?.node), /^n[12]$/, "last_run.node");
+    assert.doesNotMatch(textOf(page.body), /undefined/);
+    assert.match(textOf(page.body), /last run\s*run \d+ on node n[12] ok/);
+    assert.match(cli(["status", "-c", c1]).stdout, /\btick\s+ok on n[12] \d/);
+    const tickStatus = cli(["status", "tick", "-c", c1]).stdout;
+    assert.match(tickStatus, /RUN\s+STATUS\s+TRIGGER\s+NODE\b/);
+    assert.match(tickStatus, /^\s+\d+\s+ok\s+schedule\s+n[12]\s/m);
+    const hist = cli(["history", "long", "-c", c1]).stdout;
+    assert.match(hist, new RegExp(`^${old.id}\\s+long\\s+fenced\\s+schedule\\s+n2\\s`, "m"), hist);
     const nodesText = textOf(nodes);
     assert.ok(nodesText.includes(HOSTILE_NODE), nodesText);
     assert.ok(nodesText.includes(HOSTILE_VERSION), nodesText);
@@ -159,6 +171,9 @@ test(
 
     // Its run page: the node, and what fenced means.
     const runText = textOf((await get(`/runs/${old.id}`)).body);
+    // Its log is on n2: the page says so (or shows the tail the store keeps), not a bad path.
+    assert.doesNotMatch(runText, /not under/);
+    assert.match(runText, /ran on node n2; its log is there|The end of the log/);
     assert.match(runText, /node\s+n2\n/);
     assert.match(
       runText,

@@ -1,5 +1,5 @@
 // The shipped systemd unit (examples/cronvisor.service), without systemd: its settings are read
-// from the file and checked against what the README promises, and what its KillMode does is done
+// from the file and checked against what docs/daemon.md promises, and what its KillMode does is done
 // by hand. KillMode=process means systemd signals the daemon's pid and nothing else: on a crash
 // the runs live on (adopted by the restarted daemon), and on stop the daemon itself must TERM,
 // wait each job's kill_grace, KILL and record every run, its own and adopted ones alike.
@@ -27,7 +27,7 @@ import {
 } from "./helpers.js";
 
 const UNIT = path.join(ROOT, "examples", "cronvisor.service");
-const README = path.join(ROOT, "README.md");
+const DAEMON_DOC = path.join(ROOT, "docs", "daemon.md");
 /**
  * What a stop needs beyond the largest kill_grace: the adopted runs' poll (0.5 s), queued alerts
  * (3 s), recording the runs and closing the store. The unit's comment says the same.
@@ -84,7 +84,8 @@ function one(svc, key) {
 function startAsUnit(t, cfg) {
   const svc = service();
   const argv = one(svc, "ExecStart").split(/\s+/);
-  const args = argv.slice(argv.findIndex((a) => a === "cronvisor") + 1);
+  // ExecStart names the installed command by its path (install-server.sh writes the install's).
+  const args = argv.slice(argv.findIndex((a) => path.basename(a) === "cronvisor") + 1);
   const c = args.indexOf("-c");
   assert.ok(c >= 0, "ExecStart names its config with -c");
   args[c + 1] = cfg;
@@ -134,7 +135,7 @@ function settled(pgid) {
   });
 }
 
-test("the shipped unit sets what the README relies on, and the README says so", () => {
+test("the shipped unit sets what the docs rely on, and docs/daemon.md says so", () => {
   const svc = service();
   assert.equal(one(svc, "KillMode"), "process", "adoption after a crash needs KillMode=process");
   assert.equal(one(svc, "Restart"), "always");
@@ -147,7 +148,8 @@ test("the shipped unit sets what the README relies on, and the README says so", 
   assert.match(one(svc, "ExecStart"), /(^|[\s/])cronvisor daemon(\s|$)/);
   assert.equal(svc.ExecStop, undefined, "the daemon's own stop (SIGTERM) is the stop");
 
-  const readme = fs.readFileSync(README, "utf8");
+  // The unit's settings are explained with the daemon's behaviour they serve.
+  const readme = fs.readFileSync(DAEMON_DOC, "utf8");
   for (const said of [
     "KillMode=process",
     "TimeoutStopSec",
@@ -155,7 +157,7 @@ test("the shipped unit sets what the README relies on, and the README says so", 
     "setsid",
     "Nice=-5",
   ]) {
-    assert.ok(readme.includes(said), `README mentions ${said}`);
+    assert.ok(readme.includes(said), `docs/daemon.md mentions ${said}`);
   }
 });
 
@@ -230,7 +232,7 @@ test("KillMode=process, the daemon crashes: its run lives on, the restarted daem
 /**
  * Scripts for jobs that announce they are ready (their traps are set) and what they received.
  * They write nothing: a shell whose child dies of TERM prints "Terminated" on stderr, and an
- * adopted run's output is not logged since the crash (see the README on output after a crash;
+ * adopted run's output is not logged since the crash (see docs/daemon.md on output after a crash;
  * built without the spawner, that write would end it with SIGPIPE before its trap runs).
  */
 function stopJobs(dir) {

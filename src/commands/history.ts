@@ -16,10 +16,15 @@ export async function history(
   const { durationCell, markersCell } = await import("../health/render.js");
   const rows = store ? (await store.history(jobName ?? null, limit)).map(historyEntry) : [];
   const events = store ? await store.events(jobName ?? null, limit) : [];
+  // NODE only on a shared store: with SQLite every run is this host's.
+  const shared = store?.shared === true;
   await store?.close();
   if (o.json) return out(JSON.stringify(rows, null, 2));
   const t = [
-    ["RUN", "JOB", "STATUS", "TRIGGER", "SLOT", "STARTED", "DURATION", "MARKERS", "REASON"],
+    [
+      ...["RUN", "JOB", "STATUS", "TRIGGER", ...(shared ? ["NODE"] : []), "SLOT", "STARTED"],
+      ...["DURATION", "MARKERS", "REASON"],
+    ],
   ];
   for (const r of rows) {
     t.push([
@@ -27,6 +32,7 @@ export async function history(
       r.job,
       r.status,
       r.trigger ?? "-",
+      ...(shared ? [r.node ?? "-"] : []),
       when(r.slot),
       when(r.started_at),
       durationCell(r),

@@ -27,6 +27,20 @@ export async function next(
   }
 }
 
+/** `2026-03-29 01:05:00 EST`: zero-padded, 24-hour, so that the column lines up. */
 function localTime(isoTime: string, timeZone: string): string {
-  return new Date(isoTime).toLocaleString("sv-SE", { timeZone, timeZoneName: "short" });
+  const parts: Record<string, string> = {};
+  const f = new Intl.DateTimeFormat("en-US", {
+    timeZone,
+    year: "numeric",
+    month: "2-digit",
+    day: "2-digit",
+    hour: "2-digit",
+    minute: "2-digit",
+    second: "2-digit",
+    hourCycle: "h23",
+    timeZoneName: "short",
+  });
+  for (const x of f.formatToParts(new Date(isoTime))) parts[x.type] = x.value;
+  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}:${parts.second} ${parts.timeZoneName}`;
 }

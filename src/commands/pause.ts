@@ -13,7 +13,10 @@ async function setPaused(name: string, o: { config?: string }, paused: boolean):
   const store = await openStore(config, true);
   await store.setPaused(name, paused, Date.now());
   await store.close();
+  // A job its config pauses is not resumed by clearing the store's flag: never say it is.
   if (!paused && job.paused)
-    out(`note: ${name} has paused: true in ${config.file}; it stays paused until that is removed`);
-  out(`${name} ${paused ? "paused" : "resumed"}`);
+    out(
+      `${name} stays paused: its entry in ${config.file} (line ${job.line}) says paused: true; remove that, then \`cronvisor reload -c ${config.file}\` (the pause set by \`cronvisor pause\` is lifted)`,
+    );
+  else out(`${name} ${paused ? "paused" : "resumed"}`);
 }

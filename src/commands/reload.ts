@@ -19,10 +19,27 @@ export async function reload(o: { config?: string }): Promise<void> {
   }
   const store = await openStoreOrEmpty(res.config);
   const d = await store?.daemon();
+  const running = await store?.runningConfig().catch(() => null);
   await store?.close();
   if (!d || d.pid === null || d.stopped_at !== null || !isAlive(d.pid, d.pid_start)) {
     throw new CliError(`no daemon is running for ${res.config.stateDir}`, EXIT.fail);
   }
   process.kill(d.pid, "SIGHUP");
   out(`sent SIGHUP to daemon ${d.pid}`);
+  // What a reload cannot apply, compared with the config the daemon recorded it runs.
+  if (running?.config_json) {
+    const { unpackConfig } = await import("../core/config-record.js");
+    const { restartOnlyChanges } = await import("../core/restart-only.js");
+    let was: Parameters<typeof restartOnlyChanges>[0] | null = null;
+    try {
+      was = unpackConfig(running.config_json) as Parameters<typeof restartOnlyChanges>[0];
+    } catch {
+      // an unreadable record: nothing to compare with
+    }
+    const fixed = was ? restartOnlyChanges(was, res.config) : [];
+    if (fixed.length > 0)
+      out(
+        `not applied until the daemon restarts (\`systemctl restart cronvisor\`, or stop and start \`cronvisor daemon\`):\n${fixed.map((f) => `  ${f}`).join("\n")}`,
+      );
+  }
 }

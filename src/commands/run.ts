@@ -58,8 +58,12 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
     );
     if (res.kind === "locked") {
       const h = res.holder;
+      const c = `-c ${config.file}`;
+      // What to do next, not only why: a first `run` often meets the run its schedule started.
       process.stderr.write(
-        `cronvisor: ${job.name} is running: run ${h.id} (pid ${h.pid ?? "-"}, since ${new Date(h.started_at).toISOString()}) holds the lock\n`,
+        `cronvisor: ${job.name} is running: run ${h.id} (pid ${h.pid ?? "-"}, since ${new Date(h.started_at).toISOString()}) holds the lock; nothing was started.
+  watch it:    cronvisor logs ${job.name} --follow ${c}
+  then again:  cronvisor run ${job.name} ${c}\n`,
       );
       return EXIT.busy;
     }

@@ -16,6 +16,7 @@ import { releaseBase, setupContainment, sweepCgroups } from "../run/cgroup.js";
 import { holdLease, type Lease } from "./hold-lease.js";
 import { forNode, jobHashes } from "./nodes.js";
 import { packConfig } from "../core/config-record.js";
+import { keepRestartOnly, restartOnlyChanges } from "../core/restart-only.js";
 import type { Config, RunBroker } from "../core/types.js";
 import { adoptOrphans } from "./adopt.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, widenGap, type LateSlot } from "./due.js";
@@ -103,8 +104,7 @@ export class Supervisor {
     const now = this.now();
     const record = accepted(cfg, this.opts.configHash, now);
     const contained = setupContainment(cfg.stateDir, true); // said in the row, for status
-    const { mode, reason } = contained;
-    const containment = JSON.stringify({ mode, reason });
+    const containment = JSON.stringify({ mode: contained.mode, reason: contained.reason });
     const [host, version, leaseMs] = [os.hostname(), VERSION, cfg.leaseMs];
     const self = { name: target.node, host, bootId: bootId(), version, leaseMs, containment };
     const holder = await store
@@ -323,13 +323,13 @@ export class Supervisor {
       await rt.kept.write("reload", () => rt.store.setConfigError(process.pid, msg));
       return { ok: false, errors: res.errors };
     }
-    if (res.config.stateDir !== rt.config.stateDir) {
-      // The store, logs and locks stay where this daemon holds them.
+    // The store, logs and locks stay where this daemon holds them, and its http where it bound.
+    const fixed = restartOnlyChanges(rt.config, res.config);
+    if (fixed.length > 0)
       this.log(
-        `cronvisor: a changed state_dir (${res.config.stateDir}) takes effect when the daemon restarts`,
+        `cronvisor: takes effect when the daemon restarts (kept as it was until then): ${fixed.join("; ")}`,
       );
-    }
-    const config = { ...res.config, stateDir: rt.config.stateDir };
+    const config = keepRestartOnly(rt.config, res.config);
     // Applied only once the store knows the new jobs; a busy store keeps it for the next beat.
     const ok = await rt.kept.write("reload", () => this.applyConfig(config, res.hash));
     return ok ? { ok, errors: [] } : { ok, errors: ["the store is busy: applied on a later beat"] };

@@ -49,6 +49,9 @@ export const SLOW_MIN_SAMPLES = 5;
 /** Runs shorter than this are never called slow (a 20 ms job taking 50 ms is noise). */
 const SLOW_FLOOR_MS = 1000;
 /** Statuses that judge the job's own code; the others (killed, interrupted) are looked past. */
+/** How many finished runs the failing streak is counted over (the job summary's SUMMARY_RECENT). */
+const STREAK_WINDOW = 20;
+
 const VERDICTS: ReadonlySet<string> = new Set(["ok", "failed", "timeout", "spawn_failed"]);
 
 export function daemonState(row: DaemonRow | null, pidAlive: boolean, now: number): DaemonState {
@@ -128,12 +131,23 @@ export function assessJob(f: JobFacts): Assessment {
 
   if (failing !== null) {
     const { run: verdict, streak: n } = failing;
+    // The streak is counted over the newest 20 runs (the summary's window): at 20 it may be
+    // longer, so say since when instead of a count that stops there.
+    const since =
+      f.lastSuccessAt === null
+        ? "none has ever succeeded"
+        : `none has succeeded since ${new Date(f.lastSuccessAt)
+            .toISOString()
+            .replace("T", " ")
+            .replace(/:\d\d\.\d{3}Z$/, "Z")}`;
     add(
       "failing",
       verdict.id,
       n === 1
         ? `the last run failed (${describeRun(verdict)})`
-        : `the last ${n} runs failed (latest ${describeRun(verdict)})`,
+        : n >= STREAK_WINDOW
+          ? `the last ${n} or more runs failed: ${since} (latest ${describeRun(verdict)})`
+          : `the last ${n} runs failed (latest ${describeRun(verdict)})`,
     );
   }
   if (newest && !VERDICTS.has(newest.status) && f.running.length === 0) {

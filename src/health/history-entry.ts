@@ -45,7 +45,7 @@ export function historyEntry(r: HistoryRow): HistoryEntry {
     markers_skipped: r.markers_skipped,
     pid: r.pid,
     log_path: r.log_path,
-    node: r.node,
+    node: r.node ?? null, // a summary written before migration 011 has none
     cpu_s: r.cpu_s ?? null,
     memory_peak_bytes: r.memory_peak_bytes ?? null,
   };

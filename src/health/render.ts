@@ -88,13 +88,14 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
   const rows: string[][] = [
     ["HEALTH", "JOB", "LAST RUN", "LAST SUCCESS", "PROGRESS", "MARKERS", "NEXT", "NOW"],
   ];
-  for (const j of r.jobs) rows.push(jobRow(j, now));
+  for (const j of r.jobs) rows.push(jobRow(j, now, r.shared));
   // The health word in colour (not the header): renderTable pads first, escape codes have no width.
   lines.push(...renderTable(rows, { paint: (c, n, i) => (n > 0 && i === 0 ? paint(c) : c) }));
   // Problems quote reasons and keys that jobs wrote: printable, as the table's cells are.
   for (const j of r.jobs) for (const p of j.problems) lines.push(printable(`  ${j.name}: ${p}`));
   const one = r.jobs.length === 1 ? r.jobs[0] : undefined;
-  if (one && detail.length > 0) lines.push("", ...jobDetail(one, detail, now).map(printable));
+  if (one && detail.length > 0)
+    lines.push("", ...jobDetail(one, detail, now, r.shared).map(printable));
   else lines.push(...disk.slice(0, 1));
   return lines.join("\n");
 }
@@ -118,25 +119,31 @@ function daemonLine(r: StatusReport, now: number, paint: (w: string) => string):
   }
 }
 
-function jobRow(j: JobReport, now: number): string[] {
+/** ` on app01`: which node ran a run, on a shared store (with one node, every run is its). */
+const onNode = (shared: boolean, node: string | null | undefined): string =>
+  shared && typeof node === "string" ? ` on ${node}` : "";
+
+function jobRow(j: JobReport, now: number, shared: boolean): string[] {
   // The run going now is in NOW; LAST RUN is the last one that ended.
   const last = j.last_finished_run;
   const running = j.running;
   return [
     j.health,
     j.name,
-    last ? `${last.status} ${ago(last.finished_at ?? last.started_at, now)}` : "-",
+    last
+      ? `${last.status}${onNode(shared, last.node)} ${ago(last.finished_at ?? last.started_at, now)}`
+      : "-",
     ago(j.last_success_at, now),
     ago(j.last_progress_at, now),
     `${j.markers}${last ? ` (+${last.markers_new}, ${last.markers_skipped} done)` : ""}`,
     j.paused ? "paused" : short(j.next_slot),
     running
-      ? `run ${running.run_id} for ${age(Math.max(0, now - Date.parse(running.started_at)) / 1000)}, progress ${age(running.progress_age_s)} ago${running.slow ? " (slow)" : ""}${j.running_count > 1 ? ` (+${j.running_count - 1} more)` : ""}`
+      ? `run ${running.run_id}${onNode(shared, running.node)} for ${age(Math.max(0, now - Date.parse(running.started_at)) / 1000)}, progress ${age(running.progress_age_s)} ago${running.slow ? " (slow)" : ""}${j.running_count > 1 ? ` (+${j.running_count - 1} more)` : ""}`
       : "",
   ];
 }
 
-function jobDetail(j: JobReport, detail: RunRow[], now: number): string[] {
+function jobDetail(j: JobReport, detail: RunRow[], now: number, shared: boolean): string[] {
   const out: string[] = [];
   out.push(`${j.name}: ${j.schedule} (${j.timezone}), next ${short(j.next_slot)}`);
   out.push(
@@ -145,19 +152,33 @@ function jobDetail(j: JobReport, detail: RunRow[], now: number): string[] {
   if (j.running) {
     const r = j.running;
     out.push(
-      `  running: run ${r.run_id}, pid ${r.pid ?? "-"}, started ${ago(r.started_at, now)}, last progress ${ago(r.progress_at, now)}${r.progress_message ? `: ${r.progress_message}` : ""}`,
+      `  running: run ${r.run_id}${onNode(shared, r.node)}, pid ${r.pid ?? "-"}, started ${ago(r.started_at, now)}, last progress ${ago(r.progress_at, now)}${r.progress_message ? `: ${r.progress_message}` : ""}`,
     );
   }
   out.push(
     `  markers: ${j.markers} in its namespace; usual duration: ${j.p95_duration_ms === null ? "not known yet" : `${age(j.p95_duration_ms / 1000)} (p95)`}`,
   );
   out.push("  recent runs:");
-  const rows = [["RUN", "STATUS", "TRIGGER", "STARTED", "DURATION", "MARKERS", "REASON"]];
+  // NODE only on a shared store: with SQLite every run is this host's.
+  const node = (h: HistoryEntry): string[] => (shared ? [h.node ?? "-"] : []);
+  const rows = [
+    [
+      "RUN",
+      "STATUS",
+      "TRIGGER",
+      ...(shared ? ["NODE"] : []),
+      "STARTED",
+      "DURATION",
+      "MARKERS",
+      "REASON",
+    ],
+  ];
   for (const h of detail.map(historyEntry)) {
     rows.push([
       String(h.run_id),
       h.status,
       h.trigger ?? "-",
+      ...node(h),
       short(h.started_at),
       durationCell(h),
       markersCell(h),

@@ -276,7 +276,7 @@ function runningEntry(r: RunRow, now: number, slow: number[]): RunningReport {
     progress_age_s: r.progress_at !== null ? Math.max(0, (now - r.progress_at) / 1000) : null,
     progress_message: r.progress_msg,
     slow: slow.includes(r.id),
-    node: r.node,
+    node: r.node ?? null, // a summary written before migration 011 has none
   };
 }
 

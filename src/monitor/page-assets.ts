@@ -63,7 +63,9 @@ ol.jobs > li { content-visibility: auto; contain-intrinsic-size: auto 110px; dis
 .health { display: inline-block; padding: 0 6px; border-radius: 10px; font-size: 12px; font-weight: 600;
   border: 1px solid currentColor; margin-left: 6px; }
 .h-ok { color: var(--ok); } .h-failing, .h-stuck { color: var(--failed); }
-.h-late, .h-repeating { color: var(--timeout); } .h-paused, .h-never-run { color: var(--muted); }
+.h-late, .h-repeating { color: var(--timeout); } .h-paused, .h-never-run, .h-unjudged { color: var(--muted); }
+/* A date is read whole: never broken across lines. */
+time, .health { white-space: nowrap; }
 .problems { margin: 4px 0; padding-left: 18px; color: var(--failed); }
 .facts { display: grid; grid-template-columns: max-content 1fr; gap: 0 8px; margin: 4px 0 0; font-size: 13px; }
 .sched { color: var(--muted); margin-left: 6px; }
@@ -86,6 +88,7 @@ ol.jobs > li { content-visibility: auto; contain-intrinsic-size: auto 110px; dis
 .s-running { fill: var(--running); stroke: var(--running); } .s-fenced { fill: var(--fenced); stroke: var(--fenced); }
 .s-skipped { fill: var(--skipped); } .s-missed { fill: var(--missed); }
 .tick { opacity: 0.9; }
+.pruned { fill: var(--line); opacity: 0.6; }
 .tl a:focus { outline: none; }
 .tl a:focus rect, .tl a:hover rect { stroke: var(--fg); stroke-width: 2; vector-effect: non-scaling-stroke; }
 .legend { display: flex; flex-wrap: wrap; gap: 4px 12px; font-size: 12px; color: var(--muted); margin: 6px 0; }

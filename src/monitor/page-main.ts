@@ -136,8 +136,8 @@ function filterForm(m: PageModel): Markup {
 }
 
 /** ` on node app01`, on a shared store (with one node, every run is its). */
-const on = (shared: boolean, node: string | null): string =>
-  shared && node !== null ? ` on node ${node}` : "";
+const on = (shared: boolean, node: string | null | undefined): string =>
+  shared && typeof node === "string" ? ` on node ${node}` : "";
 
 function lastRun(j: JobView, shared: boolean): Markup {
   const last = j.report.last_finished_run;
@@ -170,6 +170,20 @@ function facts(j: JobView, shared: boolean): Markup {
   return h`<dl class="facts"><dt>next</dt><dd>${next}</dd><dt>last success</dt><dd>${timeEl(r.last_success_at, zone)}</dd><dt>last run</dt><dd>${lastRun(j, shared)}</dd>${runningFact(r, zone, shared)}<dt>markers</dt><dd>${markers}</dd></dl>`;
 }
 
+/** Statuses that judge a job; killed, interrupted and fenced judge an operator, a crash, a node. */
+const JUDGED = new Set(["ok", "failed", "timeout", "spawn_failed"]);
+
+/**
+ * The health word. `ok` beside a last run that was killed, interrupted or fenced is not drawn as
+ * a success: health looks past those runs, the badge says what the last one was.
+ */
+function badge(r: JobView["report"]): Markup {
+  const last = r.last_finished_run;
+  if (r.health !== "ok" || !last || JUDGED.has(last.status) || r.running)
+    return h`<span class="health h-${r.health}">${r.health}</span>`;
+  return h`<span class="health h-unjudged" title="healthy: the last run was ${last.status}, which judges the operator, a crash or a node, not the job">ok, last run ${last.status}</span>`;
+}
+
 function jobItem(j: JobView, m: PageModel): Markup {
   const r = j.report;
   const problems = r.problems.length
@@ -178,7 +192,7 @@ function jobItem(j: JobView, m: PageModel): Markup {
   const latest = j.rows.length ? j.rows[j.rows.length - 1] : undefined;
   const why = latest ? rowHref(r.name, latest) : `/why/${encodeURIComponent(r.name)}`;
   return h`<li id="job-${r.name}" data-name="${r.name}" data-health="${r.health}" data-problem="${j.problem ? "1" : "0"}">
-<div><h2><a href="${why}">${r.name}</a></h2><span class="health h-${r.health}">${r.health}</span><code class="sched">${r.schedule}</code> <span class="sched">${r.timezone}</span>
+<div><h2><a href="${why}">${r.name}</a></h2>${badge(r)}<code class="sched">${r.schedule}</code> <span class="sched">${r.timezone}</span>
 ${problems}${facts(j, m.report.shared)}</div>
 <div>${timelineSvg(j, m.from, m.now, m.query.range)}${trendSvg(j)}</div>
 </li>

@@ -156,10 +156,21 @@ function commandPart(job: JobConfig | undefined): Markup {
     <pre class="log"><code>${cmd}</code></pre>`;
 }
 
-function logPart(r: RunRow, stateDir: string, follow: boolean): Markup {
+/**
+ * The tail the store keeps of a run of another node of a shared store (its file is on that
+ * node), as `cronvisor logs` prints it; the sentence why none is shown when the store has none.
+ */
+async function otherNodeTail(r: RunRow, store: Store): Promise<LogTail | string> {
+  const tail = await store.logTail(r.id);
+  if (tail === null)
+    return `run ${r.id} ran on node ${r.node}${r.status === "running" ? " and is still running" : ""}; its log is there (${r.log_path}), and the store has none of it yet`;
+  const skipped = Math.max(0, (r.log_bytes ?? tail.length) - tail.length);
+  return { text: tail.toString("utf8"), skipped };
+}
+
+function logPart(r: RunRow, tail: LogTail | string, follow: boolean): Markup {
   if (r.log_path === null)
     return h`<p>This run has no log (a slot disposition, or it never started).</p>`;
-  const tail = readLogTail(r.log_path, stateDir);
   const running = r.status === "running";
   const toggle = running
     ? follow
@@ -214,13 +225,21 @@ export async function runPage(
   const zone = job?.timezone ?? config.timezone;
   const follow = query.get("follow") === "1" && r.status === "running";
   const logs = config.httpLogs === true;
+  // A run of another node: its log file is there, not under this daemon's logs/.
+  const elsewhere = store.shared && r.node !== null && r.node !== store.node;
+  const tail =
+    !logs || r.log_path === null
+      ? ""
+      : elsewhere
+        ? await otherNodeTail(r, store)
+        : readLogTail(r.log_path, stateDir);
   const body = h`<p><a href="/">Status page</a> › <a href="/#job-${r.job}">${r.job}</a></p>
     <h1>Run ${r.id} of ${r.job}</h1>
     ${facts(r, zone, now)}
     <h2>Command</h2>
     ${logs ? commandPart(job) : GATED}
     <h2>Log</h2>
-    ${logs ? logPart(r, stateDir, follow) : h`<p>Not shown (see above).</p>`}`;
+    ${logs ? logPart(r, tail, follow) : h`<p>Not shown (see above).</p>`}`;
   return page({
     title: `cronvisor: run ${r.id} of ${r.job}: ${r.status}`,
     body,

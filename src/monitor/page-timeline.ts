@@ -129,10 +129,37 @@ export function timelineSvg(v: JobView, from: number, now: number, range: RangeN
     marks += `<a href="${href(r)}"><title>${esc(barTitle(r, zone, now))}</title><rect class="bar s-${esc(r.status)}"${running} x="${fixed(x0)}" y="5" width="${fixed(w)}" height="${H - 10}"/></a>`;
   }
 
+  const cut = prunedBefore(v, from);
+  let gap = "";
+  let note = "";
+  if (cut !== null) {
+    // Not an idle stretch: the records before were pruned (or the job is that new).
+    const words = `No record before ${localTime(cut, zone)}: ${name} keeps its last ${v.job.log.keepRuns} runs (log.keep_runs), older ones are pruned`;
+    gap = `<rect class="pruned" x="0" y="0" width="${fixed(x(cut))}" height="${H}"><title>${esc(words)}</title></rect>`;
+    note = `<div class="trendrow pruned-note">${esc(words)}</div>`;
+  }
   const label = `Runs and slots of ${name} in the last ${range === "24h" ? "24 hours" : "7 days"}`;
   return trusted(
-    `<svg class="tl tl-${range}" viewBox="0 0 ${W} ${H}" preserveAspectRatio="none" role="group" aria-label="${esc(label)}" data-from="${from}" data-now="${now}">${marks}</svg>`,
+    `<svg class="tl tl-${range}" viewBox="0 0 ${W} ${H}" preserveAspectRatio="none" role="group" aria-label="${esc(label)}" data-from="${from}" data-now="${now}">${gap}${marks}</svg>${note}`,
   );
+}
+
+/**
+ * Where the job's kept records start, when that is inside the range and may hide runs: a job
+ * keeps its newest log.keep_runs finished runs and dispositions (src/daemon/runs.ts prunes the
+ * rest). With that many in the range, the range holds every record kept, and an empty stretch
+ * before the oldest says nothing of what ran there. With fewer, the kept ones reach back past
+ * the range and none of it was pruned: null.
+ */
+export function prunedBefore(v: Pick<JobView, "job" | "rows">, from: number): number | null {
+  let finished = 0;
+  let oldest = Infinity;
+  for (const r of v.rows) {
+    if (r.status === "running") continue;
+    finished++;
+    oldest = Math.min(oldest, r.slot ?? r.started_at, r.started_at);
+  }
+  return finished >= v.job.log.keepRuns && oldest > from ? oldest : null;
 }
 
 /** The recent successful durations as a line, with the p95 of `status` as a dashed line. */

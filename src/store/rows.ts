@@ -126,7 +126,7 @@ export interface DaemonRow {
   http_error_since: number | null;
   /** The node's name (null in a store no daemon has claimed since nodes came). */
   node: string | null;
-  /** How the daemon contains its runs, {"mode", "reason"} as JSON (null before migration 010). */
+  /** How the daemon contains its runs, {"mode", "reason"} as JSON (null before migration 011). */
   containment: string | null;
   /** What its run logs took at its last heartbeat (migration 010; null before one). */
   logs_bytes: number | null;

@@ -101,5 +101,8 @@ export function latestRun(lastFinished: HistoryRow | null, running: RunRow[]): H
     markers_skipped: top.markers_skipped,
     pid: top.pid,
     log_path: top.log_path,
-  } as HistoryRow;
+    node: top.node,
+    cpu_s: null, // measured at its end
+    memory_peak_bytes: null,
+  };
 }

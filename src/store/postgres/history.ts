@@ -5,7 +5,8 @@ import type { Q } from "../pg-connection.js";
 import type { HistoryRow, RunFacts, RunRow, TimelineChanges, TimelineRow } from "../rows.js";
 
 const HISTORY_COLUMNS = `id, job, slot, trigger, status, reason, exit_code, signal, attempt, started_at,
-  finished_at, duration_ms, markers_new, markers_skipped, pid, log_path, cpu_s, memory_peak_bytes`;
+  finished_at, duration_ms, markers_new, markers_skipped, pid, log_path, node, cpu_s,
+  memory_peak_bytes`;
 const FACT_COLUMNS = "id, status, reason, started_at, finished_at, duration_ms, progress_at";
 
 export async function runRow(q: Q, id: number): Promise<RunRow | null> {

@@ -6,7 +6,8 @@ import type { HistoryRow, RunFacts, RunRow, TimelineChanges, TimelineRow } from 
 import { factsOf } from "../summary.js";
 
 const HISTORY_COLUMNS = `id, job, slot, trigger, status, reason, exit_code, signal, attempt, started_at,
-  finished_at, duration_ms, markers_new, markers_skipped, pid, log_path, cpu_s, memory_peak_bytes`;
+  finished_at, duration_ms, markers_new, markers_skipped, pid, log_path, node, cpu_s,
+  memory_peak_bytes`;
 /** The columns health reads (RunFacts); recentFinished maps its raw rows by position. */
 const FACT_COLUMNS = "id, status, reason, started_at, finished_at, duration_ms, progress_at";
 
