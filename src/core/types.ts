@@ -186,11 +186,20 @@ export interface RunResult {
  * secret only it receives, and forgotten once its end is recorded.
  */
 export interface RunBroker {
+  /** The socket of the supervising process's own uid. */
   readonly socketPath: string;
-  /** Returns the run's secret (CRONVISOR_SECRET). */
-  register(run: { job: string; runId: number; fence: number }): string;
+  /** The socket a run whose processes run as `uid` is given (CRONVISOR_BROKER); made at need. */
+  socketFor(uid?: number): string;
+  /** Returns the run's secret (CRONVISOR_SECRET); the run is served on `uid`'s socket only. */
+  register(run: { job: string; runId: number; fence: number; uid?: number }): string;
   /** A run a previous daemon started (adopted): served again if its secret's hash was kept. */
-  adopt(run: { job: string; runId: number; fence: number; pgid: number | null }): boolean;
+  adopt(run: {
+    job: string;
+    runId: number;
+    fence: number;
+    pgid: number | null;
+    uid?: number;
+  }): boolean;
   /** The run's process group: the processes `once` may name as its own. */
   setGroup(runId: number, pgid: number): void;
   unregister(runId: number): void;

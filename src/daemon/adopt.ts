@@ -4,6 +4,7 @@
 import { exitFileFor, readExitFile } from "../run/execute.js";
 import { awaitingItsSpawner, groupAlive, isAlive, signalGroup } from "../run/proc.js";
 import { retire } from "../run/spare.js";
+import { lookupUser } from "../core/passwd.js";
 import type { RunRow } from "../store/store.js";
 import { exited, interrupted, runResult, stopped, stopStatus } from "../core/result.js";
 import type { JobConfig, RunResult } from "../core/types.js";
@@ -135,7 +136,8 @@ export async function adoptOrphans(
     });
     if (action === "adopt" && job) {
       await store.adoptRun(r.id, owner);
-      rt.broker?.adopt({ job: r.job, runId: r.id, fence: r.fence ?? 0, pgid: r.pgid });
+      const uid = job.user === null ? undefined : lookupUser(job.user)?.uid;
+      rt.broker?.adopt({ job: r.job, runId: r.id, fence: r.fence ?? 0, pgid: r.pgid, uid });
       watchAdopted(rt, r, job, ended);
     } else if (action === "reap") {
       if (exitPending(rt, r)) continue;

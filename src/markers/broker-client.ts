@@ -12,6 +12,15 @@ import { BrokerCallError } from "./target.js";
 const REPLY_MS = 60_000;
 /** A connection unused this long is replaced: the broker closes idle ones after 30 s. */
 const REUSE_MS = 20_000;
+/**
+ * A connection refused (the supervisor restarting: its socket is there, nobody listens yet) or
+ * put off (EAGAIN: the socket's listen queue is full, say while processes of the same user flood
+ * it) is tried again, with a growing pause, for this long before the call fails with exit 69.
+ */
+export const CONNECT_RETRY_MS = 5000;
+const RETRY_FIRST_MS = 5;
+const RETRY_MAX_MS = 250;
+const RETRIED = new Set(["EAGAIN", "ECONNREFUSED"]);
 
 export class BrokerClient implements MarkerStore {
   private sock: net.Socket | null = null;
@@ -100,8 +109,22 @@ export class BrokerClient implements MarkerStore {
     return next;
   }
 
+  /**
+   * A kept connection that the broker closed without a reply (it closes idle ones, and makes
+   * room by closing a run's idle ones) never had the request read: it is sent once more, on a new
+   * connection.
+   */
   private async exchange(line: string): Promise<Reply> {
-    const sock = await this.connection();
+    const kept = this.kept();
+    try {
+      return await this.exchangeOn(kept ?? (await this.connection()), line);
+    } catch (e) {
+      if (kept === null || !(e instanceof ClosedError)) throw e;
+      return await this.exchangeOn(await this.connection(), line);
+    }
+  }
+
+  private exchangeOn(sock: net.Socket, line: string): Promise<Reply> {
     return new Promise<Reply>((resolve, reject) => {
       this.waiting = { sock, resolve, reject };
       sock.write(line);
@@ -111,9 +134,32 @@ export class BrokerClient implements MarkerStore {
     });
   }
 
-  private async connection(): Promise<net.Socket> {
+  private kept(): net.Socket | null {
     if (this.sock && this.sock.writable && Date.now() - this.lastUsed < REUSE_MS) return this.sock;
     this.sock?.destroy();
+    this.sock = null;
+    return null;
+  }
+
+  /** A new connection, retried with backoff while refused or put off (CONNECT_RETRY_MS). */
+  private async connection(): Promise<net.Socket> {
+    const until = Date.now() + CONNECT_RETRY_MS;
+    for (let pause = RETRY_FIRST_MS; ; pause = Math.min(pause * 2, RETRY_MAX_MS)) {
+      try {
+        return await this.connect();
+      } catch (e) {
+        const code = (e as { code?: string }).code ?? "";
+        if (!RETRIED.has(code) || Date.now() + pause > until)
+          throw this.unavailable(
+            RETRIED.has(code) ? `${code} for ${CONNECT_RETRY_MS / 1000} s` : code,
+          );
+        // Jittered: clients put off together do not come back together.
+        await new Promise((r) => setTimeout(r, pause * (0.5 + Math.random() / 2)));
+      }
+    }
+  }
+
+  private async connect(): Promise<net.Socket> {
     const sock = net.createConnection(this.path);
     sock.setEncoding("utf8");
     sock.setTimeout(this.replyMs, () =>
@@ -136,11 +182,13 @@ export class BrokerClient implements MarkerStore {
     sock.on("end", () => {
       if (this.sock === sock) this.sock = null;
     });
-    sock.on("close", () => this.fail(sock, this.unavailable("it closed the connection")));
+    sock.on("close", () =>
+      this.fail(sock, new ClosedError(this.unavailable("it closed the connection"))),
+    );
     await new Promise<void>((resolve, reject) => {
       sock.once("connect", resolve);
       sock.once("error", (e: NodeJS.ErrnoException) =>
-        reject(this.unavailable(e.code ?? e.message)),
+        reject(Object.assign(new Error(e.message), { code: e.code ?? e.message })),
       );
     });
     this.sock = sock;
@@ -171,6 +219,13 @@ export class BrokerClient implements MarkerStore {
       `cannot reach the marker broker at ${this.path} (${why}): is the daemon, or the run's \`cronvisor run\`, still running?`,
       EXIT.unavailable,
     );
+  }
+}
+
+/** The broker closed the connection before replying (a BrokerCallError: exit 69). */
+class ClosedError extends BrokerCallError {
+  constructor(e: BrokerCallError) {
+    super(e.message, e.exitCode);
   }
 }
 

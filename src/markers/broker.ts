@@ -109,26 +109,64 @@ export async function startBroker(
   prepareSocketDir(dir, uid);
   const key = runKey(stateDir);
   const server = new BrokerServer(new BrokerStore(stateDir, log, idleMs, store));
+  /** Each uid's socket: created at its first run, kept until close. */
+  const sockets = new Map<number, string>();
+  /**
+   * Serve `runUid` on a socket only it (and root) may connect to: 0600, the uid's. The kernel
+   * checks the connecting process's uid against the socket's owner (as SO_PEERCRED would tell),
+   * and each uid has its own listen queue and its own connection caps, so no user can crowd out
+   * another's runs, and a user with no job reaches no socket at all.
+   */
+  const socketFor = (runUid: number): string => {
+    const served = sockets.get(runUid);
+    if (served !== undefined) return served;
+    const p =
+      runUid === uid ? sock : socketPath(dir, `${name.replace(/\.sock$/, "")}-u${runUid}.sock`);
+    fs.rmSync(p, { force: true }); // a socket left by a killed supervisor of this dir
+    sockets.set(runUid, p);
+    // Bound now (root's 0600 until chowned); a failure to listen is the run's 69, and logged.
+    server.listen(p, runUid).catch((e: unknown) => {
+      sockets.delete(runUid);
+      log(`cronvisor: the marker broker cannot listen on ${p}: ${(e as Error).message}`);
+    });
+    if (runUid !== uid) fs.chownSync(p, runUid, -1);
+    return p;
+  };
   fs.rmSync(sock, { force: true }); // a socket left by a killed supervisor of this dir
+  sockets.set(uid, sock);
   try {
-    await server.listen(sock);
+    await server.listen(sock, uid);
   } catch (e) {
     throw new BrokerError(`the marker broker cannot listen on ${sock}: ${(e as Error).message}`);
   }
-  // Reached by any user: a run authenticates with its secret, not with file modes.
-  fs.chmodSync(sock, 0o666);
   let closing = false;
   return {
     socketPath: sock,
+    socketFor(runUid = uid) {
+      // A daemon that is not root runs every job as itself: one socket.
+      return uid === 0 ? socketFor(runUid) : sock;
+    },
     register(r) {
       const secret = runSecret(key, r.runId, r.fence);
-      server.register(secretHash(secret), { ...r, pgid: null });
+      server.register(secretHash(secret), {
+        ...r,
+        uid: uid === 0 ? (r.uid ?? uid) : uid,
+        pgid: null,
+      });
       return secret;
     },
     adopt(r) {
       // The run still holds the secret its own daemon derived: derive it again.
       const hash = secretHash(runSecret(key, r.runId, r.fence));
-      server.register(hash, { job: r.job, runId: r.runId, fence: r.fence, pgid: r.pgid });
+      const runUid = uid === 0 ? (r.uid ?? uid) : uid;
+      if (uid === 0) socketFor(runUid); // its socket again: the run still names that path
+      server.register(hash, {
+        job: r.job,
+        runId: r.runId,
+        fence: r.fence,
+        pgid: r.pgid,
+        uid: runUid,
+      });
       return true;
     },
     setGroup(runId, pgid) {
@@ -141,7 +179,7 @@ export async function startBroker(
       if (closing) return;
       closing = true;
       await server.close();
-      fs.rmSync(sock, { force: true });
+      for (const p of sockets.values()) fs.rmSync(p, { force: true });
       // The directory goes with its last socket (another supervisor's may still be in it).
       try {
         fs.rmdirSync(dir);
