@@ -110,17 +110,22 @@ export class BrokerClient implements MarkerStore {
   }
 
   /**
-   * A kept connection that the broker closed without a reply (it closes idle ones, and makes
-   * room by closing a run's idle ones) never had the request read: it is sent once more, on a new
-   * connection.
+   * A connection the broker closed without a reply never had the request read (the broker makes
+   * room by closing connections that have not authenticated yet, and runs' idle ones; a request
+   * it read is answered before its connection is closed, unless the run has ended): it is sent
+   * again on a new connection, with a growing pause, within CONNECT_RETRY_MS.
    */
   private async exchange(line: string): Promise<Reply> {
-    const kept = this.kept();
-    try {
-      return await this.exchangeOn(kept ?? (await this.connection()), line);
-    } catch (e) {
-      if (kept === null || !(e instanceof ClosedError)) throw e;
-      return await this.exchangeOn(await this.connection(), line);
+    const until = Date.now() + CONNECT_RETRY_MS;
+    let sock = this.kept();
+    for (let pause = RETRY_FIRST_MS; ; pause = Math.min(pause * 2, RETRY_MAX_MS)) {
+      try {
+        return await this.exchangeOn(sock ?? (await this.connection(until)), line);
+      } catch (e) {
+        if (!(e instanceof ClosedError) || Date.now() + pause > until) throw e;
+        await backoff(pause);
+        sock = null;
+      }
     }
   }
 
@@ -141,9 +146,8 @@ export class BrokerClient implements MarkerStore {
     return null;
   }
 
-  /** A new connection, retried with backoff while refused or put off (CONNECT_RETRY_MS). */
-  private async connection(): Promise<net.Socket> {
-    const until = Date.now() + CONNECT_RETRY_MS;
+  /** A new connection, retried with backoff while refused or put off, until `until`. */
+  private async connection(until: number): Promise<net.Socket> {
     for (let pause = RETRY_FIRST_MS; ; pause = Math.min(pause * 2, RETRY_MAX_MS)) {
       try {
         return await this.connect();
@@ -153,8 +157,7 @@ export class BrokerClient implements MarkerStore {
           throw this.unavailable(
             RETRIED.has(code) ? `${code} for ${CONNECT_RETRY_MS / 1000} s` : code,
           );
-        // Jittered: clients put off together do not come back together.
-        await new Promise((r) => setTimeout(r, pause * (0.5 + Math.random() / 2)));
+        await backoff(pause);
       }
     }
   }
@@ -175,9 +178,12 @@ export class BrokerClient implements MarkerStore {
       }
     });
     // Each event is this connection's: one replaced or ended may still report its close.
-    sock.on("error", (e: NodeJS.ErrnoException) =>
-      this.fail(sock, e instanceof BrokerCallError ? e : this.unavailable(e.code ?? e.message)),
-    );
+    sock.on("error", (e: NodeJS.ErrnoException) => {
+      const why = e instanceof BrokerCallError ? e : this.unavailable(e.code ?? e.message);
+      // Closed by the broker under a request it did not read: as a close without a reply.
+      const closed = e.code === "EPIPE" || e.code === "ECONNRESET";
+      this.fail(sock, closed ? new ClosedError(why) : why);
+    });
     // The broker ends a connection after refusing a request: the next call connects again.
     sock.on("end", () => {
       if (this.sock === sock) this.sock = null;
@@ -221,6 +227,9 @@ export class BrokerClient implements MarkerStore {
     );
   }
 }
+
+/** Jittered: clients put off together do not come back together. */
+const backoff = (ms: number) => new Promise((r) => setTimeout(r, ms * (0.5 + Math.random() / 2)));
 
 /** The broker closed the connection before replying (a BrokerCallError: exit 69). */
 class ClosedError extends BrokerCallError {

@@ -386,14 +386,24 @@ export class BrokerServer {
       });
   }
 
-  /** Make room: the oldest connection that has not authenticated goes (runs' own stay). */
+  /**
+   * Make room: the oldest refused connection still lingering goes, or else the oldest that has not
+   * authenticated (runs' own stay). Its first line, if it sent one, was not read: the client may
+   * send it again on a new connection.
+   */
   private evict(conns: Set<Conn>): void {
+    let oldest: Conn | null = null;
     for (const c of conns) {
-      if (c.authed) continue;
-      conns.delete(c);
-      c.s.destroy();
-      return;
+      // A refused one that lingers has had its reply: it goes first.
+      if (c.ended) {
+        oldest = c;
+        break;
+      }
+      if (!c.authed) oldest ??= c;
     }
+    if (oldest === null) return;
+    conns.delete(oldest);
+    oldest.s.destroy();
   }
 
   /** A request line's parse and its run (by the secret's hash); pure but for the lookup. */
