@@ -151,7 +151,10 @@ export interface RunSpec {
   runId: number;
   command: string | string[];
   shell: string;
+  /** Where the process starts (as root, before a `user:` job's privilege drop). */
   cwd: string;
+  /** A `user:` job's cwd, entered by its shell after the drop, as the user ("/" is spec.cwd then). */
+  userCwd?: string;
   /** The complete environment of the child: nothing else is inherited. */
   env: Record<string, string>;
   /** Run as this user (the daemon must be root). */

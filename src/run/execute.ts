@@ -184,7 +184,10 @@ function startOrFail(
     runId: run.id,
     command: job.command,
     shell: config.shell,
-    cwd: job.cwd,
+    // A `user:` job's cwd is the user's to choose: its shell enters it after the privilege
+    // drop (command.ts); nothing walks it as root, so the process starts in "/".
+    cwd: job.user === null ? job.cwd : "/",
+    userCwd: job.user === null ? undefined : job.cwd,
     env,
     user: job.user,
     logPath: run.log_path ?? logPathFor(config.stateDir, job.name, run.id),
