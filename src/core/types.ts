@@ -113,6 +113,8 @@ export interface Config {
   store: string | null;
   /** Absolute path of the file holding the PostgreSQL password, or null. */
   passwordFile: string | null;
+  /** Run although the PostgreSQL store lets any local user in as its role (status warns). */
+  allowOpenDatabase: boolean;
   /** This daemon's node name as written, or null: the host name (see nodeName). */
   node: string | null;
   /** How long a silent node keeps its jobs on a shared store. */

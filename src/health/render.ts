@@ -56,6 +56,7 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
       `  http endpoint down since ${short(d.http_error_since)}: ${d.http_error} (retried every heartbeat)`,
     );
   }
+  if (d.open_database) lines.push(`  warning: ${d.open_database} (allow_open_database: true)`);
   // On a shared store, a line per node: which may run jobs, and whose clock is off.
   if (r.shared)
     for (const n of r.nodes) {

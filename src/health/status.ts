@@ -104,6 +104,11 @@ export interface DaemonReport {
   config_hash: string | null;
   /** null, or every error of the config file on disk, while status works from the record. */
   config_file_errors: string[] | null;
+  /**
+   * With `allow_open_database: true`, as root: how the PostgreSQL store lets any local user in as
+   * its role without a credential (a WARNING); else null.
+   */
+  open_database: string | null;
 }
 
 export interface RunningReport {
@@ -219,6 +224,7 @@ export function daemonReport(
     config_accepted_at: iso(d?.config_accepted_at),
     config_hash: d?.config_hash ?? null,
     config_file_errors: fileErrors,
+    open_database: null,
   };
 }
 
@@ -324,6 +330,7 @@ export function checkCode(s: StatusReport, config?: StatusConfig): CheckCode {
     s.jobs.some((j) => WARNING_WORDS.includes(j.health) || j.definition_differs_on.length > 0) ||
     d.config_error !== null ||
     d.http_error !== null ||
+    (d.open_database ?? null) !== null ||
     brokenFile(d) ||
     (s.shared && nodeTrouble(s).length > 0)
   )
@@ -357,6 +364,7 @@ export function checkSummary(s: StatusReport, config?: StatusConfig): string {
   else if (d.config_error !== null)
     parts.push("config reload failed (the daemon runs the previous config)");
   if (d.http_error !== null) parts.push(`http endpoint down (${d.http_error})`);
+  if ((d.open_database ?? null) !== null) parts.push(`open database: ${d.open_database}`);
   for (const j of s.jobs)
     if (j.definition_differs_on.length > 0)
       parts.push(`${j.name} defined differently on ${j.definition_differs_on.join(", ")}`);

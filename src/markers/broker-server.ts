@@ -8,67 +8,25 @@
 import net from "node:net";
 import { createHash } from "node:crypto";
 import { EXIT } from "../core/exit.js";
-import { isAlive, processGroupOf, startTimeOf } from "../run/proc.js";
-import type { MarkerStore, MarkerWriter } from "../store/store.js";
+import type { MarkerStore } from "../store/store.js";
+import { answer, type Registered } from "./broker-answer.js";
+
+export type { Registered };
 import { LINE_MAX, parseRequest, refusal, type Reply, type Request } from "./broker-protocol.js";
-import { isBusy } from "./target.js";
-
-/** What the broker knows of one registered run. */
-export interface Registered {
-  job: string;
-  runId: number;
-  fence: number;
-  /** The run's process group (== its main pid), set right after the spawn. */
-  pgid: number | null;
-  /**
-   * The uid its processes run as: the run is served only on that uid's socket, which only that
-   * uid (and root) can connect to, so its connections count against that uid.
-   */
-  uid: number;
-}
-
-/**
- * A connection with no complete request for this long is closed (the client reconnects): bytes
- * that do not end a request do not count, so a trickle cannot keep a connection.
- */
-const IDLE_MS = 30_000;
-/**
- * A connection must authenticate with its first line (a request with a known secret) this soon
- * after connecting, whatever it sends meanwhile, and within AUTH_LINE_MAX bytes: a socket any
- * user can reach holds nothing for a client without a secret for longer.
- */
-const AUTH_MS = 2000;
-const AUTH_LINE_MAX = 8192;
-/**
- * A first line longer than AUTH_LINE_MAX is taken only when it starts with a known secret, as
- * the client writes every request (a `mark` of many keys may be up to LINE_MAX).
- */
-const SECRET_FIRST = /^\{"secret":"([0-9a-f]{64})"/;
-/** Requests a connection may have waiting: past this its lines are not parsed, nor read. */
-const MAX_PENDING = 16;
-/**
- * A refused connection is half-closed after its reply; what still comes is read and dropped
- * (closing with unread data could reset the connection before the client reads the reply), for
- * this long and this many bytes at most.
- */
-const LINGER_MS = 1000;
-const LINGER_BYTES = 2 * LINE_MAX;
-/**
- * Per uid (each uid has a socket of its own): past this many connections, a new one evicts the
- * oldest of that uid's that has not authenticated.
- */
-const MAX_CONNECTIONS = 384;
-/** Per uid, the hard cap (file descriptors): connections past it are refused by the kernel side. */
-const HARD_MAX_CONNECTIONS = 512;
-/**
- * Authenticated connections of one run, and of one uid: past them, a newly authenticated one
- * evicts the oldest idle one of the run (or of the uid), and is refused (69) if none is idle. So a
- * run, or a leftover while its run lives, holds a bounded share, and the others keep room.
- */
-const RUN_MAX_CONNECTIONS = 32;
-const UID_MAX_AUTHED = 256;
-/** The listen queue of each uid's socket (the kernel caps it at net.core.somaxconn). */
-const BACKLOG = 1024;
+import {
+  IDLE_MS,
+  AUTH_MS,
+  AUTH_LINE_MAX,
+  SECRET_FIRST,
+  MAX_PENDING,
+  LINGER_MS,
+  LINGER_BYTES,
+  MAX_CONNECTIONS,
+  HARD_MAX_CONNECTIONS,
+  RUN_MAX_CONNECTIONS,
+  UID_MAX_AUTHED,
+  BACKLOG,
+} from "./broker-limits.js";
 
 /** One client connection, as serve() keeps it. */
 interface Conn {
@@ -285,7 +243,7 @@ export class BrokerServer {
     c.pending++;
     c.chain = c.chain
       .then(async () => {
-        const reply = "refused" in checked ? checked.refused : await this.answer(checked);
+        const reply = "refused" in checked ? checked.refused : await answer(this.store, checked);
         c.pending--;
         if (!c.s.destroyed && !c.s.writableEnded && !c.s.write(`${JSON.stringify(reply)}\n`))
           c.blocked = true;
@@ -430,75 +388,5 @@ export class BrokerServer {
         reg,
       };
     return { req, reg };
-  }
-
-  /** The reply to one authenticated request; never throws. */
-  private async answer({ req, reg }: { req: Request; reg: Registered }): Promise<Reply> {
-    try {
-      return await this.act(req, reg);
-    } catch (e) {
-      const msg = (e as Error).message ?? String(e);
-      if (isBusy(e)) return refusal(EXIT.busy, `the state store stayed busy: ${msg}`);
-      return refusal(req.op === "check" ? EXIT.unavailable : EXIT.fail, msg);
-    }
-  }
-
-  private async act(req: Request, reg: Registered): Promise<Reply> {
-    const w: MarkerWriter = { job: reg.job, run: { id: reg.runId, fence: reg.fence } };
-    const now = Date.now();
-    const stale = refusal(
-      EXIT.unknown,
-      `refused: run ${reg.runId} (fence ${reg.fence}) is no longer the current run of job ${reg.job}; nothing was written`,
-    );
-    switch (req.op) {
-      case "mark": {
-        const n = await this.store.markDone(w, req.keys, now);
-        return n === null ? stale : { ok: true, n };
-      }
-      case "check":
-        return { ok: true, done: await this.store.isDone(w, req.key) };
-      case "progress":
-        return (await this.store.reportProgress(w, req.message, now)) ? { ok: true } : stale;
-      default:
-        return this.claimOp(req, reg, w, now, stale);
-    }
-  }
-
-  /** `once`: the processes it names must be of the run's own group. */
-  private async claimOp(
-    req: Request & { op: "claim" | "complete" | "release" | "command" },
-    reg: Registered,
-    w: MarkerWriter,
-    now: number,
-    stale: Reply,
-  ): Promise<Reply> {
-    const foreign = [req.pid, ...(req.op === "command" ? [req.cmd_pid] : [])].find(
-      (p) => reg.pgid === null || processGroupOf(p) !== reg.pgid,
-    );
-    if (foreign !== undefined)
-      return refusal(
-        EXIT.unknown,
-        `refused: pid ${foreign} is not a process of run ${reg.runId} of job ${reg.job}`,
-      );
-    switch (req.op) {
-      case "claim": {
-        const me = { pid: req.pid, start: startTimeOf(req.pid) };
-        return { ok: true, claim: await this.store.takeClaim(w, req.key, me, now, isAlive) };
-      }
-      case "command":
-        await this.store.setClaimCommand(
-          reg.job,
-          req.key,
-          req.pid,
-          req.cmd_pid,
-          startTimeOf(req.cmd_pid),
-        );
-        return { ok: true };
-      case "complete":
-        return (await this.store.completeClaim(w, req.key, req.pid, now)) ? { ok: true } : stale;
-      case "release":
-        await this.store.releaseClaim(reg.job, req.key, req.pid);
-        return { ok: true };
-    }
   }
 }

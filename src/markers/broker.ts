@@ -110,30 +110,11 @@ export async function startBroker(
   const key = runKey(stateDir);
   const server = new BrokerServer(new BrokerStore(stateDir, log, idleMs, store));
   /** Each uid's socket: created at its first run, kept until close. */
-  const sockets = new Map<number, string>();
-  /**
-   * Serve `runUid` on a socket only it (and root) may connect to: 0600, the uid's. The kernel
-   * checks the connecting process's uid against the socket's owner (as SO_PEERCRED would tell),
-   * and each uid has its own listen queue and its own connection caps, so no user can crowd out
-   * another's runs, and a user with no job reaches no socket at all.
-   */
-  const socketFor = (runUid: number): string => {
-    const served = sockets.get(runUid);
-    if (served !== undefined) return served;
-    const p =
-      runUid === uid ? sock : socketPath(dir, `${name.replace(/\.sock$/, "")}-u${runUid}.sock`);
-    fs.rmSync(p, { force: true }); // a socket left by a killed supervisor of this dir
-    sockets.set(runUid, p);
-    // Bound now (root's 0600 until chowned); a failure to listen is the run's 69, and logged.
-    server.listen(p, runUid).catch((e: unknown) => {
-      sockets.delete(runUid);
-      log(`cronvisor: the marker broker cannot listen on ${p}: ${(e as Error).message}`);
-    });
-    if (runUid !== uid) fs.chownSync(p, runUid, -1);
-    return p;
-  };
+  const sockets = new Map<number, string>([[uid, sock]]);
+  const socketFor = (runUid: number): string =>
+    sockets.get(runUid) ??
+    serveUid(server, sockets, runUid, socketPath(dir, uidName(name, runUid)), log);
   fs.rmSync(sock, { force: true }); // a socket left by a killed supervisor of this dir
-  sockets.set(uid, sock);
   try {
     await server.listen(sock, uid);
   } catch (e) {
@@ -188,6 +169,35 @@ export async function startBroker(
       }
     },
   };
+}
+
+/** The socket of `uid`'s runs: `daemon.sock` -> `daemon-u1001.sock` (pure). */
+const uidName = (name: string, uid: number): string =>
+  `${name.replace(/\.sock$/, "")}-u${uid}.sock`;
+
+/**
+ * Serve the runs of `uid` on a socket only it (and root) may connect to: 0600, the uid's. The
+ * kernel checks the connecting process's uid against the socket's owner, which is what
+ * SO_PEERCRED would tell (Node has no API for it), and before any byte is read; and each uid has
+ * its own listen queue and its own connection caps (broker-limits.ts), so no user can crowd out
+ * another's runs, and a user with no job reaches no socket at all.
+ */
+function serveUid(
+  server: BrokerServer,
+  sockets: Map<number, string>,
+  uid: number,
+  p: string,
+  log: (line: string) => void,
+): string {
+  fs.rmSync(p, { force: true }); // a socket left by a killed supervisor of this dir
+  sockets.set(uid, p);
+  // Bound now (root's 0600 until chowned); a failure to listen is the run's 69, and logged.
+  server.listen(p, uid).catch((e: unknown) => {
+    sockets.delete(uid);
+    log(`cronvisor: the marker broker cannot listen on ${p}: ${(e as Error).message}`);
+  });
+  fs.chownSync(p, uid, -1);
+  return p;
 }
 
 /**
