@@ -99,3 +99,35 @@ test(
     await stopDaemon(d3);
   },
 );
+
+test(
+  "log_tails: false keeps no log tail in the database; logs of that node's run from another node says where the log is",
+  { skip: pgSkip() },
+  async (t) => {
+    const url = await freshDatabase();
+    const raw = await rawClient(url, t);
+    const dir = tmpdir(t);
+    const jobs = `  talk:\n    schedule: "@reboot"\n    command: "echo a-secret-line"\n    hosts: [n2]\n`;
+    const c1 = nodeConfig(dir, "n1", url, jobs, "30s");
+    const c2 = nodeConfig(dir, "n2", url, jobs, "30s", "log_tails: false");
+    const d1 = startDaemon(t, c1);
+    const d2 = startDaemon(t, c2);
+    await waitFor(
+      async () =>
+        (await raw.query("SELECT 1 FROM runs WHERE job = 'talk' AND status = 'ok'")).rowCount > 0,
+      "the run on n2",
+      30_000,
+    );
+    assert.deepEqual((await raw.query("SELECT run_id FROM run_logs")).rows, []);
+    const r = cli(["logs", "talk", "-c", c1]);
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(
+      r.stderr,
+      /^cronvisor: run \d+ of talk ran on node n2; its log is there \(.*state-n2.*\), and the store has none of it \(that node keeps none with log_tails: false\)\n$/,
+    );
+    const own = cli(["logs", "talk", "-c", c2]);
+    assert.equal(own.stdout, "a-secret-line\n");
+    await stopDaemon(d2);
+    await stopDaemon(d1);
+  },
+);

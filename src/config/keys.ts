@@ -245,6 +245,11 @@ export const KEYS: Readonly<Record<string, KeySpec>> = {
     default: null,
     doc: "A file holding the PostgreSQL password alone (0600, owned by the daemon's user); relative to this file's directory. Default: PGPASSWORD, else ~/.pgpass.",
   },
+  log_tails: {
+    kind: "bool",
+    default: true,
+    doc: "With a PostgreSQL store: keep the last 64 KiB of each finished run's log in the database, so that `cronvisor logs` shows a run of another node. Whoever can connect as the store's role can read them. false: keep none. Default true.",
+  },
   allow_open_database: {
     kind: "bool",
     default: false,

@@ -115,6 +115,8 @@ export interface Config {
   passwordFile: string | null;
   /** Run although the PostgreSQL store lets any local user in as its role (status warns). */
   allowOpenDatabase: boolean;
+  /** PostgreSQL: keep each finished run's log tail in the store (for `logs` from another node). */
+  logTails: boolean;
   /** This daemon's node name as written, or null: the host name (see nodeName). */
   node: string | null;
   /** How long a silent node keeps its jobs on a shared store. */

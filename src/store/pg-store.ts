@@ -42,13 +42,17 @@ export class PgStore extends PgMarkerStore implements Store {
   /** The log paths of the runs this store started, for their tails when they end. */
   private readonly logs = new runs.StartedLogs();
 
-  private constructor(c: PgConn) {
+  private constructor(
+    c: PgConn,
+    /** `log_tails:`: whether finished runs' log tails are kept (anyone with the role reads them). */
+    private readonly keepTails: boolean,
+  ) {
     super(c);
   }
 
   /** Open the store at `url` (postgresql://USER@HOST:PORT/DB), migrating it unless read-only. */
   static async open(url: string, opts: PgOpenOptions): Promise<PgStore> {
-    return new PgStore(await openPgConn(url, opts));
+    return new PgStore(await openPgConn(url, opts), opts.logTails !== false);
   }
 
   // ---- the daemon rows (one per node)
@@ -156,7 +160,7 @@ export class PgStore extends PgMarkerStore implements Store {
   async reserveRuns(items: readonly TickWrite[]) {
     if (items.length === 0) return [];
     const out = await this.c.write((q) => tick.writeTick(q, items, this.c.node, false, true));
-    this.logs.remember(out, this.c.node);
+    if (this.keepTails) this.logs.remember(out, this.c.node);
     return out;
   }
 
@@ -194,7 +198,8 @@ export class PgStore extends PgMarkerStore implements Store {
     const ends = list.filter((e) => !seen.has(e.runId) && seen.add(e.runId));
     const ids = ends.map((e) => e.runId);
     // Any node may be asked for a run's log: keep its tail here (the file stays on this node).
-    await runs.recordEnds(this.c.one, ends, await this.logs.tails(this.c.one, ids, this.c.node));
+    const tails = this.keepTails ? await this.logs.tails(this.c.one, ids, this.c.node) : [];
+    await runs.recordEnds(this.c.one, ends, tails);
     this.logs.forget(ids);
   }
 
