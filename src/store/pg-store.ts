@@ -42,9 +42,9 @@ export class PgStore extends PgMarkerStore implements Store {
   /** The log paths of the runs this store started, for their tails when they end. */
   private readonly logs = new runs.StartedLogs();
 
+  /** keepTails: `log_tails:`, whether finished runs' log tails are kept in the database. */
   private constructor(
     c: PgConn,
-    /** `log_tails:`: whether finished runs' log tails are kept (anyone with the role reads them). */
     private readonly keepTails: boolean,
   ) {
     super(c);
