@@ -42,17 +42,15 @@ export class PgStore extends PgMarkerStore implements Store {
   /** The log paths of the runs this store started, for their tails when they end. */
   private readonly logs = new runs.StartedLogs();
 
-  /** keepTails: `log_tails:`, whether finished runs' log tails are kept in the database. */
-  private constructor(
-    c: PgConn,
-    private readonly keepTails: boolean,
-  ) {
+  private constructor(c: PgConn) {
     super(c);
   }
 
   /** Open the store at `url` (postgresql://USER@HOST:PORT/DB), migrating it unless read-only. */
   static async open(url: string, opts: PgOpenOptions): Promise<PgStore> {
-    return new PgStore(await openPgConn(url, opts), opts.logTails !== false);
+    const store = new PgStore(await openPgConn(url, opts));
+    store.logs.keep = opts.logTails !== false;
+    return store;
   }
 
   // ---- the daemon rows (one per node)
@@ -160,7 +158,7 @@ export class PgStore extends PgMarkerStore implements Store {
   async reserveRuns(items: readonly TickWrite[]) {
     if (items.length === 0) return [];
     const out = await this.c.write((q) => tick.writeTick(q, items, this.c.node, false, true));
-    if (this.keepTails) this.logs.remember(out, this.c.node);
+    this.logs.remember(out, this.c.node);
     return out;
   }
 
@@ -198,8 +196,7 @@ export class PgStore extends PgMarkerStore implements Store {
     const ends = list.filter((e) => !seen.has(e.runId) && seen.add(e.runId));
     const ids = ends.map((e) => e.runId);
     // Any node may be asked for a run's log: keep its tail here (the file stays on this node).
-    const tails = this.keepTails ? await this.logs.tails(this.c.one, ids, this.c.node) : [];
-    await runs.recordEnds(this.c.one, ends, tails);
+    await runs.recordEnds(this.c.one, ends, await this.logs.tails(this.c.one, ids, this.c.node));
     this.logs.forget(ids);
   }
 
