@@ -53,15 +53,16 @@ export async function daemon(o: { config?: string }): Promise<void> {
  */
 async function checkDoor(config: Config): Promise<void> {
   if (config.store === null) return;
-  const { openDoor } = await import("../store/pg-door.js");
-  const open = await openDoor(config.store);
-  if (open === null) return;
+  const { checkDoor: check } = await import("../store/pg-door.js");
+  const door = await check(config.store);
+  if (door?.untried) process.stderr.write(`cronvisor: warning: ${door.untried}\n`);
+  if (!door?.open) return;
   if (!config.allowOpenDatabase)
     throw new CliError(
-      `refusing to run as root: ${open}; use peer authentication mapped to root, or scram-sha-256 with a 0600 password_file (docs/safety.md), or set allow_open_database: true to run anyway`,
+      `refusing to run as root: ${door.open}; use peer authentication mapped to root, or scram-sha-256 with a 0600 password_file (docs/safety.md), or set allow_open_database: true to run anyway`,
       EXIT.usage,
     );
-  process.stderr.write(`cronvisor: warning: ${open} (allow_open_database: true)\n`);
+  process.stderr.write(`cronvisor: warning: ${door.open} (allow_open_database: true)\n`);
 }
 
 /** How the supervisor re-reads the config on reload: checked as at start, cached when valid. */

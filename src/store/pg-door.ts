@@ -74,26 +74,32 @@ export function doorTargets(url: string): DoorTarget[] {
   return main.target.startsWith("/") ? [main, { ...main, target: "127.0.0.1" }] : [main];
 }
 
-/** What the try found: the door it got through (`SOCKET` or `HOST:PORT`), or null. */
+/**
+ * What the try found: the door it got through (`SOCKET` or `HOST:PORT`), or null; `untried`: why
+ * it could not run (uid 65534 cannot execute this node, say), which is not a closed door.
+ */
 export interface DoorFinding {
   open: string | null;
+  untried: string | null;
 }
 
-/**
- * Try each door as uid 65534; null when it cannot be tried (not root, no setpriv). Never
- * throws: a try that fails to run counts as closed.
- */
+/** Try each door as uid 65534; null when it cannot be tried from here (not root, no setpriv). */
 export async function probeDoor(url: string): Promise<DoorFinding | null> {
   if (process.getuid?.() !== 0 || SETPRIV === null) return null;
+  let untried: string | null = null;
   for (const d of doorTargets(url)) {
-    if ((await tryDoor(SETPRIV, d)) === "open")
+    const said = await tryDoor(SETPRIV, d);
+    if (said === "open")
       return {
         open: d.target.startsWith("/") ? `${d.target}/.s.PGSQL.${d.port}` : `${d.target}:${d.port}`,
+        untried: null,
       };
+    if (!said.startsWith("closed")) untried ??= said;
   }
-  return { open: null };
+  return { open: null, untried };
 }
 
+/** The try's one line: `open`, `closed WHY`, or why it did not run. Never rejects. */
 function tryDoor(setpriv: string, d: DoorTarget): Promise<string> {
   return new Promise((resolve) => {
     const argv = [
@@ -118,18 +124,36 @@ function tryDoor(setpriv: string, d: DoorTarget): Promise<string> {
     let out = "";
     child.stdout.setEncoding("utf8");
     child.stdout.on("data", (s: string) => (out += s));
-    child.on("error", () => resolve("closed cannot try"));
-    child.on("close", () => resolve(out.trim() || "closed no answer"));
+    child.on("error", (e) => resolve(`${setpriv} failed: ${e.message}`));
+    child.on("close", (code, signal) =>
+      resolve(
+        out.trim() ||
+          `${process.execPath} as uid ${PROBE_ID} ${signal ? `was killed (${signal})` : `exited ${code}`} (can that uid execute it?)`,
+      ),
+    );
   });
 }
 
 /**
- * What is wrong when the store's door is open (null: closed, or it cannot be tried: not root).
- * Names the store without its password, the role and the door the try got through.
+ * The store's door as a root process sees it (null: not root, nothing to say): `open`, what is
+ * wrong when any local user can connect as its role without a credential (naming the store
+ * without its password, the role and the door the try got through); `untried`, why the try did
+ * not run.
  */
-export async function openDoor(url: string): Promise<string | null> {
+export async function checkDoor(
+  url: string,
+): Promise<{ open: string | null; untried: string | null } | null> {
   const found = await probeDoor(url);
-  if (found?.open == null) return null;
+  if (found === null) return null;
   const role = doorTargets(url)[0]?.user ?? "its role";
-  return `the database of ${describeUrl(url)} lets any local user connect as ${role} without a credential (tried as uid ${PROBE_ID} through ${found.open})`;
+  return {
+    open:
+      found.open === null
+        ? null
+        : `the database of ${describeUrl(url)} lets any local user connect as ${role} without a credential (tried as uid ${PROBE_ID} through ${found.open})`,
+    untried:
+      found.untried === null
+        ? null
+        : `cannot tell whether the database of ${describeUrl(url)} lets any local user in: ${found.untried}`,
+  };
 }
