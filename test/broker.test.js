@@ -156,7 +156,15 @@ jobs:
     assert.equal(run.progress_msg, "half-way");
   }
   const sockDir = brokerDir(state);
-  assert.deepEqual(fs.readdirSync(sockDir), ["daemon.sock"]);
+  // A socket per uid, each 0600 and its uid's: the kernel lets only that user (and root) connect.
+  assert.deepEqual(fs.readdirSync(sockDir).sort(), [`daemon-u${user.uid}.sock`, "daemon.sock"]);
+  for (const [name, uid] of [
+    ["daemon.sock", 0],
+    [`daemon-u${user.uid}.sock`, user.uid],
+  ]) {
+    const st = fs.statSync(path.join(sockDir, name));
+    assert.deepEqual([st.mode & 0o777, st.uid], [0o600, uid], name);
+  }
   assert.equal(fs.statSync(sockDir).mode & 0o777, 0o711, "traversable, not listable");
   await stopDaemon(d);
   assert.equal(fs.existsSync(sockDir), false, "the socket and its directory are removed at stop");

@@ -618,6 +618,8 @@ test("a minimal job gets every default", () => {
     heartbeatMs: 10_000,
     store: null,
     passwordFile: null,
+    allowOpenDatabase: false,
+    logTails: true,
     node: null,
     leaseMs: 30_000,
     http: null,

@@ -12,6 +12,7 @@ export async function daemon(o: { config?: string }): Promise<void> {
   const loaded = loadConfigCacheable(file);
   const config = await valid(loaded.result);
   await checkSafe(config);
+  await checkDoor(config);
   checkStateDir(config, StoreError);
   // Alerts, pings and the HTTP endpoint observe the daemon through hooks (src/monitor/).
   const hooks = await monitorHooks(config);
@@ -43,6 +44,25 @@ export async function daemon(o: { config?: string }): Promise<void> {
   // Only now, with the store open and ours: nothing is written next to a store we refused.
   loaded.saveCache();
   await new Promise<never>(() => {});
+}
+
+/**
+ * As root, a PostgreSQL store that lets any local user in as its role without a credential
+ * (store/pg-door.ts) stops the start (exit 2), unless `allow_open_database: true`: then a warning
+ * here, and in every `status` (commands/status.ts).
+ */
+async function checkDoor(config: Config): Promise<void> {
+  if (config.store === null) return;
+  const { checkDoor: check } = await import("../store/pg-door.js");
+  const door = await check(config.store);
+  if (door?.untried) process.stderr.write(`cronvisor: warning: ${door.untried}\n`);
+  if (!door?.open) return;
+  if (!config.allowOpenDatabase)
+    throw new CliError(
+      `refusing to run as root: ${door.open}; use peer authentication mapped to root, or scram-sha-256 with a 0600 password_file (docs/safety.md), or set allow_open_database: true to run anyway`,
+      EXIT.usage,
+    );
+  process.stderr.write(`cronvisor: warning: ${door.open} (allow_open_database: true)\n`);
 }
 
 /** How the supervisor re-reads the config on reload: checked as at start, cached when valid. */

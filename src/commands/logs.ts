@@ -32,7 +32,7 @@ export async function logs(
     await store.close();
     if (tail === null)
       throw new CliError(
-        `cronvisor: run ${run.id} of ${job} ran on node ${run.node}${run.status === "running" ? " and is still running" : ""}; its log is there (${run.log_path}), and the store has none of it yet`,
+        `cronvisor: run ${run.id} of ${job} ran on node ${run.node}${run.status === "running" ? " and is still running" : ""}; its log is there (${run.log_path}), and the store has none of it ${run.status === "running" ? "yet" : "(that node keeps none with log_tails: false)"}`,
         EXIT.fail,
       );
     process.stderr.write(

@@ -93,6 +93,11 @@ export async function status(jobName: string | null, o: StatusOptions): Promise<
     throw new CliError(`cronvisor: ${msg}`, EXIT.fail);
   }
   const { report, detail } = read as NonNullable<typeof read>;
+  // The daemon was told to run on an open database: each status tries its door again (root only).
+  if (config.store !== null && config.allowOpenDatabase) {
+    const { checkDoor } = await import("../store/pg-door.js");
+    report.daemon.open_database = (await checkDoor(config.store))?.open ?? null;
+  }
   // The code first: a reader that stops after the verdict line (`| head -1`) must not change it.
   if (o.check) process.exitCode = checkCode(report, config);
   if (o.check && !o.json) out(checkSummary(report, config));

@@ -37,6 +37,8 @@ export function resolveConfig(raw: Raw, file: string, hostTimezone: string): Con
     store: top("store") as string | null,
     passwordFile:
       typeof raw.password_file === "string" ? path.resolve(dir, raw.password_file) : null,
+    allowOpenDatabase: top("allow_open_database") as boolean,
+    logTails: top("log_tails") as boolean,
     node: (raw.node as string | undefined) ?? null,
     leaseMs: top("lease") as number,
     http: top("http") as Config["http"],

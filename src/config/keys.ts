@@ -289,6 +289,16 @@ export const KEYS: Readonly<Record<string, KeySpec>> = {
     default: null,
     doc: "A file holding the PostgreSQL password alone (0600, owned by the daemon's user); relative to this file's directory. Default: PGPASSWORD, else ~/.pgpass.",
   },
+  log_tails: {
+    kind: "bool",
+    default: true,
+    doc: "With a PostgreSQL store: keep the last 64 KiB of each finished run's log in the database, so that `cronvisor logs` shows a run of another node. Whoever can connect as the store's role can read them. false: keep none. Default true.",
+  },
+  allow_open_database: {
+    kind: "bool",
+    default: false,
+    doc: "Run even when the PostgreSQL store lets any local user connect as its role without a credential (a root daemon tries, as uid 65534, at start); status then warns. Default false: the daemon refuses to start (docs/safety.md).",
+  },
   node: {
     kind: "node",
     doc: "This daemon's name among the nodes of a shared store (1-64 of A-Z a-z 0-9 _ . -). Default: the host name.",

@@ -135,6 +135,10 @@ export interface Config {
   store: string | null;
   /** Absolute path of the file holding the PostgreSQL password, or null. */
   passwordFile: string | null;
+  /** Run although the PostgreSQL store lets any local user in as its role (status warns). */
+  allowOpenDatabase: boolean;
+  /** PostgreSQL: keep each finished run's log tail in the store (for `logs` from another node). */
+  logTails: boolean;
   /** This daemon's node name as written, or null: the host name (see nodeName). */
   node: string | null;
   /** How long a silent node keeps its jobs on a shared store. */
@@ -175,7 +179,10 @@ export interface RunSpec {
   runId: number;
   command: string | string[];
   shell: string;
+  /** Where the process starts (as root, before a `user:` job's privilege drop). */
   cwd: string;
+  /** A `user:` job's cwd, entered by its shell after the drop, as the user ("/" is spec.cwd then). */
+  userCwd?: string;
   /** The complete environment of the child: nothing else is inherited. */
   env: Record<string, string>;
   /** Run as this user (the daemon must be root). */
@@ -220,11 +227,20 @@ export interface RunResult {
  * secret only it receives, and forgotten once its end is recorded.
  */
 export interface RunBroker {
+  /** The socket of the supervising process's own uid. */
   readonly socketPath: string;
-  /** Returns the run's secret (CRONVISOR_SECRET). */
-  register(run: { job: string; runId: number; fence: number }): string;
+  /** The socket a run whose processes run as `uid` is given (CRONVISOR_BROKER); made at need. */
+  socketFor(uid?: number): string;
+  /** Returns the run's secret (CRONVISOR_SECRET); the run is served on `uid`'s socket only. */
+  register(run: { job: string; runId: number; fence: number; uid?: number }): string;
   /** A run a previous daemon started (adopted): served again if its secret's hash was kept. */
-  adopt(run: { job: string; runId: number; fence: number; pgid: number | null }): boolean;
+  adopt(run: {
+    job: string;
+    runId: number;
+    fence: number;
+    pgid: number | null;
+    uid?: number;
+  }): boolean;
   /** The run's process group: the processes `once` may name as its own. */
   setGroup(runId: number, pgid: number): void;
   unregister(runId: number): void;

@@ -8,6 +8,7 @@ import { exitFileFor, pidFileFor, readExitFile, readPidFile } from "../run/execu
 import { signalRun } from "../run/cgroup.js";
 import { awaitingItsSpawner, cgroupPopulated, groupAlive, isAlive } from "../core/proc.js";
 import { retire } from "../run/spare.js";
+import { lookupUser } from "../core/passwd.js";
 import type { RunRow } from "../store/store.js";
 import { exited, interrupted, runResult, stopped, stopStatus } from "../core/result.js";
 import type { JobConfig, RunResult } from "../core/types.js";
@@ -155,7 +156,8 @@ export async function adoptOrphans(
         r = { ...r, pid: found.pid, pid_start: found.start, pgid: found.pid };
       }
       await store.adoptRun(r.id, owner);
-      rt.broker?.adopt({ job: r.job, runId: r.id, fence: r.fence ?? 0, pgid: r.pgid });
+      const uid = job.user === null ? undefined : lookupUser(job.user)?.uid;
+      rt.broker?.adopt({ job: r.job, runId: r.id, fence: r.fence ?? 0, pgid: r.pgid, uid });
       watchAdopted(rt, r, job, ended);
     } else if (action === "reap") {
       if (exitPending(rt, r)) continue;

@@ -63,6 +63,7 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
       `  http endpoint down since ${short(d.http_error_since)}: ${d.http_error} (retried every heartbeat)`,
     );
   }
+  if (d.open_database) lines.push(`  warning: ${d.open_database} (allow_open_database: true)`);
   // A file system running short is said at the top; what the state dir takes, at the end.
   const disk = d.disk ? diskLines(d.disk) : [];
   lines.push(...disk.slice(1));

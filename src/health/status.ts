@@ -71,6 +71,11 @@ export interface DaemonReport {
   containment: ContainmentReport | null;
   /** What the store and the logs take, what is free (health/disk.ts); null if not asked for. */
   disk: DiskReport | null;
+  /**
+   * With `allow_open_database: true`, as root: how the PostgreSQL store lets any local user in as
+   * its role without a credential (a WARNING); else null.
+   */
+  open_database: string | null;
 }
 
 export interface RunningReport {
@@ -188,6 +193,7 @@ export function daemonReport(
     config_file_errors: fileErrors,
     containment: state === "down" ? null : parseContainment(d?.containment ?? null),
     disk: null,
+    open_database: null,
   };
 }
 
@@ -296,6 +302,7 @@ export function checkCode(s: StatusReport, config?: StatusConfig): CheckCode {
     d.config_error !== null ||
     d.http_error !== null ||
     (d.disk?.low_space ?? null) !== null ||
+    (d.open_database ?? null) !== null ||
     brokenFile(d) ||
     (s.shared && nodeTrouble(s).length > 0)
   )
@@ -330,6 +337,7 @@ export function checkSummary(s: StatusReport, config?: StatusConfig): string {
     parts.push("config reload failed (the daemon runs the previous config)");
   if (d.http_error !== null) parts.push(`http endpoint down (${d.http_error})`);
   if (d.disk?.low_space) parts.push(d.disk.low_space);
+  if ((d.open_database ?? null) !== null) parts.push(`open database: ${d.open_database}`);
   for (const j of s.jobs)
     if (j.definition_differs_on.length > 0)
       parts.push(`${j.name} defined differently on ${j.definition_differs_on.join(", ")}`);

@@ -12,6 +12,15 @@ import { BrokerCallError } from "./target.js";
 const REPLY_MS = 60_000;
 /** A connection unused this long is replaced: the broker closes idle ones after 30 s. */
 const REUSE_MS = 20_000;
+/**
+ * A connection refused (the supervisor restarting: its socket is there, nobody listens yet) or
+ * put off (EAGAIN: the socket's listen queue is full, say while processes of the same user flood
+ * it) is tried again, with a growing pause, for this long before the call fails with exit 69.
+ */
+export const CONNECT_RETRY_MS = 5000;
+const RETRY_FIRST_MS = 5;
+const RETRY_MAX_MS = 250;
+const RETRIED = new Set(["EAGAIN", "ECONNREFUSED"]);
 
 export class BrokerClient implements MarkerStore {
   private sock: net.Socket | null = null;
@@ -100,8 +109,27 @@ export class BrokerClient implements MarkerStore {
     return next;
   }
 
+  /**
+   * A connection the broker closed without a reply never had the request read (the broker makes
+   * room by closing connections that have not authenticated yet, and runs' idle ones; a request
+   * it read is answered before its connection is closed, unless the run has ended): it is sent
+   * again on a new connection, with a growing pause, within CONNECT_RETRY_MS.
+   */
   private async exchange(line: string): Promise<Reply> {
-    const sock = await this.connection();
+    const until = Date.now() + CONNECT_RETRY_MS;
+    let sock = this.kept();
+    for (let pause = RETRY_FIRST_MS; ; pause = Math.min(pause * 2, RETRY_MAX_MS)) {
+      try {
+        return await this.exchangeOn(sock ?? (await this.connection(until)), line);
+      } catch (e) {
+        if (!(e instanceof ClosedError) || Date.now() + pause > until) throw e;
+        await backoff(pause);
+        sock = null;
+      }
+    }
+  }
+
+  private exchangeOn(sock: net.Socket, line: string): Promise<Reply> {
     return new Promise<Reply>((resolve, reject) => {
       this.waiting = { sock, resolve, reject };
       sock.write(line);
@@ -111,9 +139,30 @@ export class BrokerClient implements MarkerStore {
     });
   }
 
-  private async connection(): Promise<net.Socket> {
+  private kept(): net.Socket | null {
     if (this.sock && this.sock.writable && Date.now() - this.lastUsed < REUSE_MS) return this.sock;
     this.sock?.destroy();
+    this.sock = null;
+    return null;
+  }
+
+  /** A new connection, retried with backoff while refused or put off, until `until`. */
+  private async connection(until: number): Promise<net.Socket> {
+    for (let pause = RETRY_FIRST_MS; ; pause = Math.min(pause * 2, RETRY_MAX_MS)) {
+      try {
+        return await this.connect();
+      } catch (e) {
+        const code = (e as { code?: string }).code ?? "";
+        if (!RETRIED.has(code) || Date.now() + pause > until)
+          throw this.unavailable(
+            RETRIED.has(code) ? `${code} for ${CONNECT_RETRY_MS / 1000} s` : code,
+          );
+        await backoff(pause);
+      }
+    }
+  }
+
+  private async connect(): Promise<net.Socket> {
     const sock = net.createConnection(this.path);
     sock.setEncoding("utf8");
     sock.setTimeout(this.replyMs, () =>
@@ -129,18 +178,23 @@ export class BrokerClient implements MarkerStore {
       }
     });
     // Each event is this connection's: one replaced or ended may still report its close.
-    sock.on("error", (e: NodeJS.ErrnoException) =>
-      this.fail(sock, e instanceof BrokerCallError ? e : this.unavailable(e.code ?? e.message)),
-    );
+    sock.on("error", (e: NodeJS.ErrnoException) => {
+      const why = e instanceof BrokerCallError ? e : this.unavailable(e.code ?? e.message);
+      // Closed by the broker under a request it did not read: as a close without a reply.
+      const closed = e.code === "EPIPE" || e.code === "ECONNRESET";
+      this.fail(sock, closed ? new ClosedError(why) : why);
+    });
     // The broker ends a connection after refusing a request: the next call connects again.
     sock.on("end", () => {
       if (this.sock === sock) this.sock = null;
     });
-    sock.on("close", () => this.fail(sock, this.unavailable("it closed the connection")));
+    sock.on("close", () =>
+      this.fail(sock, new ClosedError(this.unavailable("it closed the connection"))),
+    );
     await new Promise<void>((resolve, reject) => {
       sock.once("connect", resolve);
       sock.once("error", (e: NodeJS.ErrnoException) =>
-        reject(this.unavailable(e.code ?? e.message)),
+        reject(Object.assign(new Error(e.message), { code: e.code ?? e.message })),
       );
     });
     this.sock = sock;
@@ -171,6 +225,16 @@ export class BrokerClient implements MarkerStore {
       `cannot reach the marker broker at ${this.path} (${why}): is the daemon, or the run's \`cronvisor run\`, still running?`,
       EXIT.unavailable,
     );
+  }
+}
+
+/** Jittered: clients put off together do not come back together. */
+const backoff = (ms: number) => new Promise((r) => setTimeout(r, ms * (0.5 + Math.random() / 2)));
+
+/** The broker closed the connection before replying (a BrokerCallError: exit 69). */
+class ClosedError extends BrokerCallError {
+  constructor(e: BrokerCallError) {
+    super(e.message, e.exitCode);
   }
 }
 

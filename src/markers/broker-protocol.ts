@@ -5,10 +5,18 @@
 import { EXIT } from "../core/exit.js";
 import { checkKey } from "./target.js";
 
-/** A request line longer than this is refused and its connection closed (memory is bounded). */
-export const LINE_MAX = 1 << 20;
-/** The client keeps each `mark` request under this, splitting a long list of keys. */
-export const MARK_LINE_TARGET = LINE_MAX - 4096;
+/**
+ * A request line longer than this is refused and its connection closed (memory is bounded: a
+ * connection holds at most one line). Close to the largest valid request: a `progress` message
+ * of 4096 characters, each escaped to 6 bytes at worst, is under 25 KiB; a `mark` is split by the
+ * client into lines under MARK_LINE_TARGET.
+ */
+export const LINE_MAX = 64 * 1024;
+/**
+ * The client keeps each `mark` request's keys under this, splitting a long list: one key (1024
+ * characters, 6 KiB escaped at worst) and the request's other fields fit in what is left.
+ */
+export const MARK_LINE_TARGET = LINE_MAX - 8 * 1024;
 const MESSAGE_MAX = 4096;
 const JOB_MAX = 64;
 

@@ -8,53 +8,36 @@
 import net from "node:net";
 import { createHash } from "node:crypto";
 import { EXIT } from "../core/exit.js";
-import { isAlive, processGroupOf, startTimeOf } from "../core/proc.js";
-import type { MarkerStore, MarkerWriter } from "../store/store.js";
+import type { MarkerStore } from "../store/store.js";
+import { answer, type Registered } from "./broker-answer.js";
+
+export type { Registered };
 import { LINE_MAX, parseRequest, refusal, type Reply, type Request } from "./broker-protocol.js";
-import { isBusy } from "./target.js";
-
-/** What the broker knows of one registered run. */
-export interface Registered {
-  job: string;
-  runId: number;
-  fence: number;
-  /** The run's process group (== its main pid), set right after the spawn. */
-  pgid: number | null;
-}
-
-/** A connection idle this long after authenticating is closed (the client reconnects). */
-const IDLE_MS = 30_000;
-/**
- * A connection must authenticate with its first line (a request with a known secret) this soon
- * after connecting, whatever it sends meanwhile, and within AUTH_LINE_MAX bytes: a socket any
- * user can reach holds nothing for a client without a secret for longer.
- */
-const AUTH_MS = 2000;
-const AUTH_LINE_MAX = 8192;
-/**
- * A first line longer than AUTH_LINE_MAX is taken only when it starts with a known secret, as
- * the client writes every request (a `mark` of many keys may be up to LINE_MAX).
- */
-const SECRET_FIRST = /^\{"secret":"([0-9a-f]{64})"/;
-/** Requests a connection may have waiting: past this its lines are not parsed, nor read. */
-const MAX_PENDING = 16;
-/**
- * A refused connection is half-closed after its reply; what still comes is read and dropped
- * (closing with unread data could reset the connection before the client reads the reply), for
- * this long and this many bytes at most.
- */
-const LINGER_MS = 1000;
-const LINGER_BYTES = 2 * LINE_MAX;
-/** Past this many connections, a new one evicts the oldest that has not authenticated. */
-const MAX_CONNECTIONS = 512;
-/** The hard cap (file descriptors): connections past it are refused. */
-const HARD_MAX_CONNECTIONS = 1024;
+import {
+  IDLE_MS,
+  AUTH_MS,
+  AUTH_LINE_MAX,
+  SECRET_FIRST,
+  MAX_PENDING,
+  LINGER_MS,
+  LINGER_BYTES,
+  MAX_CONNECTIONS,
+  HARD_MAX_CONNECTIONS,
+  RUN_MAX_CONNECTIONS,
+  UID_MAX_AUTHED,
+  BACKLOG,
+} from "./broker-limits.js";
 
 /** One client connection, as serve() keeps it. */
 interface Conn {
   s: net.Socket;
-  /** Its first line named a known secret: it is a run's, and is never evicted. */
+  /** The uid whose socket it came in on: only that uid (or root) could connect there. */
+  uid: number;
+  /** Its first line named a known secret: it is that run's (`run`), and serves only that run. */
   authed: boolean;
+  run: Registered | null;
+  /** No complete request for IDLE_MS: closed (set once authenticated). */
+  idle: NodeJS.Timeout | null;
   /** Received and not yet parsed (a line at most, and one read). */
   buf: string;
   /** Requests parsed and not yet answered (at most MAX_PENDING). */
@@ -72,7 +55,10 @@ interface Conn {
 }
 
 /** A request line's run, or its refusal; `end`: the connection is then closed. */
-type Checked = { req: Request; reg: Registered } | { refused: Reply; end: boolean };
+type Checked =
+  | { req: Request; reg: Registered }
+  | { refused: Reply; end: true }
+  | { refused: Reply; end: false; reg: Registered };
 
 export const secretHash = (secret: string): string =>
   createHash("sha256").update(secret).digest("hex");
@@ -80,18 +66,23 @@ export const secretHash = (secret: string): string =>
 export class BrokerServer {
   private readonly runs = new Map<string, Registered>();
   private readonly byRun = new Map<number, string>();
-  private readonly server: net.Server;
-  /** Every open connection, oldest first. */
-  private readonly conns = new Set<Conn>();
+  /** One listening socket per uid served. */
+  private readonly servers = new Map<number, net.Server>();
+  /** Every open connection of each uid, oldest first. */
+  private readonly conns = new Map<number, Set<Conn>>();
+  /** Each registered run's authenticated connections, oldest first. */
+  private readonly runConns = new Map<number, Set<Conn>>();
 
-  constructor(private readonly store: MarkerStore) {
-    this.server = net.createServer((s) => this.serve(s));
-    this.server.maxConnections = HARD_MAX_CONNECTIONS;
-  }
+  constructor(private readonly store: MarkerStore) {}
 
   register(hash: string, r: Registered): void {
     this.runs.set(hash, r);
     this.byRun.set(r.runId, hash);
+  }
+
+  /** Whether a socket for `uid` is being served. */
+  serves(uid: number): boolean {
+    return this.servers.has(uid);
   }
 
   setGroup(runId: number, pgid: number): void {
@@ -100,26 +91,52 @@ export class BrokerServer {
     if (r) r.pgid = pgid;
   }
 
+  /**
+   * The run is over (its end recorded, or it was never spawned): its secret is forgotten and its
+   * connections are closed, so a process it left behind holds nothing of the broker's.
+   */
   unregister(runId: number): void {
     const hash = this.byRun.get(runId);
     if (hash !== undefined) this.runs.delete(hash);
     this.byRun.delete(runId);
+    const conns = this.runConns.get(runId);
+    this.runConns.delete(runId);
+    for (const c of conns ?? []) c.s.destroy();
   }
 
-  listen(socketPath: string): Promise<void> {
+  /**
+   * Serve `uid`'s socket at `socketPath`. Bound here, synchronously, under a 0177 umask: the
+   * socket is root's 0600 from its first moment, until the caller hands it to `uid`.
+   */
+  listen(socketPath: string, uid: number): Promise<void> {
+    const server = net.createServer((s) => this.serve(s, uid));
+    server.maxConnections = HARD_MAX_CONNECTIONS;
+    this.servers.set(uid, server);
     return new Promise((resolve, reject) => {
-      this.server.once("error", reject);
-      this.server.listen(socketPath, () => {
-        this.server.off("error", reject);
-        this.server.on("error", () => {}); // accept errors (EMFILE) must not end the broker
-        resolve();
+      server.once("error", (e) => {
+        this.servers.delete(uid);
+        reject(e);
       });
+      const umask = process.umask(0o177);
+      try {
+        server.listen({ path: socketPath, backlog: BACKLOG }, () => {
+          server.removeAllListeners("error");
+          server.on("error", () => {}); // accept errors (EMFILE) must not end the broker
+          resolve();
+        });
+      } finally {
+        process.umask(umask);
+      }
     });
   }
 
   async close(): Promise<void> {
-    for (const c of this.conns) c.s.destroy();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const set of this.conns.values()) for (const c of set) c.s.destroy();
+    await Promise.all(
+      [...this.servers.values()].map(
+        (s) => new Promise<void>((resolve) => s.close(() => resolve())),
+      ),
+    );
     await this.store.close();
   }
 
@@ -128,11 +145,16 @@ export class BrokerServer {
    * bounded: one line at a time is parsed while fewer than MAX_PENDING wait, nothing is read while
    * that many wait or while its replies are not being read, and it must authenticate first.
    */
-  private serve(s: net.Socket): void {
-    if (this.conns.size >= MAX_CONNECTIONS) this.evict();
+  private serve(s: net.Socket, uid: number): void {
+    let conns = this.conns.get(uid);
+    if (!conns) this.conns.set(uid, (conns = new Set()));
+    if (conns.size >= MAX_CONNECTIONS) this.evict(conns);
     const c: Conn = {
       s,
+      uid,
       authed: false,
+      run: null,
+      idle: null,
       buf: "",
       pending: 0,
       blocked: false,
@@ -142,7 +164,7 @@ export class BrokerServer {
       chain: Promise.resolve(),
       deadline: null,
     };
-    this.conns.add(c);
+    conns.add(c);
     // Fired after the loop's poll phase (setImmediate): a first line that has arrived by then
     // is taken, even when the loop was busy (a tick spawning its runs) past the deadline.
     c.deadline = setTimeout(
@@ -154,8 +176,10 @@ export class BrokerServer {
     );
     s.on("error", () => {}); // a client that vanished: 'close' follows
     s.on("close", () => {
-      this.conns.delete(c);
+      conns.delete(c);
+      if (c.run) this.runConns.get(c.run.runId)?.delete(c);
       if (c.deadline) clearTimeout(c.deadline);
+      if (c.idle) clearTimeout(c.idle);
     });
     s.on("drain", () => {
       c.blocked = false;
@@ -194,7 +218,8 @@ export class BrokerServer {
     if (length <= AUTH_LINE_MAX) return;
     if (!c.authed) {
       const secret = SECRET_FIRST.exec(c.buf)?.[1];
-      if (secret === undefined || !this.runs.has(secretHash(secret)))
+      const reg = secret === undefined ? undefined : this.runs.get(secretHash(secret));
+      if (reg === undefined || reg.uid !== c.uid)
         return this.refuse(
           c,
           refusal(
@@ -202,7 +227,7 @@ export class BrokerServer {
             `bad broker request: a first line over ${AUTH_LINE_MAX} bytes must start with a known secret`,
           ),
         );
-      this.authenticated(c);
+      if (!this.authenticated(c, reg)) return;
     }
     if (length > LINE_MAX)
       this.refuse(c, refusal(EXIT.usage, `bad broker request: a line over ${LINE_MAX} bytes`));
@@ -210,14 +235,15 @@ export class BrokerServer {
 
   /** One request line: checked now (it may authenticate the connection), answered in order. */
   private take(c: Conn, line: string): void {
-    const checked = this.check(line);
+    const checked = this.check(line, c);
     // A known secret authenticates, even for a request it may not make (another job's markers).
-    if ("refused" in checked && checked.end) return this.refuse(c, checked.refused);
-    if (!c.authed) this.authenticated(c);
+    if (!("reg" in checked)) return this.refuse(c, checked.refused);
+    if (!c.authed && !this.authenticated(c, checked.reg)) return;
+    c.idle?.refresh(); // idle time counts from the last complete request
     c.pending++;
     c.chain = c.chain
       .then(async () => {
-        const reply = "refused" in checked ? checked.refused : await this.answer(checked);
+        const reply = "refused" in checked ? checked.refused : await answer(this.store, checked);
         c.pending--;
         if (!c.s.destroyed && !c.s.writableEnded && !c.s.write(`${JSON.stringify(reply)}\n`))
           c.blocked = true;
@@ -246,11 +272,53 @@ export class BrokerServer {
     }
   }
 
-  private authenticated(c: Conn): void {
+  /**
+   * The connection is `reg`'s from now on, within the run's and the uid's share: past either, the
+   * oldest idle connection of the run (or else of the uid) makes room; with none idle, this one is
+   * refused (69: the client may try again) and false is returned.
+   */
+  private authenticated(c: Conn, reg: Registered): boolean {
+    let mine = this.runConns.get(reg.runId);
+    if (!mine) this.runConns.set(reg.runId, (mine = new Set()));
+    const ofUid = [...(this.conns.get(c.uid) ?? [])].filter((o) => o.authed);
+    const room =
+      (mine.size < RUN_MAX_CONNECTIONS || this.evictIdle(mine)) &&
+      (ofUid.length < UID_MAX_AUTHED || this.evictIdle(ofUid));
+    if (!room) {
+      this.refuse(
+        c,
+        refusal(
+          EXIT.unavailable,
+          `refused: run ${reg.runId} of job ${reg.job} already has ${mine.size} connections to the marker broker, all busy`,
+        ),
+      );
+      return false;
+    }
     c.authed = true;
+    c.run = reg;
+    mine.add(c);
     if (c.deadline) clearTimeout(c.deadline);
     c.deadline = null;
-    c.s.setTimeout(IDLE_MS, () => c.s.destroy());
+    c.idle = setTimeout(() => this.idleOut(c), IDLE_MS);
+    return true;
+  }
+
+  /** IDLE_MS since the last complete request: closed, unless a reply is still owed. */
+  private idleOut(c: Conn): void {
+    if (c.pending > 0 || c.s.writableLength > 0) c.idle?.refresh();
+    else c.s.destroy();
+  }
+
+  /** Close the oldest authenticated connection of `conns` that owes no reply; false if none. */
+  private evictIdle(conns: Iterable<Conn>): boolean {
+    for (const o of conns) {
+      if (!o.authed || o.pending > 0 || o.ended || o.s.writableLength > 0) continue;
+      o.authed = false;
+      if (o.run) this.runConns.get(o.run.runId)?.delete(o);
+      o.s.destroy();
+      return true;
+    }
+    return false;
   }
 
   /**
@@ -262,7 +330,9 @@ export class BrokerServer {
     c.ended = true;
     c.authed = false; // evictable
     c.buf = "";
+    if (c.run) this.runConns.get(c.run.runId)?.delete(c);
     if (c.deadline) clearTimeout(c.deadline);
+    if (c.idle) clearTimeout(c.idle);
     c.deadline = null;
     c.chain = c.chain
       .then(() => {
@@ -274,22 +344,33 @@ export class BrokerServer {
       });
   }
 
-  /** Make room: the oldest connection that has not authenticated goes (runs' own stay). */
-  private evict(): void {
-    for (const c of this.conns) {
-      if (c.authed) continue;
-      this.conns.delete(c);
-      c.s.destroy();
-      return;
+  /**
+   * Make room: the oldest refused connection still lingering goes, or else the oldest that has not
+   * authenticated (runs' own stay). Its first line, if it sent one, was not read: the client may
+   * send it again on a new connection.
+   */
+  private evict(conns: Set<Conn>): void {
+    let oldest: Conn | null = null;
+    for (const c of conns) {
+      // A refused one that lingers has had its reply: it goes first.
+      if (c.ended) {
+        oldest = c;
+        break;
+      }
+      if (!c.authed) oldest ??= c;
     }
+    if (oldest === null) return;
+    conns.delete(oldest);
+    oldest.s.destroy();
   }
 
   /** A request line's parse and its run (by the secret's hash); pure but for the lookup. */
-  private check(line: string): Checked {
+  private check(line: string, c: Conn): Checked {
     const req = parseRequest(line);
     if ("refused" in req) return { refused: req.refused, end: true };
     const reg = this.runs.get(secretHash(req.secret));
-    if (!reg)
+    // A run is served on its own uid's socket only, and a connection serves one run.
+    if (!reg || reg.uid !== c.uid || (c.run !== null && c.run !== reg))
       return {
         refused: refusal(
           req.op === "check" ? EXIT.unavailable : EXIT.unknown,
@@ -304,77 +385,8 @@ export class BrokerServer {
           `refused: run ${reg.runId} of job ${reg.job} may write only ${reg.job}'s markers, not ${req.job}'s; nothing was written`,
         ),
         end: false,
+        reg,
       };
     return { req, reg };
-  }
-
-  /** The reply to one authenticated request; never throws. */
-  private async answer({ req, reg }: { req: Request; reg: Registered }): Promise<Reply> {
-    try {
-      return await this.act(req, reg);
-    } catch (e) {
-      const msg = (e as Error).message ?? String(e);
-      if (isBusy(e)) return refusal(EXIT.busy, `the state store stayed busy: ${msg}`);
-      return refusal(req.op === "check" ? EXIT.unavailable : EXIT.fail, msg);
-    }
-  }
-
-  private async act(req: Request, reg: Registered): Promise<Reply> {
-    const w: MarkerWriter = { job: reg.job, run: { id: reg.runId, fence: reg.fence } };
-    const now = Date.now();
-    const stale = refusal(
-      EXIT.unknown,
-      `refused: run ${reg.runId} (fence ${reg.fence}) is no longer the current run of job ${reg.job}; nothing was written`,
-    );
-    switch (req.op) {
-      case "mark": {
-        const n = await this.store.markDone(w, req.keys, now);
-        return n === null ? stale : { ok: true, n };
-      }
-      case "check":
-        return { ok: true, done: await this.store.isDone(w, req.key) };
-      case "progress":
-        return (await this.store.reportProgress(w, req.message, now)) ? { ok: true } : stale;
-      default:
-        return this.claimOp(req, reg, w, now, stale);
-    }
-  }
-
-  /** `once`: the processes it names must be of the run's own group. */
-  private async claimOp(
-    req: Request & { op: "claim" | "complete" | "release" | "command" },
-    reg: Registered,
-    w: MarkerWriter,
-    now: number,
-    stale: Reply,
-  ): Promise<Reply> {
-    const foreign = [req.pid, ...(req.op === "command" ? [req.cmd_pid] : [])].find(
-      (p) => reg.pgid === null || processGroupOf(p) !== reg.pgid,
-    );
-    if (foreign !== undefined)
-      return refusal(
-        EXIT.unknown,
-        `refused: pid ${foreign} is not a process of run ${reg.runId} of job ${reg.job}`,
-      );
-    switch (req.op) {
-      case "claim": {
-        const me = { pid: req.pid, start: startTimeOf(req.pid) };
-        return { ok: true, claim: await this.store.takeClaim(w, req.key, me, now, isAlive) };
-      }
-      case "command":
-        await this.store.setClaimCommand(
-          reg.job,
-          req.key,
-          req.pid,
-          req.cmd_pid,
-          startTimeOf(req.cmd_pid),
-        );
-        return { ok: true };
-      case "complete":
-        return (await this.store.completeClaim(w, req.key, req.pid, now)) ? { ok: true } : stale;
-      case "release":
-        await this.store.releaseClaim(reg.job, req.key, req.pid);
-        return { ok: true };
-    }
   }
 }

@@ -109,26 +109,45 @@ export async function startBroker(
   prepareSocketDir(dir, uid);
   const key = runKey(stateDir);
   const server = new BrokerServer(new BrokerStore(stateDir, log, idleMs, store));
+  /** Each uid's socket: created at its first run, kept until close. */
+  const sockets = new Map<number, string>([[uid, sock]]);
+  const socketFor = (runUid: number): string =>
+    sockets.get(runUid) ??
+    serveUid(server, sockets, runUid, socketPath(dir, uidName(name, runUid)), log);
   fs.rmSync(sock, { force: true }); // a socket left by a killed supervisor of this dir
   try {
-    await server.listen(sock);
+    await server.listen(sock, uid);
   } catch (e) {
     throw new BrokerError(`the marker broker cannot listen on ${sock}: ${(e as Error).message}`);
   }
-  // Reached by any user: a run authenticates with its secret, not with file modes.
-  fs.chmodSync(sock, 0o666);
   let closing = false;
   return {
     socketPath: sock,
+    socketFor(runUid = uid) {
+      // A daemon that is not root runs every job as itself: one socket.
+      return uid === 0 ? socketFor(runUid) : sock;
+    },
     register(r) {
       const secret = runSecret(key, r.runId, r.fence);
-      server.register(secretHash(secret), { ...r, pgid: null });
+      server.register(secretHash(secret), {
+        ...r,
+        uid: uid === 0 ? (r.uid ?? uid) : uid,
+        pgid: null,
+      });
       return secret;
     },
     adopt(r) {
       // The run still holds the secret its own daemon derived: derive it again.
       const hash = secretHash(runSecret(key, r.runId, r.fence));
-      server.register(hash, { job: r.job, runId: r.runId, fence: r.fence, pgid: r.pgid });
+      const runUid = uid === 0 ? (r.uid ?? uid) : uid;
+      if (uid === 0) socketFor(runUid); // its socket again: the run still names that path
+      server.register(hash, {
+        job: r.job,
+        runId: r.runId,
+        fence: r.fence,
+        pgid: r.pgid,
+        uid: runUid,
+      });
       return true;
     },
     setGroup(runId, pgid) {
@@ -141,7 +160,7 @@ export async function startBroker(
       if (closing) return;
       closing = true;
       await server.close();
-      fs.rmSync(sock, { force: true });
+      for (const p of sockets.values()) fs.rmSync(p, { force: true });
       // The directory goes with its last socket (another supervisor's may still be in it).
       try {
         fs.rmdirSync(dir);
@@ -150,6 +169,35 @@ export async function startBroker(
       }
     },
   };
+}
+
+/** The socket of `uid`'s runs: `daemon.sock` -> `daemon-u1001.sock` (pure). */
+const uidName = (name: string, uid: number): string =>
+  `${name.replace(/\.sock$/, "")}-u${uid}.sock`;
+
+/**
+ * Serve the runs of `uid` on a socket only it (and root) may connect to: 0600, the uid's. The
+ * kernel checks the connecting process's uid against the socket's owner, which is what
+ * SO_PEERCRED would tell (Node has no API for it), and before any byte is read; and each uid has
+ * its own listen queue and its own connection caps (broker-limits.ts), so no user can crowd out
+ * another's runs, and a user with no job reaches no socket at all.
+ */
+function serveUid(
+  server: BrokerServer,
+  sockets: Map<number, string>,
+  uid: number,
+  p: string,
+  log: (line: string) => void,
+): string {
+  fs.rmSync(p, { force: true }); // a socket left by a killed supervisor of this dir
+  sockets.set(uid, p);
+  // Bound now (root's 0600 until chowned); a failure to listen is the run's 69, and logged.
+  server.listen(p, uid).catch((e: unknown) => {
+    sockets.delete(uid);
+    log(`cronvisor: the marker broker cannot listen on ${p}: ${(e as Error).message}`);
+  });
+  fs.chownSync(p, uid, -1);
+  return p;
 }
 
 /**

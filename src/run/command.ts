@@ -32,12 +32,14 @@ const ROOT_ENV: Readonly<Record<string, string>> = { PATH: "/usr/sbin:/usr/bin:/
 export const ENV_FD = 4;
 
 /**
- * Runs as the job's user, right after setpriv: reads the job's environment from ENV_FD (the
- * `export NAME='value'` lines of envScript, which the daemon writes into a pipe, never into an
- * argv that any user could read in /proc), closes it, and execs the job with exactly that
- * environment (PWD aside, which the shell sets).
+ * Runs as the job's user, right after setpriv: enters the job's cwd (its first argument) with
+ * that user's rights, so a cwd the user swapped for a link into a directory only root may reach
+ * is not reached (the run fails, exit 126, saying so in its log); then reads the job's
+ * environment from ENV_FD (the `export NAME='value'` lines of envScript, which the daemon writes
+ * into a pipe, never into an argv that any user could read in /proc), closes it, and execs the job
+ * with exactly that environment (PWD aside, which the shell sets).
  */
-const ENV_LOADER = `s=; while IFS= read -r l <&${ENV_FD}; do s="$s$l
+const ENV_LOADER = `cd -P -- "$1" 2>/dev/null || { printf '%s\\n' "cronvisor: the job cannot enter its cwd $1 as its user (missing, not a directory, or not reachable by that user)" >&2; exit 126; }; shift; s=; while IFS= read -r l <&${ENV_FD}; do s="$s$l
 "; done; exec ${ENV_FD}<&-; unset PATH; eval "$s"; exec "$@"`;
 
 /** What to spawn: the argv, its environment, and what to write to ENV_FD (null: nothing). */
@@ -49,28 +51,31 @@ export interface CommandLine {
 
 /**
  * The argv to spawn, after checks that turn the usual mistakes into a clear reason: a missing
- * cwd (the exec would report ENOENT for the program), a missing or non-executable program, an
- * unknown user.
+ * cwd (the exec would report ENOENT for the program), a missing or non-executable program, an unknown user. A `user:` job's
+ * cwd and program are the user's to choose, so they are not looked at as root: the process is
+ * started in "/" (the caller's spec.cwd) and its shell, once it runs as the user, enters
+ * `spec.userCwd` and execs the program (a failure is the run's exit 126 or 127, said in its log).
  */
 export function commandLine(spec: RunSpec): CommandLine {
-  const cwd = statOrNull(spec.cwd);
-  if (!cwd) throw new SpawnError("ENOENT", `cwd ${spec.cwd} does not exist`);
-  if (!cwd.isDirectory()) throw new SpawnError("ENOTDIR", `cwd ${spec.cwd} is not a directory`);
   let argv =
     typeof spec.command === "string" ? [spec.shell, "-c", spec.command] : [...spec.command];
   if (argv.length === 0) throw new SpawnError("EINVAL", "empty command");
-  checkExecutable(argv[0] as string, spec.env.PATH ?? "", spec.cwd);
-  if (spec.user === null) return { argv, env: spec.env, envScript: null };
-  {
-    const user = lookupUser(spec.user);
-    if (!user) throw new SpawnError("ENOENT", `no such user: ${spec.user}`);
-    if (process.getuid?.() !== 0 && process.getuid?.() !== user.uid) {
-      throw new SpawnError("EPERM", `running as ${spec.user} needs root`);
-    }
-    if (!SETPRIV) throw new SpawnError("ENOENT", "setpriv (util-linux) not found: needed for user");
-    const drop = [SETPRIV, `--reuid=${user.uid}`, `--regid=${user.gid}`, "--init-groups", "--"];
-    argv = [...drop, "/bin/sh", "-c", ENV_LOADER, "cronvisor-env", ...argv];
+  if (spec.user === null) {
+    const cwd = statOrNull(spec.cwd);
+    if (!cwd) throw new SpawnError("ENOENT", `cwd ${spec.cwd} does not exist`);
+    if (!cwd.isDirectory()) throw new SpawnError("ENOTDIR", `cwd ${spec.cwd} is not a directory`);
+    checkExecutable(argv[0] as string, spec.env.PATH ?? "", spec.cwd);
+    return { argv, env: spec.env, envScript: null };
   }
+  const user = lookupUser(spec.user);
+  if (!user) throw new SpawnError("ENOENT", `no such user: ${spec.user}`);
+  if (process.getuid?.() !== 0 && process.getuid?.() !== user.uid) {
+    throw new SpawnError("EPERM", `running as ${spec.user} needs root`);
+  }
+  if (!SETPRIV) throw new SpawnError("ENOENT", "setpriv (util-linux) not found: needed for user");
+  const drop = [SETPRIV, `--reuid=${user.uid}`, `--regid=${user.gid}`, "--init-groups", "--"];
+  const cwd = spec.userCwd ?? spec.cwd;
+  argv = [...drop, "/bin/sh", "-c", ENV_LOADER, "cronvisor-env", cwd, ...argv];
   return { argv, env: { ...ROOT_ENV }, envScript: envScript(spec.env) };
 }
 

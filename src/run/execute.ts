@@ -123,11 +123,13 @@ export async function spawnRun(
   };
   const broker = ctx.broker ?? null;
   if (broker) {
-    // Registered before the spawn: the job's first `mark` may come at once.
-    cronvisor.CRONVISOR_BROKER = broker.socketPath;
+    // Registered before the spawn: the job's first `mark` may come at once. A `user:` job's run
+    // is served on its user's own socket (an unknown user fails the spawn just after).
+    const uid = job.user === null ? undefined : lookupUser(job.user)?.uid;
+    cronvisor.CRONVISOR_BROKER = broker.socketFor(uid);
     // Every run reserved since the first migration has a fence; a null one matches no write.
     const fence = run.fence ?? 0;
-    cronvisor.CRONVISOR_SECRET = broker.register({ job: job.name, runId: run.id, fence });
+    cronvisor.CRONVISOR_SECRET = broker.register({ job: job.name, runId: run.id, fence, uid });
   }
   const handle = await startOrFail(ctx, job, run, cronvisor, echo);
   if (handle.pgid !== null) broker?.setGroup(run.id, handle.pgid);
@@ -186,7 +188,10 @@ function startOrFail(
     runId: run.id,
     command: job.command,
     shell: config.shell,
-    cwd: job.cwd,
+    // A `user:` job's cwd is the user's to choose: its shell enters it after the privilege
+    // drop (command.ts); nothing walks it as root, so the process starts in "/".
+    cwd: job.user === null ? job.cwd : "/",
+    userCwd: job.user === null ? undefined : job.cwd,
     env,
     user: job.user,
     logPath: run.log_path ?? logPathFor(config.stateDir, job.name, run.id),

@@ -59,6 +59,8 @@ export interface PgOpenOptions {
   node?: string;
   /** The password (from password_file); else pg reads PGPASSWORD or ~/.pgpass. */
   password?: string;
+  /** Keep finished runs' log tails (default true); false: the store keeps none. */
+  logTails?: boolean;
   /**
    * The longest a connect or a query may take (ms), so that a store that stops answering (a cut
    * network) fails a call in time instead of hanging it: a node must notice it cannot renew its

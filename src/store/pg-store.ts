@@ -48,7 +48,9 @@ export class PgStore extends PgMarkerStore implements Store {
 
   /** Open the store at `url` (postgresql://USER@HOST:PORT/DB), migrating it unless read-only. */
   static async open(url: string, opts: PgOpenOptions): Promise<PgStore> {
-    return new PgStore(await openPgConn(url, opts));
+    const store = new PgStore(await openPgConn(url, opts));
+    store.logs.keep = opts.logTails !== false;
+    return store;
   }
 
   // ---- the daemon rows (one per node)

@@ -44,6 +44,8 @@ export interface StoreTarget {
   node: string;
   /** PostgreSQL: how long a connect or a query may take (ms). */
   timeoutMs?: number;
+  /** PostgreSQL: keep finished runs' log tails (`log_tails:`, default true). */
+  logTails?: boolean;
 }
 
 /** A config's store target; `node:` defaults to the host name. */
@@ -53,6 +55,7 @@ export function storeTarget(config: {
   passwordFile: string | null;
   node: string | null;
   leaseMs: number;
+  logTails?: boolean;
 }): StoreTarget {
   return {
     stateDir: config.stateDir,
@@ -64,6 +67,7 @@ export function storeTarget(config: {
       (createRequire(import.meta.url)("node:os") as typeof import("node:os")).hostname(),
     // A quarter of the lease: a node learns in time that the store does not answer.
     timeoutMs: Math.max(500, Math.min(10_000, Math.floor(config.leaseMs / 4))),
+    logTails: config.logTails ?? true,
   };
 }
 
@@ -75,6 +79,7 @@ async function pgOptions(t: StoreTarget, opts: OpenOptions): Promise<PgOpenOptio
     node: t.node,
     ...(t.passwordFile !== null ? { password: readPasswordFile(t.passwordFile) } : {}),
     ...(t.timeoutMs !== undefined ? { timeoutMs: t.timeoutMs } : {}),
+    ...(t.logTails === false ? { logTails: false } : {}),
   };
 }
 

@@ -159,9 +159,12 @@ export async function pruneRuns(q: Q, job: string, keep: number): Promise<string
  */
 export class StartedLogs {
   private readonly paths = new Map<number, string>();
+  /** `log_tails:` (default true): false keeps no tail in the database (docs/safety.md). */
+  keep = true;
 
   /** The runs a tick started on this node. */
   remember(out: readonly TickOutcome[], node: string): void {
+    if (!this.keep) return;
     // Bounded: an end may be recorded by another writer (an adopter, a takeover), never here.
     if (this.paths.size > 10_000) this.paths.clear();
     for (const o of out)
@@ -175,6 +178,7 @@ export class StartedLogs {
 
   /** The log tails of these runs of this node (a run's log is whole once it ended). */
   async tails(q: Q, runIds: readonly number[], node: string): Promise<LogTail[]> {
+    if (!this.keep) return [];
     const known = runIds.flatMap((id) => {
       const p = this.paths.get(id);
       return p === undefined ? [] : [{ id, log_path: p }];
