@@ -66,15 +66,8 @@ export async function status(jobName: string | null, o: StatusOptions): Promise<
     let failure: unknown = null;
     try {
       const disk = diskFacts(config.stateDir, config.store === null);
-      const report = await buildStatus(
-        config,
-        store,
-        Date.now(),
-        jobName,
-        fileErrors,
-        undefined,
-        disk,
-      );
+      const now = Date.now();
+      const report = await buildStatus(config, store, now, jobName, fileErrors, undefined, disk);
       read = { report, detail: jobName ? await store.history(jobName, 10) : [] };
     } catch (e) {
       failure = e;
