@@ -1,0 +1,345 @@
+// A run is every process it started (src/run/cgroup.ts, src/run/spawner.c): a process that leaves
+// the run's process group (setsid, a double fork) stays in the run's cgroup, so the lock, the
+// timeout and the record reach it. Real daemons, real cgroups on this machine's cgroup2 mount:
+// each test puts its daemons' cgroups under a subtree of its own (CRONVISOR_CGROUP_ROOT) and
+// removes it after, and never touches a cgroup or a process it did not create.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import {
+  alive,
+  cli,
+  query,
+  rows,
+  runAs,
+  startDaemon,
+  statusJson,
+  stopDaemon,
+  testUser,
+  tmpdir,
+  userCli,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
+
+/** The cgroup2 mount, or null (read from /proc/self/mountinfo, as the daemon does). */
+function cgroup2Mount() {
+  for (const line of fs.readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
+    const [left, right] = line.split(" - ");
+    if (right?.split(" ")[0] === "cgroup2") return left.split(" ")[4];
+  }
+  return null;
+}
+
+const MOUNT = cgroup2Mount();
+const why =
+  MOUNT === null ? "no cgroup2 file system mounted" : process.getuid() !== 0 ? "needs root" : null;
+// Under CI (root, cgroup2 mounted by the machine) these never skip: a missing mount fails them.
+const skip = why !== null && !process.env.CI ? why : false;
+
+/**
+ * A subtree of this test's own under the cgroup2 mount, for its daemons' runs; at the end every
+ * process still in it is killed (all of them this test's jobs) and it is removed, bottom up.
+ */
+function cgroupRoot(t) {
+  const root = path.join(MOUNT, `cvx-test-${process.pid}-${Math.random().toString(36).slice(2)}`);
+  t.after(async () => {
+    const dirs = [];
+    const walk = (d) => {
+      for (const e of fs.readdirSync(d, { withFileTypes: true }))
+        if (e.isDirectory()) walk(path.join(d, e.name));
+      dirs.push(d);
+    };
+    if (!fs.existsSync(root)) return;
+    walk(root);
+    for (const d of dirs) {
+      try {
+        fs.writeFileSync(path.join(d, "cgroup.kill"), "1");
+      } catch {
+        // the root itself before its first run, or gone
+      }
+    }
+    for (const d of dirs)
+      await waitFor(() => {
+        try {
+          fs.rmdirSync(d);
+          return true;
+        } catch (e) {
+          return e.code === "ENOENT";
+        }
+      }, `${d} to be empty and removed`);
+  });
+  return root;
+}
+
+/**
+ * Live processes named `comm` whose command line holds `marker` (each test's own digits, in a
+ * `sleep`'s duration or a shell's command): the job's work, not the shells around it.
+ */
+function withMarker(marker, comm = "sleep") {
+  const out = [];
+  for (const p of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(p)) continue;
+    try {
+      const cmd = fs.readFileSync(`/proc/${p}/cmdline`, "utf8");
+      if (fs.readFileSync(`/proc/${p}/comm`, "utf8").trim() !== comm) continue;
+      const state = fs.readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1]?.[0];
+      if (cmd.includes(marker) && state !== "Z") out.push(Number(p));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+/** Kill what is left of a marker's processes at the end (a failed test must leave none). */
+function reapAfter(t, marker) {
+  t.after(() => {
+    for (const pid of [...withMarker(marker), ...withMarker(marker, "sh")])
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // gone
+      }
+  });
+}
+
+function daemonDir(t, jobs, extra = "") {
+  const dir = tmpdir(t);
+  const cfg = writeConfig(dir, `heartbeat: 1s\n${extra}jobs:\n${jobs}`);
+  return { dir, cfg };
+}
+
+test(
+  "a per-second job whose command escapes with setsid: never two copies alive, each run kills its leftover",
+  { skip },
+  async (t) => {
+    const root = cgroupRoot(t);
+    const marker = `${process.pid}19`;
+    reapAfter(t, marker);
+    // The escapee outlives the run's main process by 4 s unless its run takes it along.
+    const { dir, cfg } = daemonDir(
+      t,
+      `  esc:\n    schedule: "* * * * * *"\n    command: "setsid sh -c 'exec sleep 4.0${marker}' & sleep 0.3"\n`,
+    );
+    const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    let most = 0;
+    await waitFor(() => {
+      most = Math.max(most, withMarker(marker).length);
+      return rows(dir, "SELECT id FROM runs WHERE status = 'ok'").length >= 4;
+    }, "four runs");
+    assert.ok(most <= 1, `at most one copy of the escaped work alive at once, saw ${most}`);
+    const done = rows(dir, "SELECT reason FROM runs WHERE status = 'ok'");
+    assert.ok(
+      done.every((r) => r.reason === "killed 1 leftover process"),
+      JSON.stringify(done),
+    );
+    const st = statusJson(cfg);
+    assert.equal(st.daemon.containment.mode, "cgroup");
+    assert.match(st.daemon.containment.reason, new RegExp(root));
+    await stopDaemon(d);
+    assert.deepEqual(withMarker(marker), [], "nothing of the job outlives the daemon's stop");
+  },
+);
+
+test(
+  "leftovers: wait keeps the run and its lock until its last process exits (flock's way); later slots are overlap skips",
+  { skip },
+  async (t) => {
+    const root = cgroupRoot(t);
+    const marker = `${process.pid}29`;
+    reapAfter(t, marker);
+    const { dir, cfg } = daemonDir(
+      t,
+      `  esc:\n    schedule: "* * * * * *"\n    leftovers: wait\n    command: "setsid sh -c 'exec sleep 3.0${marker}' &"\n`,
+    );
+    const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    const first = await waitFor(
+      () => rows(dir, "SELECT * FROM runs WHERE status = 'ok' ORDER BY id LIMIT 1")[0],
+      "the first run to end",
+    );
+    assert.ok(
+      first.duration_ms >= 2500,
+      `the run lasted as long as its escapee: ${first.duration_ms} ms`,
+    );
+    assert.equal(first.reason, "waited for 1 leftover process");
+    const skipped = rows(
+      dir,
+      "SELECT reason FROM runs WHERE status = 'skipped' AND slot > ? AND slot < ?",
+      first.slot,
+      first.finished_at - 1000,
+    );
+    assert.ok(skipped.length >= 1, "slots during the wait were skipped");
+    assert.ok(
+      skipped.every((s) => /run \d+ (still running|holds the lock)|overlap/.test(s.reason)),
+      JSON.stringify(skipped),
+    );
+    await stopDaemon(d);
+  },
+);
+
+test(
+  "timeout: reaches an escapee that ignores SIGTERM, and a double-forked daemon",
+  { skip },
+  async (t) => {
+    const root = cgroupRoot(t);
+    const marker = `${process.pid}39`;
+    reapAfter(t, marker);
+    // The main process waits; two escapees ignore TERM: a setsid one and a double-forked one.
+    const cmd = `setsid sh -c 'trap \\"\\" TERM; sleep 60.0${marker}' & (setsid sh -c 'trap \\"\\" TERM; sleep 60.0${marker}' &) ; sleep 60`;
+    const { dir, cfg } = daemonDir(
+      t,
+      `  slow:\n    schedule: "@reboot"\n    timeout: 1s\n    kill_grace: 500ms\n    command: "${cmd}"\n`,
+    );
+    const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    const run = await waitFor(
+      () => rows(dir, "SELECT * FROM runs WHERE status = 'timeout'")[0],
+      "the run to time out",
+    );
+    assert.match(run.reason, /^timeout after 1s/);
+    assert.deepEqual(withMarker(marker), [], "both escapees are gone with their run");
+    await stopDaemon(d);
+  },
+);
+
+test(
+  "leftovers: keep moves what is left out of the run and its lock; it keeps running, said in history",
+  { skip },
+  async (t) => {
+    const root = cgroupRoot(t);
+    const marker = `${process.pid}49`;
+    reapAfter(t, marker);
+    const { dir, cfg } = daemonDir(
+      t,
+      `  svc:\n    schedule: "@reboot"\n    leftovers: keep\n    command: "setsid sh -c 'exec sleep 30.0${marker}' &"\n`,
+    );
+    const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    const run = await waitFor(
+      () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'")[0],
+      "the run to end",
+    );
+    assert.equal(run.reason, "left 1 process running");
+    const [kept] = withMarker(marker);
+    assert.ok(kept, "the kept process still runs");
+    const cg = fs.readFileSync(`/proc/${kept}/cgroup`, "utf8");
+    assert.match(cg, new RegExp(`kept-${run.id}`), "in a kept cgroup of its own, outside the run");
+    await stopDaemon(d);
+    assert.ok(alive(kept), "a daemon's stop leaves a kept process be");
+  },
+);
+
+test(
+  "a daemon SIGKILLed between its runs' spawn and the record of their pids: the restart adopts them, no second copy",
+  { skip },
+  async (t) => {
+    const root = cgroupRoot(t);
+    const marker = `${process.pid}59`;
+    reapAfter(t, marker);
+    const flag = path.join(tmpdir(t), "finish");
+    const { dir, cfg } = daemonDir(
+      t,
+      `  job:\n    schedule: "* * * * * *"\n    command: "while [ ! -e ${flag} ]; do sleep 0.05; done; : ${marker}"\n`,
+    );
+    const first = startDaemon(t, cfg, {
+      CRONVISOR_CGROUP_ROOT: root,
+      CRONVISOR_FAULT: "die-before-pids",
+    });
+    const r = await first.exited;
+    assert.equal(r.signal, "SIGKILL", "the fault hook killed the daemon");
+    const [orphan] = rows(dir, "SELECT * FROM runs WHERE status = 'running'");
+    assert.ok(orphan, "its run is recorded running");
+    assert.equal(orphan.pid, null, "with no pid recorded");
+    await waitFor(() => withMarker(marker, "sh").length === 1, "the run's process to live on");
+    const second = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    await waitFor(
+      () => rows(dir, "SELECT * FROM runs WHERE id = ? AND pid IS NOT NULL", orphan.id)[0],
+      "the restarted daemon to adopt the run (its pid recorded)",
+    );
+    // Slots come every second while it runs: each is skipped, none starts a second copy.
+    await waitFor(
+      () => rows(dir, "SELECT id FROM runs WHERE status = 'skipped'").length >= 2,
+      "two skipped slots",
+    );
+    assert.equal(withMarker(marker, "sh").length, 1, "one copy, never two");
+    fs.writeFileSync(flag, "");
+    await waitFor(
+      () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status = 'ok'", orphan.id)[0],
+      "the adopted run's end, recorded from its exit file",
+    );
+    await stopDaemon(second);
+  },
+);
+
+test("cpu_s and memory_peak_bytes: a run that burns CPU and holds 160 MiB", { skip }, async (t) => {
+  const root = cgroupRoot(t);
+  const node = process.execPath;
+  const burn = `const b = Buffer.alloc(160 * 1024 * 1024, 1); let x = 0; const end = Date.now() + 700; while (Date.now() < end) x += b[x % b.length]; process.stdout.write(String(x > 0))`;
+  const { dir, cfg } = daemonDir(
+    t,
+    `  burn:\n    schedule: "@reboot"\n    command: [${JSON.stringify(node)}, "-e", ${JSON.stringify(burn)}]\n`,
+  );
+  const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+  const run = await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'")[0],
+    "the run to end",
+  );
+  await stopDaemon(d);
+  assert.ok(run.cpu_s >= 0.5, `CPU seconds: ${run.cpu_s}`);
+  assert.ok(run.memory_peak_bytes >= 160 * 1024 * 1024, `peak memory: ${run.memory_peak_bytes}`);
+  const h = JSON.parse(cli(["history", "burn", "--json", "-c", cfg]).stdout)[0];
+  assert.equal(h.cpu_s, run.cpu_s);
+  assert.equal(h.memory_peak_bytes, run.memory_peak_bytes);
+  const st = statusJson(cfg);
+  assert.equal(st.jobs[0].last_run.cpu_s, run.cpu_s, "status's last_run has them too");
+  assert.equal(st.jobs[0].last_run.memory_peak_bytes, run.memory_peak_bytes);
+});
+
+test("without a cgroup of its own (not root) the daemon says so: process-group containment and why", async (t) => {
+  const user = testUser();
+  if (user.skip) return t.skip(user.skip);
+  const bin = userCli(user);
+  if (bin.skip) return t.skip(bin.skip);
+  const dir = tmpdir(t);
+  fs.chmodSync(dir, 0o777);
+  const marker = `${process.pid}69`;
+  reapAfter(t, marker);
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s\nstate_dir: ./state\njobs:\n  j:\n    schedule: "@reboot"\n    command: "sleep 0.2${marker}"\n`,
+  );
+  fs.chmodSync(cfg, 0o644);
+  const cv = path.join(bin.bin, "cronvisor");
+  const daemon = spawnSync(
+    "setpriv",
+    [
+      `--reuid=${user.uid}`,
+      `--regid=${user.gid}`,
+      "--clear-groups",
+      "--",
+      "timeout",
+      "--preserve-status",
+      "-s",
+      "TERM",
+      "4",
+      process.execPath,
+      cv,
+      "daemon",
+      "-c",
+      cfg,
+    ],
+    { encoding: "utf8", cwd: dir, env: { PATH: process.env.PATH } },
+  );
+  assert.equal(daemon.status, 0, daemon.stderr);
+  const st = runAs(user, [process.execPath, cv, "status", "--json", "-c", cfg], { cwd: dir });
+  assert.equal(st.code, 0, st.stderr);
+  // Stopped now: status shows no containment for a daemon that is down; the row keeps it.
+  const row = query(path.join(dir, "state"), "SELECT containment FROM daemon")[0];
+  assert.ok(row, "the daemon's row");
+  const c = JSON.parse(row.containment);
+  assert.equal(c.mode, "process-group");
+  assert.match(c.reason, /not root/);
+  const ran = query(path.join(dir, "state"), "SELECT status FROM runs")[0];
+  assert.equal(ran?.status, "ok", "its runs still run, in their process groups");
+});
