@@ -377,8 +377,8 @@ jobs:
 
 test("progress and mark from a process that outlived its run are refused (3) and change nothing", async (t) => {
   const { dir, out } = workDir(t);
-  // The straggler writes its pid once it has left the run's session, and the run waits for that:
-  // a run that ended first would have its group killed with the straggler still in it.
+  // The straggler writes its pid once it has left the run's session, and the run waits for that;
+  // `leftovers: keep` moves it out of the run when the run ends (the default kills it).
   const late = `echo $$ > "$OUT/pid.tmp"; mv "$OUT/pid.tmp" "$OUT/pid"; while [ ! -e "$OUT/go" ]; do sleep 0.05; done; cronvisor progress late 2> "$OUT/late.err"; echo $? > "$OUT/late.tmp"; cronvisor mark late 2>> "$OUT/late.err"; echo $? >> "$OUT/late.tmp"; mv "$OUT/late.tmp" "$OUT/late"`;
   const job = script(
     dir,
@@ -392,6 +392,7 @@ env: { PATH: "${path.join(ROOT, "bin")}:${NODE_DIR}:/usr/bin:/bin", OUT: "${out}
 jobs:
   a:
     schedule: "@reboot"
+    leftovers: keep
     command: [sh, ${job}]
 `,
   );

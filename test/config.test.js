@@ -649,6 +649,8 @@ test("a minimal job gets every default", () => {
         log: { maxSizeBytes: 1024 * 1024, keepRuns: 100 },
         ping: null,
         hosts: null,
+        leftovers: "kill",
+        limits: { memoryBytes: null, cpuPercent: null, tasks: null, nofile: null },
         line: 2,
       },
     ],
@@ -724,6 +726,8 @@ test("the design's example config is read as documented", () => {
       log: { maxSizeBytes: 10 * 1024 * 1024, keepRuns: 100 },
       ping: "https://hc-ping.com/UUID",
       hosts: null,
+      leftovers: "kill",
+      limits: { memoryBytes: null, cpuPercent: null, tasks: null, nofile: null },
       line: undefined,
     },
   );

@@ -23,6 +23,10 @@ const rel = (f) => path.relative(ROOT, f);
 const FIRST_NOT_RUNNABLE = {
   "docs/install.md":
     "installs into /usr/local as root; test/install.test.js runs it in a throwaway prefix",
+  "docs/safety.md":
+    "sets up /etc/cronvisor and /var/lib/cronvisor as root; test/security*.test.js and test/broker*.test.js hold the same rules in temp dirs",
+  "docs/store.md":
+    "backs up the store /etc/cronvisor/jobs.yaml names; test/store-backup.test.js and test/store-sqlite3.test.js run backup, restore and the sqlite3 query",
 };
 
 /** Fenced code blocks: { lang, text, runnable, line }. */

@@ -23,7 +23,7 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
   const { launch } = await import("../run/execute.js");
   const { startTimeOf } = await import("../core/proc.js");
   // Contained as the daemon's runs are: in its subtree of cgroups where it has one.
-  const { releaseBase, setupContainment } = await import("../run/cgroup.js");
+  const { setupContainment } = await import("../run/cgroup.js");
   setupContainment(config.stateDir, false);
   // Checked like the daemon's: a run must not write its records into a corrupt store.
   const store = await openStore(config, true, true);
@@ -80,7 +80,6 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
   } finally {
     await broker.close();
     await store.close();
-    releaseBase(); // if nothing else runs in it (a daemon's spawner makes it again if it must)
   }
 }
 

@@ -735,6 +735,8 @@ int main(int argc, char **argv) {
   if (sigprocmask(SIG_BLOCK, &chld, &child_mask) < 0) die("sigprocmask");
   if (argc > 2 && argv[2][0]) {
     cg_base_path = argv[2];
+    /* Made again if it went (a daemon's clean stop removes its base when it is empty). */
+    if (mkdir(cg_base_path, 0755) < 0 && errno != EEXIST) die(cg_base_path);
     cg_base = open(cg_base_path, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
     if (cg_base < 0) die(cg_base_path);
   }
