@@ -343,3 +343,56 @@ test("without a cgroup of its own (not root) the daemon says so: process-group c
   const ran = query(path.join(dir, "state"), "SELECT status FROM runs")[0];
   assert.equal(ran?.status, "ok", "its runs still run, in their process groups");
 });
+
+test("limits: nofile is set for the run (1024 by default, not the daemon's raised limit); a limit this host cannot enforce is a WARNING in validate and status", async (t) => {
+  const { dir, cfg } = daemonDir(
+    t,
+    `  plain:\n    schedule: "@reboot"\n    command: "ulimit -n"\n  capped:\n    schedule: "@reboot"\n    limits: { memory: 512MB, cpu: 150%, tasks: 200, nofile: 4096 }\n    command: "ulimit -n"\n`,
+  );
+  const v = cli(["validate", "-c", cfg]);
+  assert.equal(v.code, 0, v.stderr);
+  const d = startDaemon(
+    t,
+    cfg,
+    MOUNT && process.getuid() === 0 ? { CRONVISOR_CGROUP_ROOT: cgroupRoot(t) } : {},
+  );
+  await waitFor(
+    () => rows(dir, "SELECT id FROM runs WHERE status = 'ok'").length === 2,
+    "both runs",
+  );
+  const log = (job) =>
+    fs.readFileSync(
+      path.join(
+        dir,
+        ".cronvisor",
+        "logs",
+        job,
+        `${rows(dir, "SELECT id FROM runs WHERE job = ?", job)[0].id}.log`,
+      ),
+      "utf8",
+    );
+  assert.equal(log("plain"), "1024\n");
+  assert.equal(log("capped"), "4096\n");
+  const st = statusJson(cfg);
+  const have = st.daemon.containment.mode === "cgroup" ? st.daemon.containment.controllers : [];
+  for (const [key, controller] of [
+    ["memory", "memory"],
+    ["cpu", "cpu"],
+    ["tasks", "pids"],
+  ]) {
+    const warned = new RegExp(`capped: limits\\.${key} is not enforced`);
+    if (have.includes(controller)) {
+      assert.doesNotMatch(v.stdout, warned);
+      continue;
+    }
+    // This machine's cgroup2 mount has no memory, cpu or pids controller: each is warned of.
+    assert.match(v.stdout, new RegExp(`^WARNING: ${warned.source}`, "m"));
+    assert.ok(
+      st.daemon.containment.warnings.some((w) => warned.test(w)),
+      JSON.stringify(st.daemon.containment),
+    );
+  }
+  if (have.length < 3)
+    assert.equal(cli(["status", "--check", "-c", cfg]).code, 1, "--check: WARNING");
+  await stopDaemon(d);
+});

@@ -18,4 +18,11 @@ export async function validate(o: { config?: string }): Promise<void> {
   }
   out(`${config.file}: ok, ${config.jobs.length} job(s)`);
   out(renderTable(rows).join("\n"));
+  // Limits this host cannot enforce: said, never silently ignored (the config is still valid).
+  if (config.jobs.some((j) => Object.values(j.limits).some((v) => v !== null))) {
+    const { likelyControllers } = await import("../run/cgroup.js");
+    const { limitWarnings } = await import("../core/limits.js");
+    for (const w of limitWarnings(config.jobs, likelyControllers(config.stateDir)))
+      out(`WARNING: ${w}`);
+  }
 }

@@ -116,6 +116,7 @@ export const STATUS_JOB_KEYS = [
   "paused",
   "health",
   "hosts",
+  "limits",
   "line",
 ] as const satisfies readonly (keyof JobConfig)[];
 export type StatusJobConfig = Pick<JobConfig, (typeof STATUS_JOB_KEYS)[number]>;
@@ -201,6 +202,10 @@ export interface RunSpec {
   leftovers: Leftovers;
   /** The run's soft open-files limit; null: the system's usual 1024. */
   nofile: number | null;
+  /** The cgroup limits this host can enforce (run/cgroup.ts `enforceable`); null: none. */
+  memory: number | null;
+  cpu: number | null;
+  tasks: number | null;
 }
 
 /** One plain result per run; maps one-to-one onto the run row. */

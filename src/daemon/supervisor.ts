@@ -12,7 +12,7 @@ import { VERSION } from "../core/version.js";
 import { clearSpares } from "../run/spare.js";
 import { DRAIN_MS } from "../run/runner.js";
 import { Spawner } from "../run/spawner.js";
-import { releaseBase, setupContainment, sweepCgroups } from "../run/cgroup.js";
+import { containmentRecord, releaseBase, setupContainment, sweepCgroups } from "../run/cgroup.js";
 import { holdLease, type Lease } from "./hold-lease.js";
 import { forNode, jobHashes } from "./nodes.js";
 import { packConfig } from "../core/config-record.js";
@@ -104,7 +104,7 @@ export class Supervisor {
     const now = this.now();
     const record = accepted(cfg, this.opts.configHash, now);
     const contained = setupContainment(cfg.stateDir, true); // said in the row, for status
-    const containment = JSON.stringify({ mode: contained.mode, reason: contained.reason });
+    const containment = containmentRecord(contained, cfg.jobs, this.log);
     const [host, version, leaseMs] = [os.hostname(), VERSION, cfg.leaseMs];
     const self = { name: target.node, host, bootId: bootId(), version, leaseMs, containment };
     const holder = await store

@@ -58,6 +58,7 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
         ? `  runs contained: ${printable(d.containment.reason)}`
         : `  runs contained by process group only (a process that leaves its group escapes the lock): ${printable(d.containment.reason)}`,
     );
+  for (const w of d.containment?.warnings ?? []) lines.push(`  warning: ${printable(w)}`);
   if (d.http_error && d.http_error_since) {
     lines.push(
       `  http endpoint down since ${short(d.http_error_since)}: ${d.http_error} (retried every heartbeat)`,

@@ -24,7 +24,7 @@ import type {
   StatusJobRows,
   StatusStore,
 } from "../store/store.js";
-import type { StatusConfig, StatusJobConfig } from "../core/types.js";
+import type { Limits, StatusConfig, StatusJobConfig } from "../core/types.js";
 import { formatSeconds } from "../core/duration.js";
 import type { DiskFacts } from "../core/disk.js";
 import { diskReport, type DiskReport } from "./disk.js";
@@ -175,6 +175,7 @@ export function daemonReport(
   d: DaemonRow | null,
   now: number,
   fileErrors: string[] | null = null,
+  jobs: readonly { name: string; limits: Limits }[] = [],
 ): DaemonReport {
   const pidAlive = d?.pid != null && isAlive(d.pid, d.pid_start);
   const state = daemonState(d, pidAlive, now);
@@ -191,7 +192,7 @@ export function daemonReport(
     config_accepted_at: iso(d?.config_accepted_at),
     config_hash: d?.config_hash ?? null,
     config_file_errors: fileErrors,
-    containment: state === "down" ? null : parseContainment(d?.containment ?? null),
+    containment: state === "down" ? null : parseContainment(d?.containment ?? null, jobs),
     disk: null,
     open_database: null,
   };
@@ -214,7 +215,7 @@ export async function buildStatus(
     wanted.map((j) => ({ name: j.name, repeatLimit: j.health.repeatLimit })),
     recentOut ? RECENT_RUNS : 0,
   );
-  const daemon = daemonReport(rows.daemon, now, fileErrors);
+  const daemon = daemonReport(rows.daemon, now, fileErrors, config.jobs);
   if (disk) daemon.disk = diskReport(disk, rows.daemon?.logs_bytes ?? null);
   const nodes = nodeReports(rows.nodes, store.shared, daemon.state);
   const alive = runLiveness(rows.nodes, store.shared, store.node, runAlive);
@@ -303,6 +304,7 @@ export function checkCode(s: StatusReport, config?: StatusConfig): CheckCode {
     d.http_error !== null ||
     (d.disk?.low_space ?? null) !== null ||
     (d.open_database ?? null) !== null ||
+    (d.containment?.warnings.length ?? 0) > 0 ||
     brokenFile(d) ||
     (s.shared && nodeTrouble(s).length > 0)
   )
@@ -338,6 +340,7 @@ export function checkSummary(s: StatusReport, config?: StatusConfig): string {
   if (d.http_error !== null) parts.push(`http endpoint down (${d.http_error})`);
   if (d.disk?.low_space) parts.push(d.disk.low_space);
   if ((d.open_database ?? null) !== null) parts.push(`open database: ${d.open_database}`);
+  parts.push(...(d.containment?.warnings ?? []));
   for (const j of s.jobs)
     if (j.definition_differs_on.length > 0)
       parts.push(`${j.name} defined differently on ${j.definition_differs_on.join(", ")}`);

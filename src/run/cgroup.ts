@@ -19,6 +19,8 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { runCgroupOf, setRunCgroups, signalGroup } from "../core/proc.js";
+import { CONTROLLER, limitWarnings } from "../core/limits.js";
+import type { Limits } from "../core/types.js";
 
 export interface Containment {
   mode: "cgroup" | "process-group";
@@ -26,7 +28,7 @@ export interface Containment {
   reason: string;
   /** The directory holding each run's cgroup (`run-ID`); null for process groups. */
   base: string | null;
-  /** The controllers the runs' cgroups can use (memory, cpu, pids, ...); [] for process groups. */
+  /** The controllers the runs' cgroups have (memory, cpu, pids); [] for process groups. */
   controllers: string[];
 }
 
@@ -50,7 +52,14 @@ export interface ContainmentFacts {
 
 /** Where runs go: a base and, under systemd, the leaf the daemon moves itself to first. */
 export type ContainmentPlan =
-  | { mode: "cgroup"; base: string; leaf: string | null; reason: string }
+  | {
+      mode: "cgroup";
+      base: string;
+      leaf: string | null;
+      reason: string;
+      /** The cgroups whose controllers it turns on for its children, top first: its own only. */
+      owned: string[];
+    }
   | { mode: "process-group"; reason: string };
 
 /** The mount point of the (first) cgroup2 file system in a mountinfo text, or null (pure). */
@@ -84,17 +93,15 @@ export function decideContainment(f: ContainmentFacts): ContainmentPlan {
   const mount = cgroup2Mount(f.mountinfo);
   if (f.override !== undefined && f.override !== "") {
     const base = path.join(f.override, stateDirKey(f.stateDir));
-    return { mode: "cgroup", base, leaf: null, reason: `a cgroup per run under ${base}` };
+    const owned = [f.override, base];
+    return { mode: "cgroup", base, leaf: null, reason: `a cgroup per run under ${base}`, owned };
   }
   if (mount === null) return pg("no cgroup2 file system is mounted");
   if (f.uid !== 0) return pg("not root: a cgroup per run needs root or a delegated systemd unit");
-  if (f.recorded !== null)
-    return {
-      mode: "cgroup",
-      base: f.recorded,
-      leaf: null,
-      reason: `a cgroup per run under ${f.recorded}`,
-    };
+  if (f.recorded !== null) {
+    const reason = `a cgroup per run under ${f.recorded}`;
+    return { mode: "cgroup", base: f.recorded, leaf: null, reason, owned: [f.recorded] };
+  }
   const own = ownCgroup(f.selfCgroup);
   if (own === null) return pg(`no cgroup v2 hierarchy in /proc/self/cgroup`);
   if (f.underSystemd && own !== "/") {
@@ -109,6 +116,7 @@ export function decideContainment(f: ContainmentFacts): ContainmentPlan {
       base,
       leaf: path.join(top, "supervisor"),
       reason: `a cgroup per run under ${base} (systemd, Delegate=yes)`,
+      owned: [top, base],
     };
   }
   if (own !== "/")
@@ -116,7 +124,8 @@ export function decideContainment(f: ContainmentFacts): ContainmentPlan {
       `its cgroup ${own} is not its own to divide (run it from a unit with Delegate=yes, or set CRONVISOR_CGROUP_ROOT)`,
     );
   const base = path.join(mount, "cronvisor", stateDirKey(f.stateDir));
-  return { mode: "cgroup", base, leaf: null, reason: `a cgroup per run under ${base}` };
+  const owned = [path.join(mount, "cronvisor"), base];
+  return { mode: "cgroup", base, leaf: null, reason: `a cgroup per run under ${base}`, owned };
 }
 
 /** The file in the state dir that names a daemon's runs' base, for `cronvisor run` beside it. */
@@ -196,11 +205,60 @@ function prepare(plan: ContainmentPlan, stateDir: string, record: boolean): Cont
       controllers: [],
     };
   }
-  const controllers = readOr(path.join(plan.base, "cgroup.controllers"), "")
-    .trim()
-    .split(/\s+/)
-    .filter((c) => c !== "");
+  // The limits' controllers, turned on down the cgroups it made, as far as each one has them.
+  const words = (f: string) =>
+    readOr(f, "")
+      .trim()
+      .split(/\s+/)
+      .filter((c) => c !== "");
+  const wanted: readonly string[] = Object.values(CONTROLLER);
+  for (const dir of plan.owned)
+    for (const c of words(path.join(dir, "cgroup.controllers")))
+      if (wanted.includes(c))
+        try {
+          fs.writeFileSync(path.join(dir, "cgroup.subtree_control"), `+${c}`);
+        } catch {
+          // taken by processes in it, or refused: the limit is then warned of, not enforced
+        }
+  const controllers = words(path.join(plan.base, "cgroup.subtree_control"));
   return { mode: "cgroup", reason: plan.reason, base: plan.base, controllers };
+}
+
+/**
+ * What the daemon's row says of its containment (status reads it): mode, reason, controllers as
+ * JSON. Each job limit it cannot enforce is said as a WARNING at the start, too.
+ */
+export function containmentRecord(
+  c: Containment,
+  jobs: readonly { name: string; limits: Limits }[],
+  log: (line: string) => void,
+): string {
+  for (const w of limitWarnings(jobs, c.mode === "cgroup" ? c.controllers : null))
+    log(`cronvisor: WARNING: ${w}`);
+  return JSON.stringify({ mode: c.mode, reason: c.reason, controllers: c.controllers });
+}
+
+/**
+ * For `validate`, which writes nothing: the controllers a daemon started here and now could give
+ * its runs, read from its own cgroup; null when it would have no cgroup per run.
+ */
+export function likelyControllers(stateDir: string): string[] | null {
+  const selfCgroup = readOr("/proc/self/cgroup", "");
+  const mountinfo = readOr("/proc/self/mountinfo", "");
+  const plan = decideContainment({
+    uid: process.getuid?.() ?? -1,
+    override: process.env.CRONVISOR_CGROUP_ROOT,
+    mountinfo,
+    selfCgroup,
+    underSystemd: false,
+    delegated: null,
+    recorded: null,
+    stateDir,
+  });
+  const mount = cgroup2Mount(mountinfo);
+  if (plan.mode !== "cgroup" || mount === null) return null;
+  const own = path.join(mount, ownCgroup(selfCgroup) ?? "/");
+  return readOr(path.join(own, "cgroup.controllers"), "").trim().split(/\s+/).filter(Boolean);
 }
 
 /** The pids in a run's cgroup ([] without one). */

@@ -20,6 +20,8 @@ import { runAlive } from "../core/proc.js";
 import { runResult, spawnFailed } from "../core/result.js";
 import { jobNice } from "./priority.js";
 import { startRun, type RunHandle } from "./runner.js";
+import { containment } from "./cgroup.js";
+import { enforceable } from "../core/limits.js";
 import type { Spawner } from "./spawner.js";
 import type { Owner, ReserveOutcome, ReserveRequest, RunRow, Store } from "../store/store.js";
 import type { Config, JobConfig, RunBroker, RunResult, Trigger } from "../core/types.js";
@@ -203,6 +205,7 @@ function startOrFail(
     pidFile: pidFileFor(config.stateDir, run.id),
     leftovers: job.leftovers,
     nofile: job.limits.nofile,
+    ...enforceable(job.limits, containment().controllers),
   };
   return startRun(spec, ctx.spawner ?? undefined, jobNice(os.getPriority(0)));
 }

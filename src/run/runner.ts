@@ -169,8 +169,8 @@ export function startRun(
 
 /** What a spawn request takes of a run's spec as it is. */
 function pick(s: RunSpec) {
-  const { runId, cwd, exitFile, pidFile, leftovers, nofile } = s;
-  return { runId, cwd, exitFile, pidFile, leftovers, nofile };
+  const { runId, cwd, exitFile, pidFile, leftovers, nofile, memory, cpu, tasks } = s;
+  return { runId, cwd, exitFile, pidFile, leftovers, nofile, memory, cpu, tasks };
 }
 
 /**

@@ -12,11 +12,13 @@
  *
  * The protocol, on stdin (requests) and stdout (events), each frame a little-endian u32 length
  * then that many bytes: a type byte, then NUL-terminated fields.
- *   -> 'S' id nice cwd exitfile pidfile leftovers nofile argc argv... envc env... [script]
- *                                  start a run; the bytes after the last env field go to fd 4
+ *   -> 'S' id nice cwd exitfile pidfile leftovers nofile memory cpu tasks argc argv... envc
+ *      env... [script]             start a run; the bytes after the last env field go to fd 4
  *                                  (may be none). leftovers: 'k' kill, 'w' wait, 'p' keep (what
  *                                  is left of the run when its main process exits); nofile: the
- *                                  run's soft RLIMIT_NOFILE (0: the system's usual 1024)
+ *                                  run's soft RLIMIT_NOFILE (0: the system's usual 1024); memory
+ *                                  (bytes), cpu (percent of one CPU), tasks: its cgroup's
+ *                                  memory.max, cpu.max and pids.max (0: none)
  *   <- 'K' id pid starttime        forked, not yet exec'd (starttime: field 22 of /proc/PID/stat):
  *                                  a daemon that loses the spawner before 'P' or 'F' kills it
  *   <- 'P' id pid starttime        started: the child has exec'd
@@ -546,7 +548,8 @@ fail:;
 static void start(const char *p, const char *end) {
   const char *id = field(&p, end), *nice_s = field(&p, end), *cwd = field(&p, end),
              *exitfile = field(&p, end), *pidfile = field(&p, end), *left_s = field(&p, end),
-             *nofile_s = field(&p, end), *argc_s = field(&p, end);
+             *nofile_s = field(&p, end), *mem_s = field(&p, end), *cpu_s = field(&p, end),
+             *tasks_s = field(&p, end), *argc_s = field(&p, end);
   if (!argc_s) die("malformed request");
   char left = left_s[0] == 'w' || left_s[0] == 'p' ? left_s[0] : 'k';
   long nofile = atol(nofile_s);
@@ -588,6 +591,16 @@ static void start(const char *p, const char *end) {
     }
     if (!made || (cg = openat(cg_base, name, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) < 0)
       en = errno ? errno : EIO;
+    /* The job's limits, before anything of it runs; one that cannot be set fails the start
+       (the daemon asks only for those its controllers can enforce, and warns of the others). */
+    char v[48];
+    long long cpu = atoll(cpu_s);
+    if (en == 0 && atoll(mem_s) > 0 && write_at(cg, "memory.max", mem_s) < 0) en = errno;
+    if (en == 0 && cpu > 0) {
+      snprintf(v, sizeof v, "%lld 100000", cpu * 1000);
+      if (write_at(cg, "cpu.max", v) < 0) en = errno;
+    }
+    if (en == 0 && atoll(tasks_s) > 0 && write_at(cg, "pids.max", tasks_s) < 0) en = errno;
   }
   if (en != 0) {
   } else if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0 ||

@@ -24,6 +24,10 @@ export interface SpawnRequest {
   leftovers: Leftovers;
   /** The run's soft open-files limit; null: the system's usual 1024. */
   nofile: number | null;
+  /** Its cgroup's memory.max (bytes), cpu.max (percent of one CPU), pids.max; null: none. */
+  memory: number | null;
+  cpu: number | null;
+  tasks: number | null;
   argv: string[];
   env: Readonly<Record<string, string>>;
   /** What the run reads on fd 4 (a `user:` run's environment, command.ts); null: nothing. */
@@ -87,6 +91,9 @@ export function encodeRequest(r: SpawnRequest): Buffer {
     r.pidFile,
     r.leftovers === "wait" ? "w" : r.leftovers === "keep" ? "p" : "k",
     String(r.nofile ?? 0),
+    String(r.memory ?? 0),
+    String(Math.round(r.cpu ?? 0)),
+    String(r.tasks ?? 0),
     String(r.argv.length),
     ...r.argv,
   ];
