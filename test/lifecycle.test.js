@@ -16,6 +16,7 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  spawnerOf,
 } from "./helpers.js";
 
 test("daemon SIGKILLed alone: the restarted daemon adopts the live run, starts no second copy, records its end", async (t) => {
@@ -79,9 +80,12 @@ test("daemon and jobs SIGKILLed together: the run is recorded interrupted and re
     () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
     "the manual run",
   );
-  // SIGKILL the owner and its job's whole group at once: nothing is left to record the end.
-  // The owner first: killed second, it could still see its child die and record that.
+  // SIGKILL the owner, its spawner and its job's whole group at once: nothing is left to record
+  // the end. The owner first: killed second, it could still see its child die and record that.
+  // (The spawner alone left alive would write the job's exit status: its end would be known.)
+  const spawner = spawnerOf(run.pid);
   process.kill(run.pid, "SIGKILL");
+  if (spawner !== null) process.kill(spawner, "SIGKILL");
   killGroup(first.pgid);
   await run.exited;
   await waitFor(() => !alive(first.pid), "job gone");

@@ -36,13 +36,14 @@ const sha = (file) => crypto.createHash("sha256").update(fs.readFileSync(file)).
 
 test("logs of a 5 MB run through a pipe and to a file are the log, byte for byte", (t) => {
   const dir = tmpdir(t);
-  // 5 MiB of numbered lines (any reordering or reused chunk shows), under the 10 MB log cap.
+  // 5 MiB of numbered lines (any reordering or reused chunk shows), under a 10 MB log cap.
   const cfg = writeConfig(
     dir,
     `state_dir: ./state
 jobs:
   big:
     schedule: "0 0 1 1 *"
+    log: { max_size: 10MB }
     command: awk 'BEGIN { for (i = 0; i < 209715; i++) printf "line %012d of the log\\n", i }'
 `,
   );
@@ -87,10 +88,10 @@ jobs:
   const view = /CREATE VIEW job_summary AS[\s\S]*?FROM jobs j;/.exec(m010)?.[0];
   assert.ok(view, "migration 010's view");
   db.exec(`DROP VIEW job_summary;
+    ${view}
     ALTER TABLE runs DROP COLUMN cpu_s;
     ALTER TABLE runs DROP COLUMN memory_peak_bytes;
-    ALTER TABLE daemon DROP COLUMN containment;
-    ${view}`);
+    ALTER TABLE daemon DROP COLUMN containment;`);
   db.exec("UPDATE jobs SET last_finished = json_remove(last_finished, '$.node')");
   db.pragma("user_version = 10");
   db.close();

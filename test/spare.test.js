@@ -39,7 +39,7 @@ function drain(dir) {
 test("a retired exit file's inode becomes the next run's log: emptied, 0600, only the new run's output", async (t) => {
   const dir = tmpdir(t);
   drain(dir);
-  const first = (await startRun(spec(dir, 1, "echo one; exit 3"))).done;
+  const first = await (await startRun(spec(dir, 1, "echo one; exit 3"))).done;
   assert.deepEqual([first.status, first.exitCode], ["failed", 3]);
   const exitFile = exitFileFor(dir, 1);
   assert.equal(fs.readFileSync(exitFile, "utf8"), "3\n");
@@ -47,7 +47,7 @@ test("a retired exit file's inode becomes the next run's log: emptied, 0600, onl
   retireExitFile(dir, 1);
   assert.equal(fs.existsSync(exitFile), false, "the exit file's name is gone once retired");
   assert.equal(spareCount(), 1);
-  const second = (await startRun(spec(dir, 2, ["/bin/echo", "two"]))).done;
+  const second = await (await startRun(spec(dir, 2, ["/bin/echo", "two"]))).done;
   assert.equal(second.status, "ok");
   const log = path.join(dir, "logs", "j", "2.log");
   const st = fs.statSync(log);
@@ -100,7 +100,7 @@ test("a spare never replaces what is at a log's path: a link planted there still
   fs.writeFileSync(target, "keep\n");
   fs.mkdirSync(path.join(dir, "logs", "j"), { recursive: true });
   fs.symlinkSync(target, path.join(dir, "logs", "j", "2.log"));
-  const r = (await startRun(spec(dir, 2, ["/bin/echo", "two"]))).done;
+  const r = await (await startRun(spec(dir, 2, ["/bin/echo", "two"]))).done;
   assert.equal(r.status, "spawn_failed");
   assert.match(r.reason, /^spawn failed: ELOOP /);
   assert.equal(fs.readFileSync(target, "utf8"), "keep\n");

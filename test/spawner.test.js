@@ -177,6 +177,12 @@ test("the spawner itself: a start, its output, its end and exit file; a failed e
           nice: 0,
           cwd,
           exitFile: path.join(dir, `${runId}.exit`),
+          pidFile: path.join(dir, `${runId}.pid`),
+          leftovers: "kill",
+          nofile: null,
+          memory: null,
+          cpu: null,
+          tasks: null,
           argv,
           env: { PATH: "/usr/bin:/bin", GREETING: "hello" },
           script: null,
@@ -233,6 +239,12 @@ test("starts sent back to back: each run is told started before its output and i
               nice: 0,
               cwd: dir,
               exitFile: path.join(dir, `${i + 1}.exit`),
+              pidFile: path.join(dir, `${i + 1}.pid`),
+              leftovers: "kill",
+              nofile: null,
+              memory: null,
+              cpu: null,
+              tasks: null,
               argv,
               env: { PATH: "/usr/bin:/bin" },
               script: null,
@@ -326,6 +338,12 @@ test("the spawner killed while a tick's starts exec: a start it never answered l
             nice: 0,
             cwd: dir,
             exitFile: path.join(dir, `${i + 1}.exit`),
+            pidFile: path.join(dir, `${i + 1}.pid`),
+            leftovers: "kill",
+            nofile: null,
+            memory: null,
+            cpu: null,
+            tasks: null,
             argv: ["sleep", "30"],
             env: { PATH: "/usr/bin:/bin", CVX_TEST_TAG: tag.split("=")[1] },
             script: null,
@@ -370,11 +388,10 @@ test("the spawner killed while a tick's starts exec: a start it never answered l
   assert.deepEqual(stray, [], `${started.size} of ${n} were told started`);
 });
 
-/** A run started through `spawner` by the daemon's path (runner.ts's startRunVia). */
+/** A run started through `spawner` by the daemon's path (runner.ts's startRun). */
 async function runVia(spawner, dir, runId, command, timeoutMs = null) {
-  const { startRunVia } = await import("../dist/run/runner.js");
-  return startRunVia(
-    spawner,
+  const { startRun } = await import("../dist/run/runner.js");
+  return startRun(
     {
       job: "probe",
       runId,
@@ -388,7 +405,14 @@ async function runVia(spawner, dir, runId, command, timeoutMs = null) {
       timeoutMs,
       killGraceMs: 500,
       exitFile: path.join(dir, `${runId}.exit`),
+      pidFile: path.join(dir, `${runId}.pid`),
+      leftovers: "kill",
+      nofile: null,
+      memory: null,
+      cpu: null,
+      tasks: null,
     },
+    spawner,
     0,
   );
 }
