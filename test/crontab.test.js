@@ -1046,3 +1046,11 @@ test("an empty crontab is an empty jobs map", () => {
   const { data } = imported("# nothing here\n\n");
   assert.deepEqual(data.jobs, {});
 });
+
+test("a line that ends in `&` keeps what it starts running (leftovers: keep); `&&` is not that", () => {
+  const bg = onlyJob("*/5 * * * * /usr/local/bin/start-worker.sh &\n");
+  assert.equal(bg.job.leftovers, "keep");
+  assert.match(bg.yaml, /leftovers: keep: the line ends in `&`/);
+  const and = onlyJob("0 2 * * * a && b\n");
+  assert.equal(and.job.leftovers, undefined);
+});

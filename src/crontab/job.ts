@@ -48,6 +48,13 @@ export function buildJob(p: CronLine, ctx: JobContext): Job | null {
       ? unwrapped.command
       : feedStdin(unwrapped.command, p.stdin, ctx.env, line, notes, ctx.warnings);
   const vars = jobVariables(command, ctx.env, ctx.globalEnv, ctx.forEnv, notes, ctx.warnings);
+  // `cmd &` under cron leaves cmd running after the line's shell exits; a run's leftovers are
+  // killed by default, so the line keeps cron's meaning with `leftovers: keep`.
+  const background = typeof vars.command === "string" && /(^|[^&])&\s*$/.test(vars.command);
+  if (background)
+    notes.push(
+      "leftovers: keep: the line ends in `&`, so what it starts runs on after the line's shell exits, outside the run and its lock (as under cron)",
+    );
   return {
     line,
     original: entry.text,
@@ -61,6 +68,7 @@ export function buildJob(p: CronLine, ctx: JobContext): Job | null {
     timezone: vars.timezone,
     env: vars.env,
     overlap: keys.overlap,
+    leftovers: background ? "keep" : null,
     timeoutMs: keys.timeoutMs,
     killGraceMs: keys.killGraceMs,
     jitterMs: vars.jitterMs,

@@ -71,6 +71,8 @@ export interface Job {
   timezone: string | null;
   env: Record<string, string>;
   overlap: "skip" | null;
+  /** `keep` for a line that ends in `&`: it means to leave something running. */
+  leftovers: "keep" | null;
   timeoutMs: number | null;
   killGraceMs: number | null;
   jitterMs: number | null;
