@@ -11,7 +11,9 @@ import { test } from "node:test";
 import {
   alive,
   cli,
+  freePort,
   query,
+  request,
   rows,
   runAs,
   startDaemon,
@@ -276,15 +278,27 @@ test("cpu_s and memory_peak_bytes: a run that burns CPU and holds 160 MiB", { sk
   const root = cgroupRoot(t);
   const node = process.execPath;
   const burn = `const b = Buffer.alloc(160 * 1024 * 1024, 1); let x = 0; const end = Date.now() + 700; while (Date.now() < end) x += b[x % b.length]; process.stdout.write(String(x > 0))`;
+  const port = await freePort();
   const { dir, cfg } = daemonDir(
     t,
     `  burn:\n    schedule: "@reboot"\n    command: [${JSON.stringify(node)}, "-e", ${JSON.stringify(burn)}]\n`,
+    `http: 127.0.0.1:${port}\nhttp_logs: true\n`,
   );
   const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
   const run = await waitFor(
     () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'")[0],
     "the run to end",
   );
+  // The page says where runs are contained; the run's page and /metrics say what it cost.
+  const page = await request(port, { path: "/" });
+  assert.match(page.body, /data-containment="cgroup"[^>]*>a cgroup per run/);
+  const runPage = await request(port, { path: `/runs/${run.id}` });
+  assert.match(runPage.body, /<dt>cost<\/dt>\s*<dd>\d+\.\d\d s CPU, \d+ MiB peak memory<\/dd>/);
+  const metrics = await waitFor(async () => {
+    const body = (await request(port, { path: "/metrics" })).body;
+    return /cronvisor_run_cpu_seconds_total\{job_name="burn"\} (0\.[5-9]|[1-9])/.test(body) && body;
+  }, "the run's CPU in /metrics");
+  assert.match(metrics, /cronvisor_run_memory_peak_bytes_count\{job_name="burn"\} 1/);
   await stopDaemon(d);
   assert.ok(run.cpu_s >= 0.5, `CPU seconds: ${run.cpu_s}`);
   assert.ok(run.memory_peak_bytes >= 160 * 1024 * 1024, `peak memory: ${run.memory_peak_bytes}`);

@@ -138,6 +138,7 @@ function settled(pgid) {
 test("the shipped unit sets what the docs rely on, and docs/daemon.md says so", () => {
   const svc = service();
   assert.equal(one(svc, "KillMode"), "process", "adoption after a crash needs KillMode=process");
+  assert.equal(one(svc, "Delegate"), "yes", "a cgroup per run needs the unit's subtree");
   assert.equal(one(svc, "Restart"), "always");
   const defaultGraceMs = parseDuration(JOB_KEYS.kill_grace.default);
   assert.ok(
@@ -152,6 +153,7 @@ test("the shipped unit sets what the docs rely on, and docs/daemon.md says so", 
   const readme = fs.readFileSync(DAEMON_DOC, "utf8");
   for (const said of [
     "KillMode=process",
+    "Delegate=yes",
     "TimeoutStopSec",
     "systemctl kill",
     "setsid",

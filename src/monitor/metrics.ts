@@ -156,6 +156,8 @@ interface Series {
   registry: Registry;
   runs: Counter<"job_name" | "status">;
   duration: Histogram<"job_name">;
+  cpu: Counter<"job_name">;
+  memoryPeak: Histogram<"job_name">;
   markersWritten: Counter<"job_name">;
   markersSkipped: Counter<"job_name">;
   slotsSkipped: Counter<"job_name">;
@@ -165,6 +167,9 @@ interface Series {
   alertsDropped: Counter<"target">;
   pingsFailed: Counter<"job_name">;
 }
+
+/** 16 MiB to 8 GiB, doubling: what a cron job's peak memory usually spans. */
+const MEMORY_BUCKETS = Array.from({ length: 10 }, (_, i) => 2 ** (24 + i));
 
 function buildSeries(prom: Prom, snapshot: () => Snapshot | null): Series {
   const registry = new prom.Registry();
@@ -184,6 +189,18 @@ function buildSeries(prom: Prom, snapshot: () => Snapshot | null): Series {
       help: "How long finished runs took, since the daemon started.",
       labelNames: ["job_name"],
       buckets: DURATION_BUCKETS,
+      registers,
+    }),
+    cpu: counter(
+      "cronvisor_run_cpu_seconds_total",
+      "CPU seconds (user + system) of all the processes of finished runs, since the daemon started.",
+      ["job_name"],
+    ),
+    memoryPeak: new prom.Histogram({
+      name: "cronvisor_run_memory_peak_bytes",
+      help: "The peak memory of finished runs (their cgroup's, else their largest process's).",
+      labelNames: ["job_name"],
+      buckets: MEMORY_BUCKETS,
       registers,
     }),
     markersWritten: counter(
@@ -278,6 +295,8 @@ export class Metrics {
     s.slotsSkipped.inc(l, 0);
     s.slotsMissed.inc(l, 0);
     s.duration.zero(l);
+    s.cpu.inc(l, 0);
+    s.memoryPeak.zero(l);
   }
 
   /** Count one store row the monitor saw finished (a run, or a skipped/missed slot). */
@@ -291,6 +310,9 @@ export class Metrics {
     if (!(RUN_STATUSES as readonly string[]).includes(r.status)) return;
     s.runs.inc({ ...l, status: r.status });
     if (r.duration_ms !== null) s.duration.observe(l, seconds(Math.max(0, r.duration_ms)));
+    if ((r.cpu_s ?? null) !== null) s.cpu.inc(l, r.cpu_s as number);
+    if ((r.memory_peak_bytes ?? null) !== null)
+      s.memoryPeak.observe(l, r.memory_peak_bytes as number);
     if (r.markers_new > 0) s.markersWritten.inc(l, r.markers_new);
     if (r.markers_skipped > 0) s.markersSkipped.inc(l, r.markers_skipped);
   }

@@ -60,8 +60,18 @@ function daemonPart(d: DaemonReport, zone: string): Markup {
     <dd>${beat}</dd>
     <dt>running config</dt>
     <dd>${accepted}</dd>
-    ${reload}${fileErrors}${httpError}${diskPart(d)}
+    ${reload}${fileErrors}${httpError}${diskPart(d)}${containmentPart(d)}
   </dl>`;
+}
+
+/** Where runs are contained (a cgroup each, or process groups only), and limits not enforced. */
+function containmentPart(d: DaemonReport): Markup | string {
+  const c = d.containment;
+  if (!c) return "";
+  const what = c.mode === "cgroup" ? "a cgroup per run" : "process groups only";
+  const warn = c.mode !== "cgroup" || c.warnings.length > 0;
+  return h`<dt>containment</dt>
+    <dd${warn ? h` class="err"` : ""} data-containment="${c.mode}">${what}: ${c.reason}${c.warnings.map((w) => h`<br />${w}`)}</dd>`;
 }
 
 /** What the store and the logs take and what is free; a warning when little is. */

@@ -133,6 +133,8 @@ function facts(r: RunRow, zone: string, now: number): Markup {
     <dd>${end === null ? "not yet" : timeEl(new Date(end).toISOString(), zone, true)}</dd>
     <dt>duration</dt>
     <dd>${duration}</dd>
+    <dt>cost</dt>
+    <dd>${cost(r)}</dd>
     <dt>exit</dt>
     <dd>${exit}</dd>
     <dt>reason</dt>
@@ -144,6 +146,13 @@ function facts(r: RunRow, zone: string, now: number): Markup {
     <dt>pid</dt>
     <dd>${r.pid ?? "-"}</dd>
   </dl>`;
+}
+
+/** What a finished run took: its CPU seconds and peak memory (all its processes'), or "-". */
+function cost(r: RunRow): string {
+  if ((r.cpu_s ?? null) === null || (r.memory_peak_bytes ?? null) === null) return "-";
+  const mib = (r.memory_peak_bytes as number) / 1024 / 1024;
+  return `${(r.cpu_s as number).toFixed(2)} s CPU, ${mib.toFixed(mib < 10 ? 1 : 0)} MiB peak memory`;
 }
 
 function commandPart(job: JobConfig | undefined): Markup {
