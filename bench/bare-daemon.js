@@ -4,12 +4,12 @@
 // the same stamp program can record its start.
 //
 //   node bench/bare-daemon.js --jobs 50 -- /bin/true
-//   node bench/bare-daemon.js --jobs 50 --exit-wrapper ROOT/dist/run/exit-file.js --exit-dir DIR -- /bin/true
+//   node bench/bare-daemon.js --jobs 50 --exit-dir DIR -- /bin/true
 //
-// With --exit-wrapper, each child runs inside the measured build's exit-status wrapper
-// (`withExitFile`, a /bin/sh that writes the status to a file under DIR), and the file is removed
-// once the child has exited, as the daemon does: the floor a daemon pays that must learn how a
-// run ended across its own restart. With --child-nice-offset N (as root), each child starts N
+// With --exit-dir, each child runs inside an exit-status wrapper (a /bin/sh that writes the status
+// to a file under DIR, as cronvisor did before its spawner), and the file is removed once the
+// child has exited: the floor a fork-per-run daemon pays that must learn how a run ended across
+// its own restart. With --child-nice-offset N (as root), each child starts N
 // above the daemon's nice, the forking thread switched just for the spawn, as the daemon does.
 //
 // Prints "ready" when its jobs are scheduled, {"started":N,"exited":M} on SIGUSR2 (the counts so
@@ -26,13 +26,18 @@ const jobs = Number(args[args.indexOf("--jobs") + 1] ?? 50);
 const argv = args.slice(sep + 1);
 const opt = (name) =>
   args.indexOf(name) >= 0 && args.indexOf(name) < sep ? args[args.indexOf(name) + 1] : null;
-const wrapperModule = opt("--exit-wrapper");
 const exitDir = opt("--exit-dir");
-if ((wrapperModule === null) !== (exitDir === null)) {
-  process.stderr.write("bare-daemon: --exit-wrapper and --exit-dir go together\n");
-  process.exit(2);
-}
-const { withExitFile } = wrapperModule ? await import(wrapperModule) : {};
+/** `sh -c WRAPPER cronvisor-run EXITFILE ARGV...`: runs ARGV, writes its exit status to EXITFILE. */
+const EXIT_WRAPPER =
+  'f=$1; shift; trap : HUP INT QUIT TERM; exec 3>&2 2>/dev/null; (exec "$@" 2>&3 3>&-); rc=$?; set -C; echo "$rc" > "$f"; exit "$rc"';
+const withExitFile = (argv, file) => [
+  "/bin/sh",
+  "-c",
+  EXIT_WRAPPER,
+  "cronvisor-run",
+  file,
+  ...argv,
+];
 const niceOffset = Number(opt("--child-nice-offset") ?? 0);
 
 /** spawn() with the forking thread (nice is per thread on Linux) at the children's nice. */

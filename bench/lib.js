@@ -189,14 +189,14 @@ export function unitNodeOptions() {
  */
 export async function startDaemon(
   configFile,
-  { nodeArgs = [], timeoutMs = 180_000, unitFlags = true } = {},
+  { nodeArgs = [], timeoutMs = 180_000, unitFlags = true, env = {} } = {},
 ) {
   const flags = unitFlags ? unitNodeOptions() : [];
   const child = spawn(
     process.execPath,
     [...flags, ...nodeArgs, bin(), "daemon", "-c", configFile],
     {
-      env: cleanEnv(),
+      env: cleanEnv(env),
       stdio: ["ignore", "ignore", "pipe"],
     },
   );

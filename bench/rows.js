@@ -96,12 +96,13 @@ export async function cvxSegment({
   top = {},
   extraJobs = [],
   unitFlags = true,
+  env = {},
 }) {
   const dir = tmpdir();
   const stampFile = path.join(dir, "stamps.txt");
   const argv = stamps ? stamps.argv(stampFile) : command;
   const cfg = writeConfig(dir, { jobs: [...perSecond(jobs, argv), ...extraJobs], top });
-  const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs, unitFlags });
+  const d = await startDaemon(cfg, { nodeArgs: O.nodeArgs, unitFlags, env });
   asUnit(d.pid);
   const state = path.join(dir, "state");
   try {
@@ -129,6 +130,7 @@ export async function cvxSegment({
         .all(T0, T1)
         .map((r) => [r.status, r.n]),
     );
+    const contained = db.prepare("SELECT containment FROM daemon").get()?.containment ?? null;
     db.close();
     const late = stamps ? readStamps(stampFile, { from: T0, to: T1 }) : null;
     return {
@@ -139,6 +141,7 @@ export async function cvxSegment({
       late,
       load,
       slots: jobs * seconds,
+      containment: contained === null ? null : JSON.parse(contained),
     };
   } finally {
     await stopDaemon(d);
@@ -162,9 +165,7 @@ async function bareSegment({
   const dir = tmpdir();
   const stampFile = path.join(dir, "stamps.txt");
   const argv = stamps ? stamps.argv(stampFile) : command;
-  const wrapper = wrapped
-    ? ["--exit-wrapper", path.join(ROOT, "dist", "run", "exit-file.js"), "--exit-dir", dir]
-    : [];
+  const wrapper = wrapped ? ["--exit-dir", dir] : [];
   const niced = unit && process.getuid() === 0 ? ["--child-nice-offset", "5"] : [];
   const child = spawn(
     process.execPath,
@@ -247,13 +248,16 @@ export async function perRun() {
   O.log(
     `per-run cost: ${jobs} jobs x every second, ${rounds} x ${seconds} s each for cronvisor and bare`,
   );
-  const [cv, bare, floor, plain] = await alternate(
+  const off = { CRONVISOR_CGROUP_ROOT: "off" };
+  const [cv, bare, floor, plain, groups] = await alternate(
     rounds,
     () => cvxSegment({ jobs, command: ["/bin/true"], seconds }),
     () => bareSegment({ jobs, command: ["/bin/true"], seconds }),
     () => bareSegment({ jobs, command: ["/bin/true"], seconds, wrapped: true }),
     () => cvxSegment({ jobs, command: ["/bin/true"], seconds, unitFlags: false }),
+    () => cvxSegment({ jobs, command: ["/bin/true"], seconds, env: off }),
   );
+
   const per = (xs, f) => (sum(xs, f) / sum(xs, (s) => s.done)) * 1000;
   const cvPer = per(cv, (s) => s.cpu);
   const barePer = per(bare, (s) => s.cpu);
@@ -264,6 +268,8 @@ export async function perRun() {
   const lost = lostOf(statuses);
   const self = (xs) => per(xs, (s) => s.cpuSelf).toFixed(2);
   const plainPer = per(plain, (s) => s.cpu);
+  const groupsPer = per(groups, (s) => s.cpu);
+  const mode = cv[0]?.containment?.mode ?? "unknown";
   const flags = unitNodeOptions().join(" ") || "(none)";
   return [
     row(
@@ -284,6 +290,16 @@ export async function perRun() {
       "(reference)",
       null,
       `the row above runs with NODE_OPTIONS=${flags}, as the unit and the README run it; the daemon process itself (with its spawner) here: ${self(plain)} ms per run (${(per(plain, (s) => s.cpuSelf) / per(bare, (s) => s.cpuSelf)).toFixed(2)}×)`,
+      "ms",
+    ),
+    row(
+      "containment: CPU ms per run with a cgroup per run, against the same build with process groups only",
+      cvPer,
+      groupsPer,
+      "CRONVISOR_CGROUP_ROOT=off",
+      "≤ 1.05×",
+      mode === "cgroup" ? cvPer / groupsPer <= 1.05 : null,
+      `the first row's runs (${mode === "cgroup" ? "a cgroup each" : `no cgroup here: ${mode}`}) against ${sum(groups, (s) => s.done)} runs in their process groups only, alternating; the daemon process itself (with its spawner): ${self(cv)} vs ${self(groups)} ms per run`,
       "ms",
     ),
     row(
@@ -671,11 +687,13 @@ async function throughputStep(n, seconds) {
  */
 async function nodeSpawnRate(n = 300, wrapped = false) {
   const dir = tmpdir();
-  const wrapper = JSON.stringify(path.join(ROOT, "dist", "run", "exit-file.js"));
   const script = `
     import { spawn } from "node:child_process";
     import fs from "node:fs";
-    const w = ${wrapped} ? await import(${wrapper}) : null;
+    const WRAPPER = ${JSON.stringify('f=$1; shift; trap : HUP INT QUIT TERM; exec 3>&2 2>/dev/null; (exec "$@" 2>&3 3>&-); rc=$?; set -C; echo "$rc" > "$f"; exit "$rc"')};
+    const w = ${wrapped}
+      ? { withExitFile: (a, f) => ["/bin/sh", "-c", WRAPPER, "cronvisor-run", f, ...a] }
+      : null;
     let done = 0; const t0 = performance.now();
     for (let i = 0; i < ${n}; i++) {
       const f = ${JSON.stringify(dir)} + "/" + i + ".exit";

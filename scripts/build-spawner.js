@@ -2,8 +2,8 @@
 // Compile the spawner (src/run/spawner.c) to dist/run/cronvisor-spawner with the system's C
 // compiler, statically linked where the C library allows it (an exec then maps no shared
 // library: the spawner starts once per daemon, but its children are forked from it, and a
-// static image is smaller to copy). Without a compiler the build still succeeds: the daemon then
-// forks its runs itself (src/run/spawner.ts, `Spawner.available()`), as it did before.
+// static image is smaller to copy). Every run starts through it (containment, the pid file, the
+// exit file, accounting are written once, there): without a C compiler the build fails.
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
@@ -22,5 +22,6 @@ for (const extra of [["-static"], []]) {
   if (extra.length === 0) process.stderr.write(r.stderr);
 }
 process.stderr.write(
-  `cronvisor: could not compile ${path.relative(root, src)} with ${cc}: the daemon will fork its runs itself (slower; see docs/daemon.md, "The spawner")\n`,
+  `cronvisor: could not compile ${path.relative(root, src)} with ${cc}: every run starts through it; install a C compiler and libc headers (apt-get install gcc libc6-dev)\n`,
 );
+process.exit(1);
