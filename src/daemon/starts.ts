@@ -11,6 +11,7 @@ import type { Runtime } from "./runtime.js";
 import { scheduled, type Active, type Pending } from "./state.js";
 import { recordProcesses, writeTick, type TickWrite } from "./writes.js";
 import { widenGap } from "./due.js";
+import { addBlocked } from "./blocked.js";
 
 /**
  * The starts and dispositions one tick (or start-up) collects, written in its one transaction.
@@ -76,10 +77,19 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
       const { job, p } = writes[i] as TickWrite;
       if (out.kind === "locked") {
         // A scheduled slot's `skipped` disposition was recorded in the transaction that saw the lock.
-        if (p.slot === null || !p.claimSlot)
+        if (p.afterLeaseOf !== undefined)
+          rt.log(
+            `cronvisor: ${job.name}: the slots node ${p.afterLeaseOf}'s lock blocked are not caught up: its run ${out.holder.id} still holds the lock${out.lease ? ` (node ${out.lease.node} renewed its lease)` : ""}`,
+          );
+        else if (p.slot === null || !p.claimSlot)
           rt.log(
             `cronvisor: ${p.trigger} of ${job.name} skipped: run ${out.holder.id} holds the lock`,
           );
+        else if (out.lease) {
+          // Another node's run: caught up once that node's lease ends, if it ends.
+          const st = rt.jobs.get(job.name);
+          if (st) st.blocked = addBlocked(st.blocked, p.slot, out.lease, rt.now());
+        }
       } else if (out.kind === "duplicate") {
         // On a shared store another node claiming a slot first is the normal case.
         if (rt.store.shared) return;

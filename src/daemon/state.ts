@@ -4,6 +4,7 @@ import type { RunHandle } from "../run/runner.js";
 import { nextSlotAt } from "../schedule/schedule.js";
 import type { RunRow } from "../store/store.js";
 import type { JobConfig, Trigger } from "../core/types.js";
+import type { Blocked } from "./blocked.js";
 
 /** A timer this late (or a clock this far off) is recorded as an event. */
 export const LATE_MS = 5_000;
@@ -17,6 +18,8 @@ export interface Pending {
   claimSlot: boolean;
   trigger: Trigger;
   attempt: number;
+  /** A catch-up of slots that node's lock blocked (blocked.ts): its lease has ended. */
+  afterLeaseOf?: string;
 }
 
 /** A scheduled slot's first run. */
@@ -40,6 +43,8 @@ export interface JobState {
   sincePrune: number;
   /** Slots that could not be recorded (the store refused a write): recorded when it can. */
   gap: Gap | null;
+  /** Slots skipped for another node's lock: caught up when its lease ends (blocked.ts). */
+  blocked: Blocked | null;
 }
 
 /**
@@ -61,6 +66,7 @@ export function jobState(
     retryTimer: prev?.retryTimer ?? null,
     sincePrune: prev?.sincePrune ?? 0,
     gap: prev?.gap ?? null,
+    blocked: prev?.blocked ?? null,
   };
 }
 

@@ -18,6 +18,7 @@ import { forNode, jobHashes } from "./nodes.js";
 import { packConfig } from "../core/config-record.js";
 import type { Config, RunBroker } from "../core/types.js";
 import { adoptOrphans } from "./adopt.js";
+import { planBlocked } from "./blocked.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, widenGap, type LateSlot } from "./due.js";
 import { writeHeartbeatFile } from "./heartbeat.js";
 import { collectGarbageSoon } from "./settle.js";
@@ -191,7 +192,10 @@ export class Supervisor {
     if (this.timer) clearTimeout(this.timer);
     let due = Infinity;
     // A linear scan: with 10,000 jobs this is microseconds, and it keeps reload trivially right.
-    for (const st of rt.jobs.values()) if (st.next !== null && st.next < due) due = st.next;
+    for (const st of rt.jobs.values()) {
+      if (st.next !== null && st.next < due) due = st.next;
+      if (st.blocked !== null && st.blocked.at < due) due = st.blocked.at;
+    }
     // A fenced node handles no slot until its lease is renewed (then arm() is called at once).
     if (rt.fenced) due = this.now() + FENCED_SLEEP_MS;
     const delay = Math.max(0, Math.min(due - this.now(), MAX_SLEEP_MS));
@@ -236,6 +240,19 @@ export class Supervisor {
           this.log(`cronvisor: error handling slot: ${(e as Error).message} (job: ${st.cfg.name})`);
           st.next = nextSlotAt(st.cfg, now);
           st.gap = widenGap(st.gap, slot, e);
+        }
+      }
+      // After the due slots (a catch-up then waits behind a slot's start in this batch): the
+      // slots another node's lock blocked, once its lease has ended.
+      for (const st of rt.jobs.values()) {
+        if (st.blocked === null || st.blocked.at > now) continue;
+        const { node } = st.blocked;
+        const offers = planBlocked(st.cfg, st.blocked, now);
+        st.blocked = null;
+        try {
+          for (const p of offers) await runs.offer(st, { ...p, afterLeaseOf: node }, batch);
+        } catch (e) {
+          this.log(`cronvisor: error catching up: ${(e as Error).message} (job: ${st.cfg.name})`);
         }
       }
     } finally {

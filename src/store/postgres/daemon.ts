@@ -47,6 +47,22 @@ export async function leaseLive(q: Q, node: string): Promise<boolean> {
 }
 
 /**
+ * Node `node`'s lease by the database's clock: when it ends, and how long it has left (so that
+ * another node can wait that long on its own clock); null when it has run out.
+ */
+export async function leaseLeft(
+  q: Q,
+  node: string,
+): Promise<{ until: number; leftMs: number } | null> {
+  const r = await q.get<{ until: string; left: string }>(
+    `SELECT renewed_at + lease_ms AS until, renewed_at + lease_ms - ${DB_NOW} AS left
+     FROM daemon WHERE node = $1 AND renewed_at + lease_ms > ${DB_NOW}`,
+    [node],
+  );
+  return r === undefined ? null : { until: Number(r.until), leftMs: Number(r.left) };
+}
+
+/**
  * Claim the node's row for this daemon; returns the live holder that keeps it, or null. The row
  * is made if missing and locked before it is judged, so two daemons of one name claiming at once
  * are serialised. The holder is judged by its process when it ran on this machine since its

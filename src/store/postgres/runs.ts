@@ -3,10 +3,10 @@
 // their caller's transaction and never open one. A write that reads a job's runs and acts on them
 // holds the job's row lock (jobs.lockJobs, lockRunJobs) first.
 import type { Q } from "../pg-connection.js";
-import type { Owner, RunEnd, RunProcess, RunRow, TickOutcome } from "../rows.js";
+import type { HolderLease, Owner, RunEnd, RunProcess, RunRow, TickOutcome } from "../rows.js";
 import { readLogTail } from "../log-tail.js";
 import { fenced, interrupted, runResult } from "../../core/result.js";
-import { leaseLive } from "./daemon.js";
+import { leaseLeft } from "./daemon.js";
 import type { RunResult } from "../../core/types.js";
 import { runningRuns } from "./history.js";
 
@@ -22,12 +22,17 @@ export async function reapDeadHolders(
   now: number,
   alive: (r: RunRow) => boolean,
   node: string,
-): Promise<RunRow | null> {
-  let holder: RunRow | null = null;
+): Promise<{ holder: RunRow; lease?: HolderLease } | null> {
+  let holder: { holder: RunRow; lease?: HolderLease } | null = null;
   for (const r of await runningRuns(q, job)) {
     const elsewhere = r.node !== null && r.node !== node;
-    if (elsewhere ? await leaseLive(q, r.node as string) : alive(r)) {
-      holder ??= r;
+    if (!elsewhere && alive(r)) {
+      holder ??= { holder: r };
+      continue;
+    }
+    const lease = elsewhere ? await leaseLeft(q, r.node as string) : null;
+    if (lease !== null) {
+      holder ??= { holder: r, lease: { node: r.node as string, ...lease } };
       continue;
     }
     const end = elsewhere

@@ -245,13 +245,18 @@ async function reserveWon(
   const run = await start(q, a, now, node, a.lock, last);
   if (run !== undefined) return { kind: "started", run };
   if (last) throw new Error(`the run of ${a.job} did not start, though no run of it was running`);
-  const holder = await reapDeadHolders(q, a.job, now, a.holderAlive, node);
-  if (holder) {
+  const held = await reapDeadHolders(q, a.job, now, a.holderAlive, node);
+  if (held) {
+    const { holder, lease } = held;
     if (a.claimSlot && a.slot !== null) {
-      const reason = `overlap: run ${holder.id} holds the lock`;
+      // Another node's run holds the lock by that node's lease: if the node is dead, the lock is
+      // free when the lease ends, and the daemon catches this slot up then (daemon/blocked.ts).
+      const reason = lease
+        ? `lock held by node ${lease.node} (lease until ${new Date(lease.until).toISOString()})`
+        : `overlap: run ${holder.id} holds the lock`;
       disposed.push({ job: a.job, slot: a.slot, status: "skipped", reason, at: now });
     }
-    return { kind: "locked", holder };
+    return lease ? { kind: "locked", holder, lease } : { kind: "locked", holder };
   }
   return { kind: "started", run: (await start(q, a, now, node, false)) as RunRow };
 }
