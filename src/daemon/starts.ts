@@ -5,7 +5,7 @@
 import { spawnRun } from "../run/execute.js";
 import { spawnBatch } from "../run/priority.js";
 import type { RunHandle } from "../run/runner.js";
-import type { RunRow } from "../store/store.js";
+import type { RunRow, TakenOver } from "../store/store.js";
 import type { JobConfig, RunResult } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
 import { scheduled, type Active, type Pending } from "./state.js";
@@ -55,7 +55,15 @@ export class TickBatch {
 /** A started run's result, handed on to be recorded (with others that end together). */
 export type OnEnd = (a: Active, result: RunResult, done: () => void) => void;
 
-export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): Promise<void> {
+/** A reservation took the job over from a dead node's run: the slots it blocked, to catch up. */
+export type OnTakeOver = (job: JobConfig, taken: TakenOver[]) => void;
+
+export async function startBatch(
+  rt: Runtime,
+  batch: TickBatch,
+  onEnd: OnEnd,
+  onTakeOver: OnTakeOver,
+): Promise<void> {
   const writes = batch.writes;
   // A fenced node claims nothing: the nodes that hold their leases run and record these slots.
   if (writes.length === 0 || rt.fenced) return;
@@ -72,23 +80,20 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
     return;
   }
   const spawning: Promise<{ job: JobConfig; run: RunRow; handle: RunHandle }>[] = [];
+  const tookOver: { job: JobConfig; taken: TakenOver[] }[] = [];
   const spawnAll = () =>
     outcomes.forEach((out, i) => {
       const { job, p } = writes[i] as TickWrite;
       if (out.kind === "locked") {
         // A scheduled slot's `skipped` disposition was recorded in the transaction that saw the lock.
-        if (p.afterLeaseOf !== undefined)
-          rt.log(
-            `cronvisor: ${job.name}: the slots node ${p.afterLeaseOf}'s lock blocked are not caught up: its run ${out.holder.id} still holds the lock${out.lease ? ` (node ${out.lease.node} renewed its lease)` : ""}`,
-          );
-        else if (p.slot === null || !p.claimSlot)
+        if (p.slot === null || !p.claimSlot)
           rt.log(
             `cronvisor: ${p.trigger} of ${job.name} skipped: run ${out.holder.id} holds the lock`,
           );
         else if (out.lease) {
-          // Another node's run: caught up once that node's lease ends, if it ends.
+          // Another node's run: looked at again when that node's lease ends.
           const st = rt.jobs.get(job.name);
-          if (st) st.blocked = addBlocked(st.blocked, p.slot, out.lease, rt.now());
+          if (st) st.blocked = addBlocked(st.blocked, out.holder.id, out.lease, rt.now());
         }
       } else if (out.kind === "duplicate") {
         // On a shared store another node claiming a slot first is the normal case.
@@ -99,6 +104,7 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
       } else if (out.kind === "started") {
         const run = out.run;
         spawning.push(spawnRun(rt.ctx, job, run).then((handle) => ({ job, run, handle })));
+        if (out.tookOver) tookOver.push({ job, taken: out.tookOver });
       }
     });
   // Back to back: every request sent to the spawner (which sets each run's nice) before any
@@ -114,6 +120,8 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
     rt.hook("runStarted", (h) => h.runStarted?.(run, job));
     void handle.done.then((result) => onEnd(a, result, done));
   }
+  // Once the new runs are watched: a catch-up of the slots a taken-over run blocked waits for them.
+  for (const { job, taken } of tookOver) onTakeOver(job, taken);
 }
 
 async function recordPids(

@@ -4,7 +4,6 @@ import type { RunHandle } from "../run/runner.js";
 import { nextSlotAt } from "../schedule/schedule.js";
 import type { RunRow } from "../store/store.js";
 import type { JobConfig, Trigger } from "../core/types.js";
-import type { Blocked } from "./blocked.js";
 
 /** A timer this late (or a clock this far off) is recorded as an event. */
 export const LATE_MS = 5_000;
@@ -18,13 +17,19 @@ export interface Pending {
   claimSlot: boolean;
   trigger: Trigger;
   attempt: number;
-  /** A catch-up of slots that node's lock blocked (blocked.ts): its lease has ended. */
-  afterLeaseOf?: string;
 }
 
 /** A scheduled slot's first run. */
 export function scheduled(slot: number): Pending {
   return { slot, claimSlot: true, trigger: "schedule", attempt: 1 };
+}
+
+/** A job's slots skipped for another node's run: when to look whether its lease has ended. */
+export interface Blocked {
+  node: string;
+  runId: number;
+  /** This node's clock: the lease's end when the first slot was skipped, plus the margin. */
+  at: number;
 }
 
 /** A job's slots that the store could not record: from the first of them on, and why. */
@@ -43,8 +48,14 @@ export interface JobState {
   sincePrune: number;
   /** Slots that could not be recorded (the store refused a write): recorded when it can. */
   gap: Gap | null;
-  /** Slots skipped for another node's lock: caught up when its lease ends (blocked.ts). */
+  /** Slots skipped for another node's run: looked at again when its lease ends (blocked.ts). */
   blocked: Blocked | null;
+}
+
+/** When the job next needs the tick: its next slot, or the look at a blocking lease's end. */
+export function wakeAt(st: JobState): number {
+  const next = st.next ?? Infinity;
+  return st.blocked !== null && st.blocked.at < next ? st.blocked.at : next;
 }
 
 /**

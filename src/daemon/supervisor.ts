@@ -18,7 +18,6 @@ import { forNode, jobHashes } from "./nodes.js";
 import { packConfig } from "../core/config-record.js";
 import type { Config, RunBroker } from "../core/types.js";
 import { adoptOrphans } from "./adopt.js";
-import { planBlocked } from "./blocked.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, widenGap, type LateSlot } from "./due.js";
 import { writeHeartbeatFile } from "./heartbeat.js";
 import { collectGarbageSoon } from "./settle.js";
@@ -26,7 +25,7 @@ import { catchUp, watchJobs } from "./jobs.js";
 import { Runs } from "./runs.js";
 import { Runtime, type SupervisorHooks } from "./runtime.js";
 import { TickBatch } from "./starts.js";
-import { scheduled, type JobState } from "./state.js";
+import { scheduled, wakeAt, type JobState } from "./state.js";
 import { forceAll, stopRuns } from "./stop.js";
 import { recordMissed } from "./writes.js";
 
@@ -192,10 +191,7 @@ export class Supervisor {
     if (this.timer) clearTimeout(this.timer);
     let due = Infinity;
     // A linear scan: with 10,000 jobs this is microseconds, and it keeps reload trivially right.
-    for (const st of rt.jobs.values()) {
-      if (st.next !== null && st.next < due) due = st.next;
-      if (st.blocked !== null && st.blocked.at < due) due = st.blocked.at;
-    }
+    for (const st of rt.jobs.values()) if (wakeAt(st) < due) due = wakeAt(st);
     // A fenced node handles no slot until its lease is renewed (then arm() is called at once).
     if (rt.fenced) due = this.now() + FENCED_SLEEP_MS;
     const delay = Math.max(0, Math.min(due - this.now(), MAX_SLEEP_MS));
@@ -242,19 +238,8 @@ export class Supervisor {
           st.gap = widenGap(st.gap, slot, e);
         }
       }
-      // After the due slots (a catch-up then waits behind a slot's start in this batch): the
-      // slots another node's lock blocked, once its lease has ended.
-      for (const st of rt.jobs.values()) {
-        if (st.blocked === null || st.blocked.at > now) continue;
-        const { node } = st.blocked;
-        const offers = planBlocked(st.cfg, st.blocked, now);
-        st.blocked = null;
-        try {
-          for (const p of offers) await runs.offer(st, { ...p, afterLeaseOf: node }, batch);
-        } catch (e) {
-          this.log(`cronvisor: error catching up: ${(e as Error).message} (job: ${st.cfg.name})`);
-        }
-      }
+      // After the due slots: a catch-up then waits behind a slot's start in this batch.
+      await runs.takeOverBlocked(now, batch);
     } finally {
       await runs.flush(batch);
       const now = this.now();

@@ -160,6 +160,10 @@ export class PgStore extends PgMarkerStore implements Store {
     return out;
   }
 
+  async takeOver(job: string, now: number) {
+    return this.c.write((q) => runs.takeOver(q, job, now, this.c.node));
+  }
+
   async setRunProcess(runId: number, pid: number, pidStart: string | null, pgid: number) {
     await this.c.write((q) => runs.setRunProcess(q, runId, pid, pidStart, pgid));
   }

@@ -243,7 +243,7 @@ export interface ReserveRequest {
 }
 
 export type ReserveOutcome =
-  | { kind: "started"; run: RunRow }
+  | { kind: "started"; run: RunRow; tookOver?: TakenOver[] }
   | { kind: "locked"; holder: RunRow; lease?: HolderLease }
   | { kind: "duplicate"; slotRunId: number | null };
 
@@ -257,6 +257,16 @@ export interface HolderLease {
   until: number;
   /** How long it had left when it was read, by the store's clock. */
   leftMs: number;
+}
+
+/**
+ * A run of another node recorded `fenced` by a takeover (its node's lease ran out), with the
+ * scheduled slots it had blocked (`skipped` for its lock), oldest first: they are caught up.
+ */
+export interface TakenOver {
+  node: string;
+  runId: number;
+  slots: number[];
 }
 
 /** A slot that did not run: `skipped` (overlap, paused) or `missed` (daemon down). */
