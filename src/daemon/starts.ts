@@ -86,13 +86,19 @@ export async function startBatch(
       const { job, p } = writes[i] as TickWrite;
       if (out.kind === "locked") {
         // A scheduled slot's `skipped` disposition was recorded in the transaction that saw the lock.
-        if (p.slot === null || !p.claimSlot)
+        const st = rt.jobs.get(job.name);
+        const ours =
+          out.holder.owner_pid === rt.owner.pid && out.holder.owner_start === rt.owner.start;
+        if (st && ours && (p.trigger === "catchup" || p.trigger === "resume"))
+          // A run of this daemon started first (a slot that came due as the queued run's turn
+          // came): it waits behind that one again, as the overlap decision would have had it.
+          st.pending.unshift(p);
+        else if (p.slot === null || !p.claimSlot)
           rt.log(
             `cronvisor: ${p.trigger} of ${job.name} skipped: run ${out.holder.id} holds the lock`,
           );
         else if (out.lease) {
           // Another node's run: looked at again when that node's lease ends.
-          const st = rt.jobs.get(job.name);
           if (st) st.blocked = addBlocked(st.blocked, out.holder.id, out.lease, rt.now());
         }
       } else if (out.kind === "duplicate") {
