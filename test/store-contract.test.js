@@ -799,7 +799,7 @@ test(
 );
 
 test(
-  "postgresql: another node's run holds the lock by its lease; once it ran out, one takeover (takeOver or a reservation) fences it and returns the slots it blocked",
+  "postgresql: another node's run holds the lock by its lease; once it ran out, one takeover (takeOver or a reservation) fences it and returns the slots it blocked; on one machine, a daemon ends a dead node's dead run at once",
   { skip: pgEngine.skip },
   async (t) => {
     const place = await pgEngine.place(t);
@@ -836,7 +836,7 @@ test(
     await lease(`${dbNow} - 60000`);
     assert.deepEqual(await b.takeOver("j", 5000), {
       held: null,
-      tookOver: [{ node: "n1", runId: held.id, slots: [2000, 3000] }],
+      tookOver: [{ node: "n1", runId: held.id, slots: [2000, 3000], diedHere: false }],
     });
     const fenced = await b.run(held.id);
     assert.equal(fenced.status, "fenced");
@@ -849,7 +849,31 @@ test(
     await lease(`${dbNow} - 60000`);
     const took = await b.reserveRun(req("j", 8000, { owner: OTHER }));
     assert.equal(took.kind, "started");
-    assert.deepEqual(took.tookOver, [{ node: "n1", runId: second.id, slots: [7000] }]);
+    assert.deepEqual(took.tookOver, [
+      { node: "n1", runId: second.id, slots: [7000], diedHere: false },
+    ]);
+    // Both nodes' daemons on one machine: n2's daemon ends a run of n1 whose processes and
+    // daemon are gone at once, lease or not; another process of n2 (`cronvisor run`) waits for it.
+    await b.finishRun(took.run.id, result("ok", 8000, 8100));
+    assert.equal(await b.claimDaemon(OTHER, 1, 1000, "/n2.yaml", () => true), null);
+    await raw.query("UPDATE daemon SET host = 'm', boot_id = 'boot'");
+    await lease(dbNow);
+    const third = (await a.reserveRun(req("j", 9000))).run;
+    const dead = { holderAlive: () => false };
+    const cli = { pid: 4242, start: "cli" };
+    const waits = await b.reserveRun(req("j", 10_000, { ...dead, owner: cli }));
+    assert.equal(waits.kind, "locked");
+    const now = await b.reserveRun(req("j", 11_000, { ...dead, owner: OTHER }));
+    assert.equal(now.kind, "started");
+    assert.deepEqual(now.tookOver, [
+      { node: "n1", runId: third.id, slots: [10_000], diedHere: true },
+    ]);
+    const ended = await b.run(third.id);
+    assert.equal(ended.status, "interrupted");
+    assert.equal(
+      ended.reason,
+      "its processes and node n1's daemon died on this machine; node n2 took the job over",
+    );
   },
 );
 

@@ -108,8 +108,12 @@ export class Runs {
     for (const t of taken) {
       if (st.blocked?.runId === t.runId) st.blocked = null;
       const offers = planBlocked(st.cfg, t.slots, rt.now());
+      const how = t.diedHere
+        ? `its daemon and run ${t.runId} died on this machine`
+        : `its lease ran out with run ${t.runId} holding the lock`;
+      const slots = `${t.slots.length} slot(s) it blocked, ${offers.length} caught up (catchup: ${st.cfg.catchup})`;
       rt.log(
-        `cronvisor: took ${name} over from node ${t.node} (its lease ran out with run ${t.runId} holding the lock): ${t.slots.length} slot(s) it blocked, ${offers.length} caught up (catchup: ${st.cfg.catchup})`,
+        `cronvisor: took ${name} over from node ${t.node} (${how})${t.slots.length > 0 ? `: ${slots}` : ""}`,
       );
       for (const p of offers)
         rt.guard(() => (batch ? this.offer(st, p, batch) : this.offerNow(name, p)), `job: ${name}`);

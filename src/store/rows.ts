@@ -267,6 +267,8 @@ export interface TakenOver {
   node: string;
   runId: number;
   slots: number[];
+  /** Taken over before the lease's end: that node's daemon and the run died on this machine. */
+  diedHere: boolean;
 }
 
 /** A slot that did not run: `skipped` (overlap, paused) or `missed` (daemon down). */

@@ -60,7 +60,10 @@ export async function reapDeadHolders(
   now: number,
   alive: (r: RunRow) => boolean,
   node: string,
+  me?: Owner,
 ): Promise<{ held: Held | null; tookOver: TakenOver[] }> {
+  // Only a daemon's reservation judges by processes: `me` is then its node's row's daemon.
+  const mine = me === undefined ? undefined : { node, me };
   let held: Held | null = null;
   const tookOver: TakenOver[] = [];
   for (const r of await runningRuns(q, job)) {
@@ -69,19 +72,28 @@ export async function reapDeadHolders(
       held ??= { holder: r };
       continue;
     }
-    const lease = elsewhere ? await leaseLeft(q, r.node as string) : null;
-    if (lease !== null) {
-      held ??= { holder: r, lease: { node: r.node as string, ...lease } };
+    const lease = elsewhere ? await leaseLeft(q, r.node as string, mine) : null;
+    // A node on the caller's machine (its kernel's boot) whose run and daemon are both gone is
+    // dead now: no need to wait for its lease (as a restarted daemon takes its node's name over
+    // at once). Processes only ever shorten the wait: a live (or stopped) one keeps the lease's.
+    const diedHere = lease !== null && lease.here && !alive(r);
+    if (lease !== null && !diedHere) {
+      const { until, leftMs } = lease;
+      held ??= { holder: r, lease: { node: r.node as string, until, leftMs } };
       continue;
     }
-    const end = elsewhere
-      ? fenced(`node ${r.node}'s lease ran out; node ${node} took the job over`)
-      : interrupted("its processes and supervisor died");
+    const end = diedHere
+      ? interrupted(
+          `its processes and node ${r.node}'s daemon died on this machine; node ${node} took the job over`,
+        )
+      : elsewhere
+        ? fenced(`node ${r.node}'s lease ran out; node ${node} took the job over`)
+        : interrupted("its processes and supervisor died");
     const log = { bytes: r.log_bytes ?? 0, truncated: false };
     await finishRun(q, r.id, runResult(end, r.started_at, now, log));
     if (elsewhere) {
       const slots = await blockedSlots(q, job, r.node as string, r.id);
-      tookOver.push({ node: r.node as string, runId: r.id, slots });
+      tookOver.push({ node: r.node as string, runId: r.id, slots, diedHere });
     }
   }
   return { held, tookOver };

@@ -245,7 +245,7 @@ async function reserveWon(
   const run = await start(q, a, now, node, a.lock, last);
   if (run !== undefined) return { kind: "started", run };
   if (last) throw new Error(`the run of ${a.job} did not start, though no run of it was running`);
-  const { held, tookOver } = await reapDeadHolders(q, a.job, now, a.holderAlive, node);
+  const { held, tookOver } = await reapDeadHolders(q, a.job, now, a.holderAlive, node, a.owner);
   if (held) {
     const { holder, lease } = held;
     if (a.claimSlot && a.slot !== null) {
