@@ -146,7 +146,7 @@ test(
       (process.getuid() !== 0 && "needs root: unshare --uts gives node n1 a machine of its own"),
   },
   async (t) => {
-    const { raw, killedAt, from, to, ran, rows, left, blockedJobs, lost, diag } = await killOneNode(
+    const { raw, killedAt, from, to, ran, left, blockedJobs, lost, diag } = await killOneNode(
       t,
       OTHER_MACHINE,
     );
