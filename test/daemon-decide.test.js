@@ -250,17 +250,22 @@ test("an interrupted run resumes (next attempt, its slot kept) unless skip or ou
 
 // ---- retries -------------------------------------------------------------------------------
 
-test("slots another node's run blocked: looked at when the lease first seen ends; a new holder starts over", () => {
+test("slots another node's run blocked: looked at when the lease first seen ends (or at the job's slot just after); a new holder starts over", () => {
   const lease = (leftMs) => ({ node: "n1", until: 0, leftMs });
-  const b = addBlocked(null, 7, lease(4000), T("10:00:01"));
+  const b = addBlocked(job(), null, 7, lease(4000), T("10:00:01"));
   assert.deepEqual(b, { node: "n1", runId: 7, at: T("10:00:05") + BLOCKED_MARGIN_MS });
   // The node renewed meanwhile: the look stays at the first lease's end (a live node's skips stand).
-  assert.equal(addBlocked(b, 7, lease(4900), T("10:00:02")), b);
-  assert.deepEqual(addBlocked(b, 8, lease(3000), T("10:00:02")), {
+  assert.equal(addBlocked(job(), b, 7, lease(4900), T("10:00:02")), b);
+  assert.deepEqual(addBlocked(job(), b, 8, lease(3000), T("10:00:02")), {
     node: "n1",
     runId: 8,
     at: T("10:00:05") + BLOCKED_MARGIN_MS,
   });
+  // A per-second job: the look waits for the slot after the lease's end, then the catch-up
+  // queues behind that slot's run.
+  const everySecond = job({ pattern: "* * * * * *" });
+  assert.equal(addBlocked(everySecond, null, 7, lease(4000), T("10:00:01")).at, T("10:00:06"));
+  assert.equal(addBlocked(everySecond, null, 7, lease(3900), T("10:00:01")).at, T("10:00:05"));
 });
 
 test("blocked slots caught up per policy, as their second attempt, within catchup_window", () => {

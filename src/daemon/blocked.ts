@@ -7,24 +7,36 @@
 // renewed its lease it was alive and its run simply still running: the skips stand, as an
 // overlap skip on one node does. Pure functions of (job, what was blocked, now).
 import type { JobConfig } from "../core/types.js";
+import { nextSlotAt } from "../schedule/schedule.js";
 import type { HolderLease } from "../store/store.js";
 import type { Blocked, Pending } from "./state.js";
 
 /** Look this much past the lease's end (its time left by the store's clock) before taking over. */
 export const BLOCKED_MARGIN_MS = 100;
+/**
+ * A slot of the job this soon after that look: the look waits for it, so that the slot starts
+ * on time and the catch-up queues behind it (started first, the catch-up would hold the lock at
+ * the slot, which `overlap: skip` then skips).
+ */
+export const BLOCKED_ALIGN_MS = 1000;
 
 /**
  * A slot skipped at `now` for run `runId`, held by `lease`. The look is at the end of the lease
- * first seen: a node that renewed it by then is alive, and a later skip sets the next look.
+ * first seen (or the job's slot just after it): a node that renewed it by then is alive, and a
+ * later skip sets the next look.
  */
 export function addBlocked(
+  job: Pick<JobConfig, "pattern" | "timezone">,
   b: Blocked | null,
   runId: number,
   lease: HolderLease,
   now: number,
 ): Blocked {
   if (b !== null && b.runId === runId) return b;
-  return { node: lease.node, runId, at: now + lease.leftMs + BLOCKED_MARGIN_MS };
+  const at = now + lease.leftMs + BLOCKED_MARGIN_MS;
+  const slot = nextSlotAt(job, at - 1);
+  const look = slot !== null && slot - at <= BLOCKED_ALIGN_MS ? slot : at;
+  return { node: lease.node, runId, at: look };
 }
 
 /**

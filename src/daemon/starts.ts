@@ -99,7 +99,7 @@ export async function startBatch(
           );
         else if (out.lease) {
           // Another node's run: looked at again when that node's lease ends.
-          if (st) st.blocked = addBlocked(st.blocked, out.holder.id, out.lease, rt.now());
+          if (st) st.blocked = addBlocked(job, st.blocked, out.holder.id, out.lease, rt.now());
         }
       } else if (out.kind === "duplicate") {
         // On a shared store another node claiming a slot first is the normal case.
