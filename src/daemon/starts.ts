@@ -79,6 +79,23 @@ export async function startBatch(
     }
     return;
   }
+  const reserved = outcomes.flatMap((o) => (o.kind === "started" ? [o.run.id] : []));
+  for (const id of reserved) rt.starting.add(id);
+  try {
+    await spawnReserved(rt, writes, outcomes, onEnd, onTakeOver);
+  } finally {
+    for (const id of reserved) rt.starting.delete(id);
+  }
+}
+
+/** Spawn the batch's reserved runs, record their pids, watch them. */
+async function spawnReserved(
+  rt: Runtime,
+  writes: readonly TickWrite[],
+  outcomes: Awaited<ReturnType<typeof writeTick>>,
+  onEnd: OnEnd,
+  onTakeOver: OnTakeOver,
+): Promise<void> {
   const spawning: Promise<{ job: JobConfig; run: RunRow; handle: RunHandle }>[] = [];
   const tookOver: { job: JobConfig; taken: TakenOver[] }[] = [];
   const spawnAll = () =>
