@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { decideOverlap } from "../dist/daemon/overlap.js";
 import { planCatchUp, planResume } from "../dist/daemon/catchup.js";
+import { addBlocked, BLOCKED_MARGIN_MS, planBlocked } from "../dist/daemon/blocked.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, widenGap } from "../dist/daemon/due.js";
 import { planRetry, retryDelay } from "../dist/daemon/retry.js";
 import { orphanAction, orphanResult } from "../dist/daemon/adopt.js";
@@ -248,6 +249,36 @@ test("an interrupted run resumes (next attempt, its slot kept) unless skip or ou
 });
 
 // ---- retries -------------------------------------------------------------------------------
+
+test("slots another node's run blocked: looked at when the lease first seen ends (or at the job's slot just after); a new holder starts over", () => {
+  const lease = (leftMs) => ({ node: "n1", until: 0, leftMs });
+  const b = addBlocked(job(), null, 7, lease(4000), T("10:00:01"));
+  assert.deepEqual(b, { node: "n1", runId: 7, at: T("10:00:05") + BLOCKED_MARGIN_MS });
+  // The node renewed meanwhile: the look stays at the first lease's end (a live node's skips stand).
+  assert.equal(addBlocked(job(), b, 7, lease(4900), T("10:00:02")), b);
+  assert.deepEqual(addBlocked(job(), b, 8, lease(3000), T("10:00:02")), {
+    node: "n1",
+    runId: 8,
+    at: T("10:00:05") + BLOCKED_MARGIN_MS,
+  });
+  // A per-second job: the look waits for the slot after the lease's end, then the catch-up
+  // queues behind that slot's run.
+  const everySecond = job({ pattern: "* * * * * *" });
+  assert.equal(addBlocked(everySecond, null, 7, lease(4000), T("10:00:01")).at, T("10:00:06"));
+  assert.equal(addBlocked(everySecond, null, 7, lease(3900), T("10:00:01")).at, T("10:00:05"));
+});
+
+test("blocked slots caught up per policy, as their second attempt, within catchup_window", () => {
+  const slots = [T("10:00:01"), T("10:00:02"), T("10:00:03")];
+  const now = T("10:00:05");
+  const p = (slot) => ({ slot, claimSlot: false, trigger: "catchup", attempt: 2 });
+  assert.deepEqual(planBlocked(job(), slots, now), [p(T("10:00:03"))]);
+  assert.deepEqual(planBlocked(job({ catchup: "all" }), slots, now), slots.map(p));
+  assert.deepEqual(planBlocked(job({ catchup: "skip" }), slots, now), []);
+  assert.deepEqual(planBlocked(job(), [], now), []);
+  const window = job({ catchup: "all", catchupWindowMs: 2500 });
+  assert.deepEqual(planBlocked(window, slots, now), [p(T("10:00:03"))]);
+});
 
 test("retry delays double from the backoff", () => {
   assert.deepEqual(

@@ -799,6 +799,91 @@ test(
 );
 
 test(
+  "postgresql: another node's run holds the lock by its lease; once it ran out, one takeover (takeOver or a reservation) fences it and returns the slots it blocked; on one machine, a daemon ends a dead node's dead run at once",
+  { skip: pgEngine.skip },
+  async (t) => {
+    const place = await pgEngine.place(t);
+    const a = await place.open({ node: "n1" });
+    const b = await place.open({ node: "n2" });
+    t.after(async () => {
+      await a.close();
+      await b.close();
+    });
+    const raw = await rawClient(place.url, t);
+    const lease = (sql) => raw.query(`UPDATE daemon SET renewed_at = ${sql} WHERE node = 'n1'`);
+    const dbNow = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+    assert.equal(await a.claimDaemon(ME, 1, 1000, "/n1.yaml", () => true), null);
+    const held = (await a.reserveRun(req("j", 1000))).run;
+    // n1's lease runs: n2's slots are skipped, saying whose run and until when.
+    for (const slot of [2000, 3000]) {
+      const [out] = await b.reserveRuns([{ reserve: req("j", slot, { owner: OTHER }) }]);
+      assert.equal(out.kind, "locked");
+      assert.equal(out.holder.id, held.id);
+      assert.equal(out.lease.node, "n1");
+      assert.ok(out.lease.leftMs > 25_000 && out.lease.leftMs <= 30_000, String(out.lease.leftMs));
+      const [row] = (await b.history("j", 1)).filter((r) => r.slot === slot);
+      assert.equal(row.status, "skipped");
+      assert.equal(
+        row.reason,
+        `lock held by node n1 (run ${held.id}, lease until ${new Date(out.lease.until).toISOString()})`,
+      );
+    }
+    const live = await b.takeOver("j", 4000);
+    assert.deepEqual(live.tookOver, []);
+    assert.equal(live.held.node, "n1");
+    assert.equal((await b.run(held.id)).status, "running");
+    // The lease runs out: the first takeover fences the run and gets both slots; a second, none.
+    await lease(`${dbNow} - 60000`);
+    assert.deepEqual(await b.takeOver("j", 5000), {
+      held: null,
+      tookOver: [{ node: "n1", runId: held.id, slots: [2000, 3000], diedHere: false }],
+    });
+    const fenced = await b.run(held.id);
+    assert.equal(fenced.status, "fenced");
+    assert.equal(fenced.reason, "node n1's lease ran out; node n2 took the job over");
+    assert.deepEqual(await b.takeOver("j", 5000), { held: null, tookOver: [] });
+    // The same through a reservation: it starts its run and returns the slots the old one blocked.
+    await lease(dbNow);
+    const second = (await a.reserveRun(req("j", 6000))).run;
+    assert.equal((await b.reserveRun(req("j", 7000, { owner: OTHER }))).kind, "locked");
+    await lease(`${dbNow} - 60000`);
+    const took = await b.reserveRun(req("j", 8000, { owner: OTHER }));
+    assert.equal(took.kind, "started");
+    assert.deepEqual(took.tookOver, [
+      { node: "n1", runId: second.id, slots: [7000], diedHere: false },
+    ]);
+    // Both nodes' daemons on one machine: n2's daemon ends a run of n1 whose processes and
+    // daemon are gone at once, lease or not; another process of n2 (`cronvisor run`) waits for it.
+    await b.finishRun(took.run.id, result("ok", 8000, 8100));
+    assert.equal(await b.claimDaemon(OTHER, 1, 1000, "/n2.yaml", () => true), null);
+    await raw.query("UPDATE daemon SET host = 'm', boot_id = 'boot'");
+    await lease(dbNow);
+    const third = (await a.reserveRun(req("j", 9000))).run;
+    const dead = { holderAlive: () => false };
+    const cli = { pid: 4242, start: "cli" };
+    const waits = await b.reserveRun(req("j", 10_000, { ...dead, owner: cli }));
+    assert.equal(waits.kind, "locked");
+    const now = await b.reserveRun(req("j", 11_000, { ...dead, owner: OTHER }));
+    assert.equal(now.kind, "started");
+    assert.deepEqual(now.tookOver, [
+      { node: "n1", runId: third.id, slots: [10_000], diedHere: true },
+    ]);
+    const ended = await b.run(third.id);
+    assert.equal(ended.status, "interrupted");
+    assert.equal(
+      ended.reason,
+      "its processes and node n1's daemon died on this machine; node n2 took the job over",
+    );
+  },
+);
+
+test("sqlite: takeOver: one node, nothing to take over", async (t) => {
+  const store = await openStore(tmpdir(t), { create: true });
+  t.after(() => store.close());
+  assert.deepEqual(await store.takeOver("j", 1000), { held: null, tookOver: [] });
+});
+
+test(
   "postgresql: two once claims and two daemons at once: one wins each",
   { skip: pgEngine.skip },
   async (t) => {

@@ -179,6 +179,41 @@ test("skipped by overlap: the lock holder, since when, and how it ended", () => 
   assert.match(w.explanation[2], /ok, exit 0, took 3.5s/);
 });
 
+test("skipped for another node's run: its lease, then the catch-up run, or the plan", () => {
+  const reason = "lock held by node n1 (run 71, lease until 2026-03-28T00:00:04.500Z)";
+  const d = row({
+    slot: SLOT,
+    status: "skipped",
+    reason,
+    started_at: SLOT + 2,
+    pid: null,
+    node: "n2",
+  });
+  const cu = row({
+    slot: SLOT,
+    trigger: "catchup",
+    attempt: 2,
+    started_at: SLOT + 4600,
+    finished_at: SLOT + 4700,
+    duration_ms: 100,
+    node: "n2",
+  });
+  const w = why(job(), facts({ runs: [d, cu] }));
+  assert.equal(w.disposition, "skipped");
+  assert.equal(w.reason, reason);
+  assert.equal(
+    w.explanation[1],
+    `Skipped: ${reason}: another node's run held the job's lock, and only that node's lease ending frees it.`,
+  );
+  assert.equal(w.explanation[2], "Caught up once the lease ended (catchup: once):");
+  assert.match(w.explanation[3], new RegExp(`^Run ${cu.id} \\(catchup, attempt 2\\) ok, exit 0`));
+  const notYet = why(job({ catchup: "skip" }), facts({ runs: [d] }));
+  assert.match(
+    notYet.explanation[2],
+    /^Not run again: .*\(catchup: skip runs none of the slots it blocked\)/,
+  );
+});
+
 test("skipped while paused: by `cronvisor pause` since when, or by the config", () => {
   const d = row({ slot: SLOT, status: "skipped", reason: "paused", started_at: SLOT });
   const pause = { id: 1, at: SLOT - 3_600_000, job: "backup", kind: "paused", detail: null };

@@ -134,7 +134,7 @@ export async function adoptOrphans(
   for (let r of await store.runningRuns()) {
     // A run this daemon watches is no orphan: checked first, so that a beat with many running
     // runs reads no /proc entry for them.
-    if (rt.active.has(r.id) || rt.unrecorded.has(r.id)) continue;
+    if (rt.active.has(r.id) || rt.unrecorded.has(r.id) || rt.starting.has(r.id)) continue;
     // Another node's run is not ours to adopt or reap: its node's lease decides (store/).
     if (store.shared && r.node !== store.node) continue;
     const mine = r.owner_pid === owner.pid && r.owner_start === owner.start;

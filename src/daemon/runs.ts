@@ -1,8 +1,9 @@
 // Starting and ending runs: the overlap decision applied to each run to start (into the caller's
 // batch, the job's queue, a `skipped` disposition, or a replace), and what follows an end
 // (retention, a retry, the next queued slot).
-import type { RunRow } from "../store/store.js";
+import type { RunRow, TakenOver } from "../store/store.js";
 import type { JobConfig } from "../core/types.js";
+import { planBlocked } from "./blocked.js";
 import { planResume } from "./catchup.js";
 import { Endings } from "./endings.js";
 import type { Offer } from "./jobs.js";
@@ -71,7 +72,51 @@ export class Runs {
   }
 
   flush(batch: TickBatch): Promise<void> {
-    return startBatch(this.rt, batch, this.endings.push);
+    return startBatch(this.rt, batch, this.endings.push, (job, taken) =>
+      this.tookOver(job.name, taken),
+    );
+  }
+
+  /**
+   * The jobs whose slots another node's run blocked, once that node's lease has ended (as this
+   * node saw it): taken over, if no other node did first, and caught up (blocked.ts).
+   */
+  async takeOverBlocked(now: number, batch: TickBatch): Promise<void> {
+    const { rt } = this;
+    for (const st of rt.jobs.values()) {
+      if (st.blocked === null || st.blocked.at > now) continue;
+      st.blocked = null;
+      try {
+        const { tookOver } = await rt.store.takeOver(st.cfg.name, now);
+        this.tookOver(st.cfg.name, tookOver, batch);
+      } catch (e) {
+        rt.log(`cronvisor: error taking a job over: ${(e as Error).message} (job: ${st.cfg.name})`);
+      }
+    }
+  }
+
+  /**
+   * This node took a job over from dead nodes' runs: the slots they blocked are caught up per the
+   * job's `catchup:` (blocked.ts), into `batch` or a batch of their own; they wait behind a run
+   * of the job that is running or starting.
+   */
+  tookOver(name: string, taken: readonly TakenOver[], batch?: TickBatch): void {
+    const { rt } = this;
+    const st = rt.jobs.get(name);
+    if (!st) return;
+    for (const t of taken) {
+      if (st.blocked?.runId === t.runId) st.blocked = null;
+      const offers = planBlocked(st.cfg, t.slots, rt.now());
+      const how = t.diedHere
+        ? `its daemon and run ${t.runId} died on this machine`
+        : `its lease ran out with run ${t.runId} holding the lock`;
+      const slots = `${t.slots.length} slot(s) it blocked, ${offers.length} caught up (catchup: ${st.cfg.catchup})`;
+      rt.log(
+        `cronvisor: took ${name} over from node ${t.node} (${how})${t.slots.length > 0 ? `: ${slots}` : ""}`,
+      );
+      for (const p of offers)
+        rt.guard(() => (batch ? this.offer(st, p, batch) : this.offerNow(name, p)), `job: ${name}`);
+    }
   }
 
   /** Retry recording the ends the store refused (every heartbeat). */

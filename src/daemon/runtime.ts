@@ -29,6 +29,11 @@ export class Runtime {
   readonly active = new Map<number, Active>();
   /** Results of runs whose end the store refused (a full disk): retried every heartbeat. */
   readonly unrecorded = new Map<number, { result: RunResult; job: JobConfig }>();
+  /**
+   * Runs reserved and not yet watched (being spawned): no orphans, though `running` and not in
+   * `active`. A start outside a tick (a queued slot, a retry) may be there when a beat looks.
+   */
+  readonly starting = new Set<number>();
   /** Reload and daemon-row writes the store refused: retried every heartbeat. */
   readonly kept: KeptWrites;
   private readonly timers = new Set<NodeJS.Timeout>();

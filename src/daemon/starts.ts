@@ -4,12 +4,13 @@
 // one spawn and the next.
 import { spawnRun } from "../run/execute.js";
 import type { RunHandle } from "../run/runner.js";
-import type { RunRow } from "../store/store.js";
+import type { RunRow, TakenOver } from "../store/store.js";
 import type { JobConfig, RunResult } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
 import { scheduled, type Active, type Pending } from "./state.js";
 import { recordProcesses, writeTick, type TickWrite } from "./writes.js";
 import { widenGap } from "./due.js";
+import { addBlocked } from "./blocked.js";
 
 /**
  * The starts and dispositions one tick (or start-up) collects, written in its one transaction.
@@ -53,7 +54,15 @@ export class TickBatch {
 /** A started run's result, handed on to be recorded (with others that end together). */
 export type OnEnd = (a: Active, result: RunResult, done: () => void) => void;
 
-export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): Promise<void> {
+/** A reservation took the job over from a dead node's run: the slots it blocked, to catch up. */
+export type OnTakeOver = (job: JobConfig, taken: TakenOver[]) => void;
+
+export async function startBatch(
+  rt: Runtime,
+  batch: TickBatch,
+  onEnd: OnEnd,
+  onTakeOver: OnTakeOver,
+): Promise<void> {
   const writes = batch.writes;
   // A fenced node claims nothing: the nodes that hold their leases run and record these slots.
   if (writes.length === 0 || rt.fenced) return;
@@ -69,16 +78,45 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
     }
     return;
   }
+  const reserved = outcomes.flatMap((o) => (o.kind === "started" ? [o.run.id] : []));
+  for (const id of reserved) rt.starting.add(id);
+  try {
+    await spawnReserved(rt, writes, outcomes, onEnd, onTakeOver);
+  } finally {
+    for (const id of reserved) rt.starting.delete(id);
+  }
+}
+
+/** Spawn the batch's reserved runs, record their pids, watch them. */
+async function spawnReserved(
+  rt: Runtime,
+  writes: readonly TickWrite[],
+  outcomes: Awaited<ReturnType<typeof writeTick>>,
+  onEnd: OnEnd,
+  onTakeOver: OnTakeOver,
+): Promise<void> {
   const spawning: Promise<{ job: JobConfig; run: RunRow; handle: RunHandle }>[] = [];
+  const tookOver: { job: JobConfig; taken: TakenOver[] }[] = [];
   const spawnAll = () =>
     outcomes.forEach((out, i) => {
       const { job, p } = writes[i] as TickWrite;
       if (out.kind === "locked") {
         // A scheduled slot's `skipped` disposition was recorded in the transaction that saw the lock.
-        if (p.slot === null || !p.claimSlot)
+        const st = rt.jobs.get(job.name);
+        const ours =
+          out.holder.owner_pid === rt.owner.pid && out.holder.owner_start === rt.owner.start;
+        if (st && ours && (p.trigger === "catchup" || p.trigger === "resume"))
+          // A run of this daemon started first (a slot that came due as the queued run's turn
+          // came): it waits behind that one again, as the overlap decision would have had it.
+          st.pending.unshift(p);
+        else if (p.slot === null || !p.claimSlot)
           rt.log(
             `cronvisor: ${p.trigger} of ${job.name} skipped: run ${out.holder.id} holds the lock`,
           );
+        else if (out.lease) {
+          // Another node's run: looked at again when that node's lease ends.
+          if (st) st.blocked = addBlocked(job, st.blocked, out.holder.id, out.lease, rt.now());
+        }
       } else if (out.kind === "duplicate") {
         // On a shared store another node claiming a slot first is the normal case.
         if (rt.store.shared) return;
@@ -88,6 +126,7 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
       } else if (out.kind === "started") {
         const run = out.run;
         spawning.push(spawnRun(rt.ctx, job, run).then((handle) => ({ job, run, handle })));
+        if (out.tookOver) tookOver.push({ job, taken: out.tookOver });
       }
     });
   // Back to back: every request sent to the spawner (which sets each run's nice) before any
@@ -106,6 +145,8 @@ export async function startBatch(rt: Runtime, batch: TickBatch, onEnd: OnEnd): P
     rt.hook("runStarted", (h) => h.runStarted?.(run, job));
     void handle.done.then((result) => onEnd(a, result, done));
   }
+  // Once the new runs are watched: a catch-up of the slots a taken-over run blocked waits for them.
+  for (const { job, taken } of tookOver) onTakeOver(job, taken);
 }
 
 async function recordPids(

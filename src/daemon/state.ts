@@ -24,6 +24,14 @@ export function scheduled(slot: number): Pending {
   return { slot, claimSlot: true, trigger: "schedule", attempt: 1 };
 }
 
+/** A job's slots skipped for another node's run: when to look whether its lease has ended. */
+export interface Blocked {
+  node: string;
+  runId: number;
+  /** This node's clock: the lease's end when the first slot was skipped, plus the margin. */
+  at: number;
+}
+
 /** A job's slots that the store could not record: from the first of them on, and why. */
 export interface Gap {
   from: number;
@@ -40,6 +48,14 @@ export interface JobState {
   sincePrune: number;
   /** Slots that could not be recorded (the store refused a write): recorded when it can. */
   gap: Gap | null;
+  /** Slots skipped for another node's run: looked at again when its lease ends (blocked.ts). */
+  blocked: Blocked | null;
+}
+
+/** When the job next needs the tick: its next slot, or the look at a blocking lease's end. */
+export function wakeAt(st: JobState): number {
+  const next = st.next ?? Infinity;
+  return st.blocked !== null && st.blocked.at < next ? st.blocked.at : next;
 }
 
 /**
@@ -61,6 +77,7 @@ export function jobState(
     retryTimer: prev?.retryTimer ?? null,
     sincePrune: prev?.sincePrune ?? 0,
     gap: prev?.gap ?? null,
+    blocked: prev?.blocked ?? null,
   };
 }
 

@@ -26,7 +26,7 @@ import { catchUp, watchJobs } from "./jobs.js";
 import { Runs } from "./runs.js";
 import { Runtime, type SupervisorHooks } from "./runtime.js";
 import { TickBatch } from "./starts.js";
-import { scheduled, type JobState } from "./state.js";
+import { scheduled, wakeAt, type JobState } from "./state.js";
 import { forceAll, stopRuns } from "./stop.js";
 import { recordMissed } from "./writes.js";
 
@@ -84,7 +84,6 @@ export class Supervisor {
     this.now = opts.now ?? Date.now;
     this.log = opts.log ?? ((l) => process.stderr.write(`${l}\n`));
   }
-
   private get on(): { rt: Runtime; runs: Runs } {
     if (!this.live) throw new Error("the daemon is not started");
     return this.live;
@@ -190,7 +189,7 @@ export class Supervisor {
     if (this.timer) clearTimeout(this.timer);
     let due = Infinity;
     // A linear scan: with 10,000 jobs this is microseconds, and it keeps reload trivially right.
-    for (const st of rt.jobs.values()) if (st.next !== null && st.next < due) due = st.next;
+    for (const st of rt.jobs.values()) if (wakeAt(st) < due) due = wakeAt(st);
     // A fenced node handles no slot until its lease is renewed (then arm() is called at once).
     if (rt.fenced) due = this.now() + FENCED_SLEEP_MS;
     const delay = Math.max(0, Math.min(due - this.now(), MAX_SLEEP_MS));
@@ -237,6 +236,8 @@ export class Supervisor {
           st.gap = widenGap(st.gap, slot, e);
         }
       }
+      // After the due slots: a catch-up then waits behind a slot's start in this batch.
+      await runs.takeOverBlocked(now, batch);
     } finally {
       await runs.flush(batch);
       const now = this.now();
@@ -244,7 +245,6 @@ export class Supervisor {
       this.arm();
     }
   }
-
   private async recordGap(st: JobState, now: number): Promise<void> {
     const { cfg, gap } = st;
     if (gap === null) return;

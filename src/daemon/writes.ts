@@ -2,7 +2,7 @@
 // transaction held across an await, which better-sqlite3 would commit at the first await).
 // Start-up and a tick's batch pay one fsync each, however many jobs.
 import { reservation, type RunContext } from "../run/execute.js";
-import type { RunRow, Store } from "../store/store.js";
+import type { HolderLease, RunRow, Store, TakenOver } from "../store/store.js";
 import type { JobConfig } from "../core/types.js";
 import type { Pending } from "./state.js";
 
@@ -69,8 +69,8 @@ export interface TickWrite {
 }
 
 export type TickOutcome =
-  | { kind: "started"; run: RunRow }
-  | { kind: "locked"; holder: RunRow }
+  | { kind: "started"; run: RunRow; tookOver?: TakenOver[] }
+  | { kind: "locked"; holder: RunRow; lease?: HolderLease }
   | { kind: "duplicate" }
   | { kind: "recorded" };
 

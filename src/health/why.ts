@@ -9,6 +9,7 @@ import type { DaemonState } from "./health.js";
 import { formatDuration, formatDurationRounded, formatSeconds } from "../core/duration.js";
 import type { RunStatus } from "../core/types.js";
 
+import { heldElsewhere } from "./why-blocked.js";
 import { fencedSentence } from "./why-fenced.js";
 
 export { resolveTarget, type Target, type WhyJob } from "./why-time.js";
@@ -191,7 +192,10 @@ function skipped(c: Ctx): Told {
   const sentences: string[] = [];
   if (reason === "paused") sentences.push(pausedSentence(c));
   else if (reason?.startsWith("overlap") && c.f.holder) sentences.push(...heldBy(c, c.f.holder));
-  else sentences.push(`Skipped: ${reason ?? "no reason recorded"}.`);
+  else if (reason?.startsWith("lock held by node ")) {
+    const later = c.f.runs.slice(1).map((r) => runSentence(c, r, false));
+    sentences.push(...heldElsewhere(reason, c.job, later));
+  } else sentences.push(`Skipped: ${reason ?? "no reason recorded"}.`);
   return { disposition: "skipped", runId: null, node: row.node, reason, sentences };
 }
 

@@ -18,6 +18,7 @@ import type {
   EventInput,
   EventRow,
   HistoryRow,
+  HolderLease,
   JobGauge,
   JobRow,
   MarkerRow,
@@ -34,6 +35,7 @@ import type {
   RunRow,
   SlotFacts,
   SlotRecord,
+  TakenOver,
   TickOutcome,
   TimelineChanges,
   TimelineRow,
@@ -160,6 +162,12 @@ export interface Store extends MarkerStore {
   reserveRun(req: ReserveRequest): Promise<ReserveOutcome>;
   /** A tick's reservations and dispositions in one transaction, outcomes in the same order. */
   reserveRuns(items: readonly TickWrite[]): Promise<TickOutcome[]>;
+  /**
+   * Take a job over from another node whose lease ran out while its run held the job's lock: the
+   * run recorded `fenced`, the slots it blocked returned; or the lease still holding the lock. A
+   * store of one node has no other node: nothing to take over.
+   */
+  takeOver(job: string, now: number): Promise<{ held: HolderLease | null; tookOver: TakenOver[] }>;
   setRunProcess(runId: number, pid: number, pidStart: string | null, pgid: number): Promise<void>;
   setRunProcesses(list: readonly RunProcess[]): Promise<void>;
   adoptRun(runId: number, owner: Owner): Promise<void>;

@@ -164,6 +164,10 @@ export class PgStore extends PgMarkerStore implements Store {
     return out;
   }
 
+  async takeOver(job: string, now: number) {
+    return this.c.write((q) => runs.takeOver(q, job, now, this.c.node));
+  }
+
   async setRunProcess(runId: number, pid: number, pidStart: string | null, pgid: number) {
     await this.c.write((q) => runs.setRunProcess(q, runId, pid, pidStart, pgid));
   }
@@ -263,15 +267,12 @@ export class PgStore extends PgMarkerStore implements Store {
   async runningRuns(job?: string) {
     return history.runningRuns(this.c.one, job);
   }
-
   async history(job: string | null, limit: number) {
     return history.history(this.c.one, job, limit);
   }
-
   async lastRun(job: string) {
     return history.lastRun(this.c.one, job);
   }
-
   async historyRow(id: number) {
     return history.historyRow(this.c.one, id);
   }
@@ -289,7 +290,6 @@ export class PgStore extends PgMarkerStore implements Store {
   async claimHolder(job: string, key: string) {
     return markers.claimHolder(this.c.one, job, key);
   }
-
   async markers(job: string) {
     return markers.markers(this.c.one, job);
   }

@@ -255,9 +255,33 @@ export interface ReserveRequest {
 }
 
 export type ReserveOutcome =
-  | { kind: "started"; run: RunRow }
-  | { kind: "locked"; holder: RunRow }
+  | { kind: "started"; run: RunRow; tookOver?: TakenOver[] }
+  | { kind: "locked"; holder: RunRow; lease?: HolderLease }
   | { kind: "duplicate"; slotRunId: number | null };
+
+/**
+ * The lease that keeps another node's run holding a job's lock (a shared store): the slots it
+ * blocks are caught up once it ends, unless that node renews it (it was alive: a plain overlap).
+ */
+export interface HolderLease {
+  node: string;
+  /** When the lease ends, by the store's clock. */
+  until: number;
+  /** How long it had left when it was read, by the store's clock. */
+  leftMs: number;
+}
+
+/**
+ * A run of another node recorded `fenced` by a takeover (its node's lease ran out), with the
+ * scheduled slots it had blocked (`skipped` for its lock), oldest first: they are caught up.
+ */
+export interface TakenOver {
+  node: string;
+  runId: number;
+  slots: number[];
+  /** Taken over before the lease's end: that node's daemon and the run died on this machine. */
+  diedHere: boolean;
+}
 
 /** A slot that did not run: `skipped` (overlap, paused) or `missed` (daemon down). */
 export interface SlotRecord {

@@ -128,6 +128,10 @@ export class SqliteStore extends SqliteStatusStore implements Store {
     return this.c.write(() => runs.reserveRun(this.c, req, this.node));
   }
 
+  async takeOver(_job: string, _now: number) {
+    return { held: null, tookOver: [] };
+  }
+
   async reserveRuns(items: readonly TickWrite[]) {
     if (items.length === 0) return [];
     return this.c.write(() =>

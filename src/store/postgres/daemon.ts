@@ -48,6 +48,28 @@ export async function leaseLive(q: Q, node: string): Promise<boolean> {
 }
 
 /**
+ * Node `node`'s lease by the database's clock: when it ends, and how long it has left (so that
+ * another node can wait that long on its own clock); null when it has run out. `here`: the node
+ * runs on the machine (host and kernel boot) of the daemon `me` of node `mine`, the caller.
+ */
+export async function leaseLeft(
+  q: Q,
+  node: string,
+  mine?: { node: string; me: Owner },
+): Promise<{ until: number; leftMs: number; here: boolean } | null> {
+  const r = await q.get<{ until: string; left: string; here: boolean | null }>(
+    `SELECT d.renewed_at + d.lease_ms AS until, d.renewed_at + d.lease_ms - ${DB_NOW} AS left,
+       d.host = m.host AND d.boot_id = m.boot_id AS here
+     FROM daemon d LEFT JOIN daemon m
+       ON m.node = $2 AND m.pid = $3 AND m.pid_start IS NOT DISTINCT FROM $4 AND m.stopped_at IS NULL
+     WHERE d.node = $1 AND d.renewed_at + d.lease_ms > ${DB_NOW}`,
+    [node, mine?.node ?? null, mine?.me.pid ?? null, mine?.me.start ?? null],
+  );
+  if (r === undefined) return null;
+  return { until: Number(r.until), leftMs: Number(r.left), here: r.here === true };
+}
+
+/**
  * Claim the node's row for this daemon; returns the live holder that keeps it, or null. The row
  * is made if missing and locked before it is judged, so two daemons of one name claiming at once
  * are serialised. The holder is judged by its process when it ran on this machine since its

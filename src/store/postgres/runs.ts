@@ -3,18 +3,56 @@
 // their caller's transaction and never open one. A write that reads a job's runs and acts on them
 // holds the job's row lock (jobs.lockJobs, lockRunJobs) first.
 import type { Q } from "../pg-connection.js";
-import type { Owner, RunEnd, RunProcess, RunRow, TickOutcome } from "../rows.js";
+import type {
+  HolderLease,
+  Owner,
+  RunEnd,
+  RunProcess,
+  RunRow,
+  TakenOver,
+  TickOutcome,
+} from "../rows.js";
+import { lockJobs } from "./jobs.js";
 import { readLogTail } from "../log-tail.js";
 import { fenced, interrupted, runResult } from "../../core/result.js";
-import { leaseLive } from "./daemon.js";
+import { leaseLeft } from "./daemon.js";
 import type { RunResult } from "../../core/types.js";
 import { runningRuns } from "./history.js";
+
+/** A job's lock holder: a run of this node, or of another node held by that node's lease. */
+export interface Held {
+  holder: RunRow;
+  lease?: HolderLease;
+}
+
+/**
+ * Why a slot was skipped for another node's run: its node, the run and the end of its lease (the
+ * run's id lets the takeover find the slots it blocked: `blockedSlots`).
+ */
+export function lockHeldReason(lease: HolderLease, runId: number): string {
+  return `${lockHeldPrefix(lease.node, runId)} lease until ${new Date(lease.until).toISOString()})`;
+}
+
+const lockHeldPrefix = (node: string, runId: number): string =>
+  `lock held by node ${node} (run ${runId},`;
+
+/** The scheduled slots of a job skipped for another node's run `runId`, oldest first. */
+async function blockedSlots(q: Q, job: string, node: string, runId: number): Promise<number[]> {
+  const rows = await q.all<{ slot: string }>(
+    `SELECT slot FROM runs WHERE job = $1 AND status = 'skipped' AND slot IS NOT NULL
+       AND starts_with(reason, $2) ORDER BY slot`,
+    [job, lockHeldPrefix(node, runId)],
+  );
+  return rows.map((r) => Number(r.slot));
+}
 
 /**
  * The live lock holder of a job, after ending dead holders. A run of this node is judged by its
  * processes (`alive`) and recorded `interrupted` when they died; a run of another node by that
  * node's lease, and recorded `fenced` when the lease ran out: its node may only be frozen, so its
- * run may still be at work, but the fence bumped by the takeover refuses its marker writes.
+ * run may still be at work, but the fence bumped by the takeover refuses its marker writes. The
+ * takeover (one node's, under the job's lock) returns the slots each such run blocked: its
+ * caller catches them up per the job's `catchup:` (daemon/blocked.ts).
  */
 export async function reapDeadHolders(
   q: Q,
@@ -22,21 +60,60 @@ export async function reapDeadHolders(
   now: number,
   alive: (r: RunRow) => boolean,
   node: string,
-): Promise<RunRow | null> {
-  let holder: RunRow | null = null;
+  me?: Owner,
+): Promise<{ held: Held | null; tookOver: TakenOver[] }> {
+  // Only a daemon's reservation judges by processes: `me` is then its node's row's daemon.
+  const mine = me === undefined ? undefined : { node, me };
+  let held: Held | null = null;
+  const tookOver: TakenOver[] = [];
   for (const r of await runningRuns(q, job)) {
     const elsewhere = r.node !== null && r.node !== node;
-    if (elsewhere ? await leaseLive(q, r.node as string) : alive(r)) {
-      holder ??= r;
+    if (!elsewhere && alive(r)) {
+      held ??= { holder: r };
       continue;
     }
-    const end = elsewhere
-      ? fenced(`node ${r.node}'s lease ran out; node ${node} took the job over`)
-      : interrupted("its processes and supervisor died");
+    const lease = elsewhere ? await leaseLeft(q, r.node as string, mine) : null;
+    // A node on the caller's machine (its kernel's boot) whose run and daemon are both gone is
+    // dead now: no need to wait for its lease (as a restarted daemon takes its node's name over
+    // at once). Processes only ever shorten the wait: a live (or stopped) one keeps the lease's.
+    const diedHere = lease !== null && lease.here && !alive(r);
+    if (lease !== null && !diedHere) {
+      const { until, leftMs } = lease;
+      held ??= { holder: r, lease: { node: r.node as string, until, leftMs } };
+      continue;
+    }
+    const end = diedHere
+      ? interrupted(
+          `its processes and node ${r.node}'s daemon died on this machine; node ${node} took the job over`,
+        )
+      : elsewhere
+        ? fenced(`node ${r.node}'s lease ran out; node ${node} took the job over`)
+        : interrupted("its processes and supervisor died");
     const log = { bytes: r.log_bytes ?? 0, truncated: false };
     await finishRun(q, r.id, runResult(end, r.started_at, now, log));
+    if (elsewhere) {
+      const slots = await blockedSlots(q, job, r.node as string, r.id);
+      tookOver.push({ node: r.node as string, runId: r.id, slots, diedHere });
+    }
   }
-  return holder;
+  return { held, tookOver };
+}
+
+/**
+ * Take a job over from another node whose lease ran out while its run held the lock (a timer at
+ * the lease's end, daemon/blocked.ts): that run recorded `fenced`, and the slots it blocked
+ * returned; or the lease that still holds the lock (its node renewed it).
+ */
+export async function takeOver(
+  q: Q,
+  job: string,
+  now: number,
+  node: string,
+): Promise<{ held: HolderLease | null; tookOver: TakenOver[] }> {
+  await lockJobs(q, [job]);
+  // Only other nodes' runs are judged here: this node's own are its adoption's (daemon/adopt.ts).
+  const r = await reapDeadHolders(q, job, now, () => true, node);
+  return { held: r.held?.lease ?? null, tookOver: r.tookOver };
 }
 
 /** Lock the jobs of these runs (see jobs.lockJobs), before touching their rows: one statement. */

@@ -20,7 +20,7 @@ import type {
   TickWrite,
 } from "../rows.js";
 import { lockJobs } from "./jobs.js";
-import { reapDeadHolders } from "./runs.js";
+import { lockHeldReason, reapDeadHolders } from "./runs.js";
 
 const keyOf = (job: string, slot: number): string => `${job}\u0000${slot}`;
 const nowOf = (a: ReserveRequest): number => (typeof a.now === "function" ? a.now() : a.now);
@@ -245,15 +245,23 @@ async function reserveWon(
   const run = await start(q, a, now, node, a.lock, last);
   if (run !== undefined) return { kind: "started", run };
   if (last) throw new Error(`the run of ${a.job} did not start, though no run of it was running`);
-  const holder = await reapDeadHolders(q, a.job, now, a.holderAlive, node);
-  if (holder) {
+  const { held, tookOver } = await reapDeadHolders(q, a.job, now, a.holderAlive, node, a.owner);
+  if (held) {
+    const { holder, lease } = held;
     if (a.claimSlot && a.slot !== null) {
-      const reason = `overlap: run ${holder.id} holds the lock`;
+      // Another node's run holds the lock by that node's lease: if the node is dead, the lock is
+      // free when the lease ends, and the slot is caught up then (daemon/blocked.ts).
+      const reason = lease
+        ? lockHeldReason(lease, holder.id)
+        : `overlap: run ${holder.id} holds the lock`;
       disposed.push({ job: a.job, slot: a.slot, status: "skipped", reason, at: now });
     }
-    return { kind: "locked", holder };
+    return lease ? { kind: "locked", holder, lease } : { kind: "locked", holder };
   }
-  return { kind: "started", run: (await start(q, a, now, node, false)) as RunRow };
+  const taken = (await start(q, a, now, node, false)) as RunRow;
+  return tookOver.length > 0
+    ? { kind: "started", run: taken, tookOver }
+    : { kind: "started", run: taken };
 }
 
 /**
