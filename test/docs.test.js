@@ -25,6 +25,8 @@ const FIRST_NOT_RUNNABLE = {
     "installs into /usr/local as root; test/install.test.js runs it in a throwaway prefix",
   "docs/safety.md":
     "sets up /etc/cronvisor and /var/lib/cronvisor as root; test/security*.test.js and test/broker*.test.js hold the same rules in temp dirs",
+  "docs/node-failure.md":
+    "reads a two-node PostgreSQL setup's history; test/nodes-failover.test.js makes and checks one",
   "docs/store.md":
     "backs up the store /etc/cronvisor/jobs.yaml names; test/store-backup.test.js and test/store-sqlite3.test.js run backup, restore and the sqlite3 query",
 };
