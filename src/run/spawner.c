@@ -333,9 +333,15 @@ static void settle(run_t *r) {
     /* The cgroup's figures count every process the run had, escaped ones too. */
     long long v = keyed(r->cg, "cpu.stat", "usage_usec");
     if (v >= 0) cpu_us = v;
+    /* Without the memory controller these files are absent: not looked for again. */
+    static int no_memory = 0;
     char b[64];
-    if (read_at(r->cg, "memory.peak", b, sizeof b) > 0) peak = atoll(b);
-    oom = keyed(r->cg, "memory.events", "oom_kill");
+    if (!no_memory && read_at(r->cg, "memory.peak", b, sizeof b) > 0) {
+      peak = atoll(b);
+      oom = keyed(r->cg, "memory.events", "oom_kill");
+    } else {
+      no_memory = 1;
+    }
     close_fd(&r->cg);
     char name[64];
     snprintf(name, sizeof name, "run-%s", r->id);
@@ -607,6 +613,8 @@ static void start(const char *p, const char *end) {
       pipe2(go, O_CLOEXEC) < 0 || (script_len > 0 && pipe2(sp, O_CLOEXEC) < 0) ||
       (pid = fork()) < 0)
     en = errno ? errno : EAGAIN;
+  /* The child moves itself into the run's cgroup (exec_child). clone3's CLONE_INTO_CGROUP was
+     measured: it cost the spawner more CPU per run than the move (BENCHMARKS.md, "containment"). */
   if (pid == 0) exec_child(nice_v, nofile, cg, cwd, argv, envp, out[1], err[1], ep[1], sp[0], go);
   free(argv);
   free(envp);
