@@ -303,6 +303,11 @@ static void leftovers(run_t *r) {
     if (r->leftovers == 'k') kill(-r->pid, SIGKILL);
     return;
   }
+  /* The usual case, nothing left: the kernel's `populated` says so without listing the cgroup. */
+  if (!run_populated(r)) {
+    r->left = 0;
+    return;
+  }
   r->left = cg_pids(r, r->pid, 0, -1);
   if (r->left <= 0) return;
   if (r->leftovers == 'k') kill_cgroup(r);
