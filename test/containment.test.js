@@ -13,6 +13,7 @@ import {
   cli,
   freePort,
   query,
+  removeCgroupTree,
   request,
   rows,
   runAs,
@@ -47,32 +48,7 @@ const skip = why !== null && !process.env.CI ? why : false;
  */
 function cgroupRoot(t) {
   const root = path.join(MOUNT, `cvx-test-${process.pid}-${Math.random().toString(36).slice(2)}`);
-  t.after(async () => {
-    const dirs = [];
-    const walk = (d) => {
-      for (const e of fs.readdirSync(d, { withFileTypes: true }))
-        if (e.isDirectory()) walk(path.join(d, e.name));
-      dirs.push(d);
-    };
-    if (!fs.existsSync(root)) return;
-    walk(root);
-    for (const d of dirs) {
-      try {
-        fs.writeFileSync(path.join(d, "cgroup.kill"), "1");
-      } catch {
-        // the root itself before its first run, or gone
-      }
-    }
-    for (const d of dirs)
-      await waitFor(() => {
-        try {
-          fs.rmdirSync(d);
-          return true;
-        } catch (e) {
-          return e.code === "ENOENT";
-        }
-      }, `${d} to be empty and removed`);
-  });
+  t.after(() => removeCgroupTree(root));
   return root;
 }
 

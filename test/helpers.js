@@ -35,11 +35,66 @@ export function writeConfig(dir, text, name = "jobs.yaml") {
   return file;
 }
 
+/**
+ * Where the runs of this test process's daemons and `cronvisor run`s get their cgroups (as root,
+ * on a cgroup2 mount): a subtree of its own, `MOUNT/cvx-test-PID`, removed when the process
+ * exits, so that the tests leave nothing in the machine's cgroup tree. null without one.
+ */
+const TEST_CGROUPS = (() => {
+  if (process.getuid?.() !== 0) return null;
+  let mount = null;
+  for (const line of fs.readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
+    const [left, right] = line.split(" - ");
+    if (right?.split(" ")[0] === "cgroup2") mount ??= left.split(" ")[4];
+  }
+  if (mount === null) return null;
+  const root = path.join(mount, `cvx-test-${process.pid}`);
+  process.on("exit", () => removeCgroupTree(root));
+  return root;
+})();
+
+/**
+ * Kill what is left in a cgroup subtree this test process made (its jobs' processes only) and
+ * remove it, bottom up. Synchronous, for an exit handler: a killed process leaves its cgroup
+ * within milliseconds, and each rmdir is tried again for up to 3 s.
+ */
+export function removeCgroupTree(root) {
+  if (!fs.existsSync(root)) return;
+  const dirs = [];
+  const walk = (d) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true }))
+      if (e.isDirectory()) walk(path.join(d, e.name));
+    dirs.push(d);
+  };
+  walk(root);
+  for (const d of dirs) {
+    try {
+      fs.writeFileSync(path.join(d, "cgroup.kill"), "1");
+    } catch {
+      // an older kernel, or gone
+    }
+  }
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (const d of dirs) {
+    for (const deadline = Date.now() + 3000; ;) {
+      try {
+        fs.rmdirSync(d);
+        break;
+      } catch (e) {
+        if (e.code === "ENOENT" || Date.now() > deadline) break;
+        Atomics.wait(pause, 0, 0, 20); // a synchronous exit handler cannot poll any other way
+      }
+    }
+  }
+}
+
 /** Base environment for CLI calls: no CRONVISOR_* leaking in from outside. */
 export function cleanEnv(extra = {}) {
   const env = { ...process.env };
   for (const k of Object.keys(env)) if (k.startsWith("CRONVISOR_")) delete env[k];
   delete env.NODE_EXTRA_CA_CERTS; // triples Node start-up here and is irrelevant to tests
+  // Runs' cgroups in this test process's own subtree (CRONVISOR_CGROUP_ROOT, src/run/cgroup.ts).
+  if (TEST_CGROUPS !== null) env.CRONVISOR_CGROUP_ROOT = TEST_CGROUPS;
   return { ...env, ...extra };
 }
 
