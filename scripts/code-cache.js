@@ -46,6 +46,8 @@ const STATUS_CALLS = [[], ["--json"], ["--check"]];
 function env() {
   const e = { ...process.env };
   delete e.NODE_OPTIONS;
+  // A build step: its one throwaway run needs no cgroup, and the build writes none (as root).
+  e.CRONVISOR_CGROUP_ROOT = "off";
   return e;
 }
 
