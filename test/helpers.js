@@ -50,6 +50,8 @@ const TEST_CGROUPS = (() => {
   if (mount === null) return null;
   const root = path.join(mount, `cvx-test-${process.pid}`);
   process.on("exit", () => removeCgroupTree(root));
+  // A daemon a test starts in this very process (new Supervisor(...)) uses it too.
+  process.env.CRONVISOR_CGROUP_ROOT ??= root;
   return root;
 })();
 
