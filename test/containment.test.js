@@ -9,6 +9,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import {
+  CGROUP2_MOUNT,
   alive,
   cli,
   freePort,
@@ -27,16 +28,7 @@ import {
   writeConfig,
 } from "./helpers.js";
 
-/** The cgroup2 mount, or null (read from /proc/self/mountinfo, as the daemon does). */
-function cgroup2Mount() {
-  for (const line of fs.readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
-    const [left, right] = line.split(" - ");
-    if (right?.split(" ")[0] === "cgroup2") return left.split(" ")[4];
-  }
-  return null;
-}
-
-const MOUNT = cgroup2Mount();
+const MOUNT = CGROUP2_MOUNT;
 const why =
   MOUNT === null ? "no cgroup2 file system mounted" : process.getuid() !== 0 ? "needs root" : null;
 // Under CI (root, cgroup2 mounted by the machine) these never skip: a missing mount fails them.

@@ -40,15 +40,18 @@ export function writeConfig(dir, text, name = "jobs.yaml") {
  * on a cgroup2 mount): a subtree of its own, `MOUNT/cvx-test-PID`, removed when the process
  * exits, so that the tests leave nothing in the machine's cgroup tree. null without one.
  */
-const TEST_CGROUPS = (() => {
-  if (process.getuid?.() !== 0) return null;
-  let mount = null;
+/** The cgroup2 mount (the first in /proc/self/mountinfo, as the daemon reads it), or null. */
+export const CGROUP2_MOUNT = (() => {
   for (const line of fs.readFileSync("/proc/self/mountinfo", "utf8").split("\n")) {
     const [left, right] = line.split(" - ");
-    if (right?.split(" ")[0] === "cgroup2") mount ??= left.split(" ")[4];
+    if (right?.split(" ")[0] === "cgroup2") return left.split(" ")[4];
   }
-  if (mount === null) return null;
-  const root = path.join(mount, `cvx-test-${process.pid}`);
+  return null;
+})();
+
+const TEST_CGROUPS = (() => {
+  if (process.getuid?.() !== 0 || CGROUP2_MOUNT === null) return null;
+  const root = path.join(CGROUP2_MOUNT, `cvx-test-${process.pid}`);
   process.on("exit", () => removeCgroupTree(root));
   // A daemon a test starts in this very process (new Supervisor(...)) uses it too.
   process.env.CRONVISOR_CGROUP_ROOT ??= root;

@@ -113,7 +113,7 @@ export function startRun(
     let pid = 0;
     spawner.start(
       {
-        ...pick(spec),
+        ...spec, // the spawner takes the spec's own fields (SpawnRequest); the rest is not sent
         nice,
         argv: line.argv,
         env: line.env as Record<string, string>,
@@ -165,12 +165,6 @@ export function startRun(
       },
     );
   });
-}
-
-/** What a spawn request takes of a run's spec as it is. */
-function pick(s: RunSpec) {
-  const { runId, cwd, exitFile, pidFile, leftovers, nofile, memory, cpu, tasks } = s;
-  return { runId, cwd, exitFile, pidFile, leftovers, nofile, memory, cpu, tasks };
 }
 
 /**

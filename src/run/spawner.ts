@@ -7,34 +7,23 @@ import { spawn, type ChildProcess } from "node:child_process";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { isAlive } from "../core/proc.js";
+import type { RunSpec } from "../core/types.js";
 
 /** The built spawner: every run starts through it (`npm run build` compiles it; it needs cc). */
 export const SPAWNER_PATH = fileURLToPath(new URL("./cronvisor-spawner", import.meta.url));
 
-export interface SpawnRequest {
-  runId: number;
+/** A run as the spawner starts it: the spec's own fields (core/types.ts RunSpec), and these. */
+export interface SpawnRequest extends Pick<
+  RunSpec,
+  "runId" | "cwd" | "exitFile" | "pidFile" | "leftovers" | "nofile" | "memory" | "cpu" | "tasks"
+> {
   /** The nice the run starts at (the spawner's child sets it before exec). */
   nice: number;
-  cwd: string;
-  /** Written by the spawner with the exit status once the main process ends (exit-file.ts). */
-  exitFile: string;
-  /** Written by the spawner with the pid and its start time before the exec (exit-file.ts). */
-  pidFile: string;
-  /** What becomes of the processes left when the main process exits. */
-  leftovers: Leftovers;
-  /** The run's soft open-files limit; null: the system's usual 1024. */
-  nofile: number | null;
-  /** Its cgroup's memory.max (bytes), cpu.max (percent of one CPU), pids.max; null: none. */
-  memory: number | null;
-  cpu: number | null;
-  tasks: number | null;
   argv: string[];
   env: Readonly<Record<string, string>>;
   /** What the run reads on fd 4 (a `user:` run's environment, command.ts); null: nothing. */
   script: string | null;
 }
-
-export type Leftovers = "kill" | "wait" | "keep";
 
 /** What the spawner measured of a run once nothing of it was left ('X'). */
 export interface RunAccount {
