@@ -378,3 +378,62 @@ test("limits: nofile is set for the run (1024 by default, not the daemon's raise
     assert.equal(cli(["status", "--check", "-c", cfg]).code, 1, "--check: WARNING");
   await stopDaemon(d);
 });
+
+test(
+  "a job's runs reuse its cgroup: each run's cpu_s is its own, and an idle job's cgroup is removed",
+  { skip },
+  async (t) => {
+    const root = cgroupRoot(t);
+    const node = process.execPath;
+    // 0.3 s of its own CPU, however long a loaded machine takes to give it.
+    const burn = `let x = 0; while (process.cpuUsage().user + process.cpuUsage().system < 300000) x++;`;
+    const { dir, cfg } = daemonDir(
+      t,
+      `  burn:\n    schedule: "* * * * * *"\n    command: [${JSON.stringify(node)}, "-e", ${JSON.stringify(burn)}]\n`,
+    );
+    const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    const base = await waitFor(() => {
+      try {
+        return fs.readFileSync(path.join(dir, ".cronvisor", "cgroup"), "utf8").trim();
+      } catch {
+        return null;
+      }
+    }, "the daemon to record its cgroup base");
+    const jobCg = path.join(base, "job-burn");
+    const ok = await waitFor(() => {
+      const r = rows(
+        dir,
+        "SELECT id, cpu_s FROM runs WHERE job = 'burn' AND status = 'ok' ORDER BY id",
+      );
+      return r.length >= 4 && r;
+    }, "four runs of burn");
+    // Kept from one run to the next: the job's cgroup, not one per run.
+    assert.ok(fs.existsSync(path.join(jobCg, "cgroup.procs")), `${jobCg} is there`);
+    assert.deepEqual(
+      fs.readdirSync(base).filter((n) => n.startsWith("run-")),
+      [],
+      "no run made a cgroup of its own",
+    );
+    // Each run's CPU is its own, not the sum so far of the cgroup it shares with earlier runs.
+    for (const r of ok) assert.ok(r.cpu_s >= 0.3 && r.cpu_s < 0.8, `run ${r.id}: ${r.cpu_s} s CPU`);
+    // Paused, the job stops running: its idle cgroup goes after a while (10 s) while the daemon runs.
+    assert.equal(cli(["pause", "burn", "-c", cfg]).code, 0);
+    await waitFor(() => !fs.existsSync(jobCg), "the idle job cgroup to be removed", 30_000);
+    assert.ok(alive(d.pid), "the daemon still runs");
+    await stopDaemon(d);
+  },
+);
+
+test("a daemon's clean stop removes its job cgroups with its base", { skip }, async (t) => {
+  const root = cgroupRoot(t);
+  const { dir, cfg } = daemonDir(
+    t,
+    `  tick:\n    schedule: "* * * * * *"\n    command: [/bin/true]\n`,
+  );
+  const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+  await waitFor(() => rows(dir, "SELECT id FROM runs WHERE status = 'ok'").length >= 2, "two runs");
+  const base = fs.readFileSync(path.join(dir, ".cronvisor", "cgroup"), "utf8").trim();
+  assert.ok(fs.existsSync(path.join(base, "job-tick")), "the job's cgroup is kept while it runs");
+  await stopDaemon(d);
+  assert.equal(fs.existsSync(base), false, `${base} is gone after the clean stop`);
+});

@@ -12,23 +12,42 @@ export function setRunCgroups(base: string | null): void {
   runCgroups = base;
 }
 
-/** The cgroup a run's processes are kept in, named by its id, or null without containment. */
-export function runCgroupOf(runId: number): string | null {
-  return runCgroups === null ? null : `${runCgroups}/run-${runId}`;
+/** A run as its cgroups know it: by its id, and by its job. */
+export interface RunRef {
+  id: number;
+  job: string;
+}
+
+/**
+ * The name of a job's cgroup, which a daemon's spawner keeps from one run of the job to the next
+ * (making a cgroup costs the kernel more than the rest of containment: src/run/spawner.c,
+ * pool_take). One run of a job at a time holds the job's lock, so what is in it is that run's.
+ */
+export function jobCgroupName(job: string): string {
+  return `job-${job}`;
+}
+
+/**
+ * The cgroups a run's processes may be in, or [] without containment: its own (`run-ID`: a
+ * `cronvisor run`, a job with limits, or a job's kept cgroup in use) and its job's.
+ */
+export function runCgroupsOf(run: RunRef): string[] {
+  if (runCgroups === null) return [];
+  return [`${runCgroups}/run-${run.id}`, `${runCgroups}/${jobCgroupName(run.job)}`];
 }
 
 /**
  * Is any process of the run still in its cgroup (escaped from its group or not)? `populated` is
  * the kernel's own answer, zombies aside. False without a cgroup, or when it is gone.
  */
-export function cgroupPopulated(runId: number): boolean {
-  const dir = runCgroupOf(runId);
-  if (dir === null) return false;
-  try {
-    return fs.readFileSync(`${dir}/cgroup.events`, "utf8").includes("populated 1");
-  } catch {
-    return false;
-  }
+export function cgroupPopulated(run: RunRef): boolean {
+  return runCgroupsOf(run).some((dir) => {
+    try {
+      return fs.readFileSync(`${dir}/cgroup.events`, "utf8").includes("populated 1");
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or null if gone. */
@@ -104,8 +123,9 @@ export function groupAlive(pgid: number): boolean {
 
 /** The columns of a run row that say who may still be running it or recording its end. */
 export interface RunProcesses {
-  /** The run's id: its cgroup's name. */
+  /** The run's id and job: its cgroups' names (runCgroupsOf). */
   id?: number;
+  job?: string;
   pgid: number | null;
   owner_pid: number | null;
   owner_start: string | null;
@@ -124,7 +144,7 @@ export function runAlive(r: RunProcesses): boolean {
   // daemon, profiled, sat in those reads).
   if (r.owner_pid !== null && ownerAlive(r.owner_pid, r.owner_start)) return true;
   if (r.pgid !== null && groupAlive(r.pgid)) return true;
-  return r.id !== undefined && cgroupPopulated(r.id);
+  return r.id !== undefined && r.job !== undefined && cgroupPopulated({ id: r.id, job: r.job });
 }
 
 /** This process's own start time, read once: it never changes. */

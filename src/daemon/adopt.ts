@@ -147,7 +147,7 @@ export async function adoptOrphans(
     const action = orphanAction({
       watched: false,
       ownerAlive,
-      groupAlive: (pgid !== null && groupAlive(pgid)) || cgroupPopulated(r.id),
+      groupAlive: (pgid !== null && groupAlive(pgid)) || cgroupPopulated(r),
       jobKnown: job !== null,
     });
     if (action === "adopt" && job) {
@@ -182,17 +182,17 @@ function watchAdopted(
   let mainEnded: number | null = null;
   const poll = setInterval(() => {
     if (r.pid !== null && (isAlive(r.pid, r.pid_start) || exitPending(rt, r))) return;
-    if (cgroupPopulated(r.id)) {
+    if (cgroupPopulated(r)) {
       // The main process has ended; what is left of the run is its previous spawner's to settle
       // (wait for, kill, move out). Waited for as long as the job says; else killed after a grace
       // if that spawner is gone.
       mainEnded ??= Date.now();
       if (job.leftovers !== "wait" && Date.now() - mainEnded >= LEFTOVER_GRACE_MS)
-        signalRun(r.id, r.pgid, "SIGKILL");
+        signalRun(r, r.pgid, "SIGKILL");
       return;
     }
     clearInterval(poll);
-    if (job.leftovers === "kill") signalRun(r.id, r.pgid, "SIGKILL");
+    if (job.leftovers === "kill") signalRun(r, r.pgid, "SIGKILL");
     rt.guard(async () => {
       let row = r;
       try {

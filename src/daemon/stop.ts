@@ -11,14 +11,14 @@ export function terminate(rt: Runtime, a: Active, reason: string, graceMs: numbe
   }
   // An adopted run: signal its cgroup and group ourselves; its watcher records its end, `killed`
   // for this reason (its exit status alone would read as the job's own failure, or as unknown).
-  const { id, pgid } = a.run;
+  const { run } = a;
   if (a.stoppedFor === undefined) {
     a.stoppedFor = reason;
-    signalRun(id, pgid, "SIGTERM");
-    signalRun(id, pgid, "SIGCONT"); // a stopped (SIGSTOP) member acts on SIGTERM only once continued
+    signalRun(run, run.pgid, "SIGTERM");
+    signalRun(run, run.pgid, "SIGCONT"); // a stopped (SIGSTOP) member acts on SIGTERM only once continued
   }
   // Armed again on a second call: stop() clears the timers an earlier `replace` set.
-  rt.later(graceMs, () => void signalRun(id, pgid, "SIGKILL"));
+  rt.later(graceMs, () => void signalRun(run, run.pgid, "SIGKILL"));
 }
 
 /** The second signal: SIGKILL every run's group now. */
@@ -27,7 +27,7 @@ export function forceAll(rt: Runtime): void {
     if (a.handle) a.handle.terminate("killed: daemon stopped (forced)", 0);
     else {
       a.stoppedFor ??= "killed: daemon stopped (forced)";
-      signalRun(a.run.id, a.run.pgid, "SIGKILL");
+      signalRun(a.run, a.run.pgid, "SIGKILL");
     }
   }
 }

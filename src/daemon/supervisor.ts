@@ -138,7 +138,7 @@ export class Supervisor {
       throw e;
     }
     sweepCgroups(true); // cgroups a dead spawner left empty; a populated one's run is adopted
-    rt.spawner = new Spawner(DRAIN_MS, contained.base);
+    rt.spawner = new Spawner(DRAIN_MS, contained.base, true);
     const runs = new Runs(rt);
     this.live = { rt, runs };
     clearSpares(cfg.stateDir); // an earlier daemon's, which it held in memory only

@@ -18,7 +18,7 @@ import { createHash } from "node:crypto";
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { runCgroupOf, setRunCgroups, signalGroup } from "../core/proc.js";
+import { runCgroupsOf, setRunCgroups, signalGroup, type RunRef } from "../core/proc.js";
 import { CONTROLLER, limitWarnings } from "../core/limits.js";
 import type { Limits } from "../core/types.js";
 
@@ -261,10 +261,8 @@ export function likelyControllers(stateDir: string): string[] | null {
   return readOr(path.join(own, "cgroup.controllers"), "").trim().split(/\s+/).filter(Boolean);
 }
 
-/** The pids in a run's cgroup ([] without one). */
-function cgroupPids(runId: number): number[] {
-  const dir = runCgroupOf(runId);
-  if (dir === null) return [];
+/** The pids in one of a run's cgroups ([] without one). */
+function cgroupPids(dir: string): number[] {
   return readOr(path.join(dir, "cgroup.procs"), "")
     .split("\n")
     .filter((l) => l !== "")
@@ -275,36 +273,37 @@ function cgroupPids(runId: number): number[] {
  * Signal every process of a run's cgroup (its group is signalled apart, runner.ts). SIGKILL goes
  * through cgroup.kill where the kernel has it (5.14), which also catches a process forking now.
  */
-export function signalCgroup(runId: number, signal: NodeJS.Signals): void {
-  const dir = runCgroupOf(runId);
-  if (dir === null) return;
-  if (signal === "SIGKILL") {
-    try {
-      fs.writeFileSync(path.join(dir, "cgroup.kill"), "1");
-      return;
-    } catch {
-      // an older kernel, or the cgroup is gone: one by one below
+export function signalCgroup(run: RunRef, signal: NodeJS.Signals): void {
+  for (const dir of runCgroupsOf(run)) {
+    if (signal === "SIGKILL") {
+      try {
+        fs.writeFileSync(path.join(dir, "cgroup.kill"), "1");
+        continue;
+      } catch {
+        // an older kernel, or the cgroup is not there: one by one below
+      }
     }
-  }
-  for (const pid of cgroupPids(runId)) {
-    try {
-      process.kill(pid, signal);
-    } catch {
-      // exited meanwhile
+    for (const pid of cgroupPids(dir)) {
+      try {
+        process.kill(pid, signal);
+      } catch {
+        // exited meanwhile
+      }
     }
   }
 }
 
 /** A signal to every process of a run: its cgroup's, and its process group's (null: none known). */
-export function signalRun(runId: number, pgid: number | null, signal: NodeJS.Signals): void {
-  signalCgroup(runId, signal);
+export function signalRun(run: RunRef, pgid: number | null, signal: NodeJS.Signals): void {
+  signalCgroup(run, signal);
   if (pgid !== null) signalGroup(pgid, signal);
 }
 
 /**
  * Remove the cgroups of the base that nothing uses any more: the kept ones (`kept-ID`, made for a
- * run's `leftovers: keep`) once their processes are gone, and, with `runsToo` (a daemon's start,
- * before it starts anything), run cgroups a dead spawner left. rmdir fails on a populated one.
+ * run's `leftovers: keep`) once their processes are gone, and, with `runsToo` (a daemon's start
+ * before its spawner starts anything, or its clean exit after its spawner was told to end), the
+ * run and job cgroups a spawner left. rmdir fails on a populated one.
  */
 export function sweepCgroups(runsToo: boolean): void {
   const base = current?.base ?? null;
@@ -316,7 +315,8 @@ export function sweepCgroups(runsToo: boolean): void {
     return;
   }
   for (const n of names) {
-    if (!(n.startsWith("kept-") || (runsToo && n.startsWith("run-")))) continue;
+    if (!(n.startsWith("kept-") || (runsToo && (n.startsWith("run-") || n.startsWith("job-")))))
+      continue;
     try {
       fs.rmdirSync(path.join(base, n));
     } catch {
@@ -329,6 +329,7 @@ export function sweepCgroups(runsToo: boolean): void {
 export function releaseBase(): void {
   const base = current?.base ?? null;
   if (base === null) return;
+  sweepCgroups(true); // the job cgroups its spawner kept, which it no longer uses once told to end
   try {
     fs.rmdirSync(base);
   } catch {

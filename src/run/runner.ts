@@ -10,7 +10,7 @@ import { commandLine } from "./command.js";
 import { CappedLog } from "./log.js";
 import { jobNice } from "./priority.js";
 import { freshExitFile } from "./exit-file.js";
-import { cgroupPopulated, groupAlive } from "../core/proc.js";
+import { cgroupPopulated, groupAlive, type RunRef } from "../core/proc.js";
 import { containment, signalRun } from "./cgroup.js";
 import { Spawner, type RunAccount } from "./spawner.js";
 import {
@@ -151,7 +151,7 @@ export function startRun(
             return;
           }
           if (end) return settle(end, output.finish(), account); // it had ended; only its output was cut
-          watchLost(spec.runId, pid, () => {
+          watchLost({ id: spec.runId, job: spec.job }, pid, () => {
             const ending = stop?.exited() ?? null;
             settle(
               ending
@@ -171,9 +171,9 @@ export function startRun(
  * A run whose spawner died while it ran: watched like an adopted run until nothing of it is left
  * (`gone` then). Its timeout and terminate() still signal it; its exit status is unknown.
  */
-function watchLost(runId: number, pid: number, gone: () => void): void {
+function watchLost(run: RunRef, pid: number, gone: () => void): void {
   const poll = setInterval(() => {
-    if (groupAlive(pid) || cgroupPopulated(runId)) return;
+    if (groupAlive(pid) || cgroupPopulated(run)) return;
     clearInterval(poll);
     gone();
   }, 500);
@@ -284,6 +284,7 @@ function escalation(
 } {
   let exited = false;
   let ending: { status: "timeout" | "killed" | "fenced"; reason: string } | null = null;
+  const ref = { id: spec.runId, job: spec.job };
   let killTimer: NodeJS.Timeout | undefined;
   const terminate = (reason: string, graceMs = spec.killGraceMs) => {
     if (exited || ending) return;
@@ -298,10 +299,10 @@ function escalation(
           }
         : { status: stopStatus(reason), reason };
     // The cgroup holds what left the group; the group is signalled too where there is none.
-    signalRun(spec.runId, pid, "SIGTERM");
-    signalRun(spec.runId, pid, "SIGCONT"); // a stopped (SIGSTOP) one acts on SIGTERM once continued
+    signalRun(ref, pid, "SIGTERM");
+    signalRun(ref, pid, "SIGCONT"); // a stopped (SIGSTOP) one acts on SIGTERM once continued
     killTimer = setTimeout(() => {
-      if (!exited) signalRun(spec.runId, pid, "SIGKILL");
+      if (!exited) signalRun(ref, pid, "SIGKILL");
     }, graceMs);
   };
   const timeoutTimer =

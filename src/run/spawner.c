@@ -12,13 +12,15 @@
  *
  * The protocol, on stdin (requests) and stdout (events), each frame a little-endian u32 length
  * then that many bytes: a type byte, then NUL-terminated fields.
- *   -> 'S' id nice cwd exitfile pidfile leftovers nofile memory cpu tasks argc argv... envc
- *      env... [script]             start a run; the bytes after the last env field go to fd 4
+ *   -> 'S' id nice cwd exitfile pidfile leftovers nofile memory cpu tasks cgroup argc argv...
+ *      envc env... [script]        start a run; the bytes after the last env field go to fd 4
  *                                  (may be none). leftovers: 'k' kill, 'w' wait, 'p' keep (what
  *                                  is left of the run when its main process exits); nofile: the
  *                                  run's soft RLIMIT_NOFILE (0: the system's usual 1024); memory
  *                                  (bytes), cpu (percent of one CPU), tasks: its cgroup's
- *                                  memory.max, cpu.max and pids.max (0: none)
+ *                                  memory.max, cpu.max and pids.max (0: none); cgroup: its
+ *                                  job's cgroup, used and kept for the job's next run
+ *                                  ("job-NAME"; without limits only), or empty: BASE/run-ID
  *   <- 'K' id pid starttime        forked, not yet exec'd (starttime: field 22 of /proc/PID/stat):
  *                                  a daemon that loses the spawner before 'P' or 'F' kills it
  *   <- 'P' id pid starttime        started: the child has exec'd
@@ -40,9 +42,10 @@
  * for and their exit files written, and the spawner exits once none is left.
  *
  * Containment (ARCHITECTURE.md, "Containment"). Started with a cgroup base directory (argv[2]),
- * every run goes into a cgroup of its own, BASE/run-ID, which its child enters before its exec:
- * a process that leaves the run's process group (setsid, a double fork) stays in it, so the run
- * (and its lock) lasts until nothing of it is left, and a restarted daemon finds it by its id.
+ * every run goes into a cgroup, BASE/run-ID or its job's kept BASE/job-NAME (pool_take), which
+ * its child enters before its exec: a process that leaves the run's process group (setsid, a
+ * double fork) stays in it, so the run (and its lock) lasts until nothing of it is left, and a
+ * restarted daemon finds it by the run's id or job (src/core/proc.ts, runCgroupsOf).
  * Without one, the run's process group is what is waited for and killed. Either way the pid
  * file (pid and start time) is written before the child may exec, so a daemon killed before it
  * recorded the pid still finds the run. The spawner is a child subreaper: escaped descendants are
@@ -84,10 +87,12 @@ typedef struct {
   char *exit_file;
   char leftovers;      /* 'k', 'w' or 'p' */
   int cg;              /* the run's cgroup directory, or -1 (process-group containment) */
+  struct pooled *job_cg; /* its job's reused cgroup (cg is then that one's), or NULL */
   int exited;          /* its main process has ended and been reaped */
   int settled;         /* nothing of it is left: 'X' sent */
   int status;          /* the main process's raw wait status */
   long left;           /* leftovers counted at the main process's end (-1: not counted) */
+  int empty;           /* its cgroup was empty when the main process ended: it stays so */
   struct rusage ru;    /* the main process's and its waited-for descendants' */
   int64_t drain_until; /* once exited: when its pipes are closed whatever they hold */
 } run_t;
@@ -252,6 +257,98 @@ static long long keyed(int dir, const char *file, const char *key) {
   return -1;
 }
 
+/* A job's cgroup, kept empty after its run for the job's next one (the request's `cgroup`:
+   "job-NAME"). Making a cgroup and moving the first process into it is the kernel's dearest part
+   of containment: 110 of the 120 us a run's cgroup cost in a C loop on this machine's cgroup2
+   mount, against 45 us for a kept one (BENCHMARKS.md, "containment"). One run of a job at a time
+   holds the job's lock, so what is in a job's cgroup is always its running run's. cgroup v2
+   refuses renames (EPERM), so a kept cgroup cannot serve another job. */
+typedef struct pooled {
+  char *name;
+  int fd;
+  int busy;          /* a run is in it */
+  long long cpu_base; /* its cpu.stat usage_usec when its last run ended (or when found) */
+  int64_t idle_since;
+  struct pooled *next;
+} pooled_t;
+#define POOL_BUCKETS 4096
+/* How long a kept cgroup waits for its job's next run: a job started more often reuses it. */
+#define POOL_IDLE_MS 10000
+static pooled_t *pool[POOL_BUCKETS];
+static int pool_off;          /* the memory controller is on: memory.peak cannot be reset */
+static int64_t pool_sweep_at; /* when the oldest idle kept cgroup expires; 0: none idle */
+
+static pooled_t **pool_slot(const char *name) {
+  uint32_t h = 2166136261u;
+  for (const char *c = name; *c; c++) h = (h ^ (unsigned char)*c) * 16777619u;
+  pooled_t **pp = &pool[h % POOL_BUCKETS];
+  while (*pp && strcmp((*pp)->name, name) != 0) pp = &(*pp)->next;
+  return pp;
+}
+
+/* The job's kept cgroup for a new run, made if need be; NULL when it cannot be used (in use, or
+   populated by something this spawner does not know: the run then gets a cgroup of its own). */
+static pooled_t *pool_take(const char *name) {
+  pooled_t **pp = pool_slot(name), *e = *pp;
+  if (e) {
+    if (e->busy) return NULL;
+    e->busy = 1;
+    return e;
+  }
+  int fresh = mkdirat(cg_base, name, 0755) == 0;
+  if (!fresh && errno != EEXIST) return NULL;
+  int fd = openat(cg_base, name, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  long long base = 0;
+  if (!fresh) {
+    /* Left by an earlier spawner: its count so far is not this run's; and a populated one holds
+       a run this spawner did not start. */
+    char b[256];
+    const char *p = read_at(fd, "cgroup.events", b, sizeof b) < 0 ? NULL : strstr(b, "populated ");
+    if (!p || p[10] != '0') {
+      close(fd);
+      return NULL;
+    }
+    base = keyed(fd, "cpu.stat", "usage_usec");
+  }
+  e = calloc(1, sizeof *e);
+  if (!e || !(e->name = strdup(name))) die("malloc");
+  e->fd = fd;
+  e->busy = 1;
+  e->cpu_base = base < 0 ? 0 : base;
+  *pp = e;
+  return e;
+}
+
+/* A run is over and its job's cgroup empty: kept for the job's next run. */
+static void pool_give_back(pooled_t *e) {
+  e->busy = 0;
+  e->idle_since = now_ms();
+  if (pool_sweep_at == 0) pool_sweep_at = e->idle_since + POOL_IDLE_MS;
+}
+
+/* Kept cgroups idle too long are removed. Only while the daemon is there: after, a new daemon's
+   spawner may have made a cgroup of the same name, which a removal by name would take. */
+static void pool_sweep(int64_t now) {
+  if (pool_sweep_at == 0 || now < pool_sweep_at || daemon_gone) return;
+  pool_sweep_at = 0;
+  for (int i = 0; i < POOL_BUCKETS; i++)
+    for (pooled_t **pp = &pool[i]; *pp;) {
+      pooled_t *e = *pp;
+      if (!e->busy && now - e->idle_since >= POOL_IDLE_MS) {
+        close(e->fd);
+        if (unlinkat(cg_base, e->name, AT_REMOVEDIR) < 0) { /* the daemon's sweep removes it */ }
+        *pp = e->next;
+        free(e->name);
+        free(e);
+        continue;
+      }
+      if (!e->busy && (pool_sweep_at == 0 || e->idle_since + POOL_IDLE_MS < pool_sweep_at))
+        pool_sweep_at = e->idle_since + POOL_IDLE_MS;
+      pp = &e->next;
+    }
+}
+
 /* The pids in the run's cgroup but `skip`: each sent `sig` (0: none) and, with `to` >= 0,
    moved into that cgroup. How many; -1 if the list cannot be read. */
 static long cg_pids(run_t *r, pid_t skip, int sig, int to) {
@@ -306,6 +403,7 @@ static void leftovers(run_t *r) {
   /* The usual case, nothing left: the kernel's `populated` says so without listing the cgroup. */
   if (!run_populated(r)) {
     r->left = 0;
+    r->empty = 1;
     return;
   }
   r->left = cg_pids(r, r->pid, 0, -1);
@@ -335,8 +433,14 @@ static void settle(run_t *r) {
                      (long long)r->ru.ru_stime.tv_sec * 1000000 + r->ru.ru_stime.tv_usec;
   long long peak = (long long)r->ru.ru_maxrss * 1024, oom = -1;
   if (r->cg >= 0) {
-    /* The cgroup's figures count every process the run had, escaped ones too. */
+    /* The cgroup's figures count every process the run had, escaped ones too; a kept job
+       cgroup's count goes on from its earlier runs'. */
     long long v = keyed(r->cg, "cpu.stat", "usage_usec");
+    if (v >= 0 && r->job_cg) {
+      long long before = r->job_cg->cpu_base;
+      r->job_cg->cpu_base = v;
+      v = v >= before ? v - before : -1;
+    }
     if (v >= 0) cpu_us = v;
     /* Without the memory controller these files are absent: not looked for again. */
     static int no_memory = 0;
@@ -347,10 +451,16 @@ static void settle(run_t *r) {
     } else {
       no_memory = 1;
     }
-    close_fd(&r->cg);
-    char name[64];
-    snprintf(name, sizeof name, "run-%s", r->id);
-    if (unlinkat(cg_base, name, AT_REMOVEDIR) < 0) { /* a later daemon's sweep removes it */ }
+    if (r->job_cg) {
+      pool_give_back(r->job_cg); /* the fd is the pool's */
+      r->job_cg = NULL;
+      r->cg = -1;
+    } else {
+      close_fd(&r->cg);
+      char name[64];
+      snprintf(name, sizeof name, "run-%s", r->id);
+      if (unlinkat(cg_base, name, AT_REMOVEDIR) < 0) { /* a later daemon's sweep removes it */ }
+    }
   }
   r->settled = 1;
   r->drain_until = now_ms() + drain_ms;
@@ -367,7 +477,7 @@ static void settle(run_t *r) {
 /* An ended run whose leftovers are being killed or waited for: settled once none is left. */
 static void try_settle(run_t *r) {
   if (!r->exited || r->settled || r->failed) return;
-  if (!run_populated(r)) return settle(r);
+  if (r->empty || !run_populated(r)) return settle(r);
   if (r->leftovers == 'k' && r->cg >= 0) kill_cgroup(r); /* forked after the first kill */
 }
 
@@ -560,7 +670,7 @@ static void start(const char *p, const char *end) {
   const char *id = field(&p, end), *nice_s = field(&p, end), *cwd = field(&p, end),
              *exitfile = field(&p, end), *pidfile = field(&p, end), *left_s = field(&p, end),
              *nofile_s = field(&p, end), *mem_s = field(&p, end), *cpu_s = field(&p, end),
-             *tasks_s = field(&p, end), *argc_s = field(&p, end);
+             *tasks_s = field(&p, end), *cgname = field(&p, end), *argc_s = field(&p, end);
   if (!argc_s) die("malformed request");
   char left = left_s[0] == 'w' || left_s[0] == 'p' ? left_s[0] : 'k';
   long nofile = atol(nofile_s);
@@ -584,7 +694,13 @@ static void start(const char *p, const char *end) {
   int out[2] = {-1, -1}, err[2] = {-1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, go[2] = {-1, -1};
   pid_t pid = -1;
   int en = 0, cg = -1;
-  if (cg_base >= 0) {
+  pooled_t *job_cg = NULL;
+  if (cg_base >= 0 && !pool_off && cgname[0] && atoll(mem_s) == 0 && atoll(cpu_s) == 0 &&
+      atoll(tasks_s) == 0)
+    job_cg = pool_take(cgname);
+  if (job_cg) {
+    cg = job_cg->fd;
+  } else if (cg_base >= 0) {
     /* The run's own cgroup, named by its id: a restarted daemon finds its processes by it. */
     char name[64];
     snprintf(name, sizeof name, "run-%s", id);
@@ -634,7 +750,9 @@ static void start(const char *p, const char *end) {
     close_fd(&out[0]);
     close_fd(&err[0]);
     close_fd(&sp[1]);
-    if (cg >= 0) {
+    if (job_cg) {
+      pool_give_back(job_cg);
+    } else if (cg >= 0) {
       char name[64];
       snprintf(name, sizeof name, "run-%s", id);
       close_fd(&cg);
@@ -661,6 +779,7 @@ static void start(const char *p, const char *end) {
   if (write(go[1], "", 1) < 0) { /* it died already: its exit is reaped as any run's */ }
   close_fd(&go[1]);
   add_run(id, exitfile, left, cg, pid, st, out[0], err[0], ep[0], sp[1], p, script_len);
+  runs[nruns - 1]->job_cg = job_cg;
 }
 
 /* The script for fd 4, as far as the pipe takes it now. */
@@ -765,6 +884,10 @@ int main(int argc, char **argv) {
     if (mkdir(cg_base_path, 0755) < 0 && errno != EEXIST) die(cg_base_path);
     cg_base = open(cg_base_path, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
     if (cg_base < 0) die(cg_base_path);
+    /* With the memory controller a kept cgroup's memory.peak would be the highest of all its
+       runs (it cannot be reset before Linux 6.12): each run then gets a cgroup of its own. */
+    char sc[512];
+    pool_off = read_at(cg_base, "cgroup.subtree_control", sc, sizeof sc) >= 0 && strstr(sc, "memory");
   }
   int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) die("signalfd");
@@ -806,11 +929,14 @@ int main(int argc, char **argv) {
       }
       i++;
     }
+    if (pool_sweep_at > 0 && !daemon_gone && (wait < 0 || pool_sweep_at - now < wait))
+      wait = pool_sweep_at - now > 0 ? pool_sweep_at - now : 0;
     /* Here, after the runs that ended were dropped: before, a last run's end went unnoticed. */
     if (daemon_gone && nruns == 0) return 0;
     int got = poll(pfds, n, (int)wait);
     if (got < 0 && errno != EINTR) die("poll");
     for (size_t i = 0; i < nruns; i++) try_settle(runs[i]);
+    pool_sweep(now_ms());
     if (got <= 0) continue;
     if (pfds[0].revents) {
       struct signalfd_siginfo si;

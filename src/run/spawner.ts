@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
-import { isAlive } from "../core/proc.js";
+import { isAlive, jobCgroupName } from "../core/proc.js";
 import type { RunSpec } from "../core/types.js";
 
 /** The built spawner: every run starts through it (`npm run build` compiles it; it needs cc). */
@@ -15,7 +15,16 @@ export const SPAWNER_PATH = fileURLToPath(new URL("./cronvisor-spawner", import.
 /** A run as the spawner starts it: the spec's own fields (core/types.ts RunSpec), and these. */
 export interface SpawnRequest extends Pick<
   RunSpec,
-  "runId" | "cwd" | "exitFile" | "pidFile" | "leftovers" | "nofile" | "memory" | "cpu" | "tasks"
+  | "runId"
+  | "job"
+  | "cwd"
+  | "exitFile"
+  | "pidFile"
+  | "leftovers"
+  | "nofile"
+  | "memory"
+  | "cpu"
+  | "tasks"
 > {
   /** The nice the run starts at (the spawner's child sets it before exec). */
   nice: number;
@@ -70,8 +79,13 @@ export function decodeStatus(status: number): {
   return { code: null, signal: SIGNAL_NAMES.get(sig) ?? null };
 }
 
-/** A request frame: u32 length, 'S', NUL-terminated fields, then the fd 4 script (pure). */
-export function encodeRequest(r: SpawnRequest): Buffer {
+/**
+ * A request frame: u32 length, 'S', NUL-terminated fields, then the fd 4 script (pure).
+ * `keepJobCgroup`: the run goes into its job's kept cgroup (a daemon's runs; one without limits,
+ * which a kept cgroup would carry over), else into one of its own.
+ */
+export function encodeRequest(r: SpawnRequest, keepJobCgroup = false): Buffer {
+  const limited = (r.memory ?? 0) > 0 || (r.cpu ?? 0) > 0 || (r.tasks ?? 0) > 0;
   const fields = [
     String(r.runId),
     String(r.nice),
@@ -83,6 +97,7 @@ export function encodeRequest(r: SpawnRequest): Buffer {
     String(r.memory ?? 0),
     String(Math.round(r.cpu ?? 0)),
     String(r.tasks ?? 0),
+    keepJobCgroup && !limited ? jobCgroupName(r.job) : "",
     String(r.argv.length),
     ...r.argv,
   ];
@@ -112,11 +127,13 @@ export class Spawner {
 
   /**
    * `drainMs`: how long a run's output may still come after its end; `cgroupBase`: the directory
-   * of the runs' cgroups (run/cgroup.ts), or null for process groups.
+   * of the runs' cgroups (run/cgroup.ts), or null for process groups; `keepJobCgroups`: a
+   * daemon's, whose jobs run again and again (`cronvisor run`'s one run gets a cgroup of its own).
    */
   constructor(
     private readonly drainMs: number,
     private readonly cgroupBase: string | null,
+    private readonly keepJobCgroups = false,
   ) {}
 
   /** Output no faster than a slow reader takes it (`cronvisor run`'s terminal): stop reading. */
@@ -132,7 +149,7 @@ export class Spawner {
   start(req: SpawnRequest, events: RunEvents): void {
     let frame: Buffer;
     try {
-      frame = encodeRequest(req);
+      frame = encodeRequest(req, this.keepJobCgroups);
     } catch (e) {
       events.failed("EINVAL", (e as Error).message);
       return;
