@@ -129,6 +129,24 @@ test("a rename: plan names the markers left behind and the move; --move-to carri
   assert.equal(again.code, 0, again.stderr);
   assert.doesNotMatch(again.stdout, /did item/);
   assert.deepEqual(JSON.parse(cli(["plan", "-c", renamed, "--json"]).stdout).markers_left, []);
+
+  // `reload` prints the same summary of what it applies; then the daemon's record is the file.
+  const d2 = startDaemon(t, cfg);
+  await waitFor(() => statusJson(cfg).daemon.state === "running", "daemon running again");
+  fs.copyFileSync(renamed, cfg);
+  const rl = cli(["reload", "-c", cfg]);
+  assert.equal(rl.code, 0, rl.stderr);
+  assert.match(
+    rl.stdout,
+    /^sent SIGHUP to daemon \d+\nbaseline: the config the running daemon accepted at /,
+  );
+  assert.match(rl.stdout, /^added {4}enrich$/m);
+  assert.match(rl.stdout, /^removed {2}enrich-old$/m);
+  await waitFor(
+    () => /^0 added, 0 removed, 0 changed, 2 unchanged$/m.test(cli(["plan", "-c", cfg]).stdout),
+    "the reload accepted",
+  );
+  await stopDaemon(d2);
 });
 
 test("a changed schedule: plan shows the catch-up a start runs at once, and the daemon runs it", async (t) => {

@@ -36,7 +36,7 @@ async function baselineOf(store: Store, config: Config): Promise<Baseline | null
   const { checkedConfig } = await import("../config/config-cache.js");
   // The record of whatever file the daemon ran on this state dir: `plan -c new.yaml` compares a
   // candidate file with the daemon's jobs.yaml.
-  let recorded: Config | null = null;
+  let recorded: Config | null;
   try {
     recorded = checkedConfig(unpackConfig(rec.config_json), rec.config_file, config.stateDir);
   } catch {

@@ -27,7 +27,8 @@ export async function reload(o: { config?: string }): Promise<void> {
   }
   // What it applies, read before the signal: once the daemon has accepted the file, its record
   // is the file, and the plan would compare the file with itself.
-  const summary = await appliedSummary(res.config);
+  // Only of the file the daemon re-reads: `-c` names another file at times (the same state dir).
+  const summary = running?.config_file === file ? await appliedSummary(res.config) : null;
   process.kill(d.pid, "SIGHUP");
   out(`sent SIGHUP to daemon ${d.pid}`);
   if (summary !== null) out(summary);
