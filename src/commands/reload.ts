@@ -25,13 +25,12 @@ export async function reload(o: { config?: string }): Promise<void> {
   if (!d || d.pid === null || d.stopped_at !== null || !isAlive(d.pid, d.pid_start)) {
     throw new CliError(`no daemon is running for ${res.config.stateDir}`, EXIT.fail);
   }
-  // What it applies, read before the signal: once the daemon has accepted the file, its record
-  // is the file, and the plan would compare the file with itself.
-  // Only of the file the daemon re-reads: `-c` names another file at times (the same state dir).
+  // What it applies, read before the signal (once the daemon has accepted the file, its record is
+  // the file, and the plan would compare the file with itself), and only of the file the daemon
+  // re-reads: `-c` may name another file with the same state dir.
   const summary = running?.config_file === file ? await appliedSummary(res.config) : null;
   process.kill(d.pid, "SIGHUP");
   out(`sent SIGHUP to daemon ${d.pid}`);
-  if (summary !== null) out(summary);
   // What a reload cannot apply, compared with the config the daemon recorded it runs.
   if (running?.config_json) {
     const { unpackConfig } = await import("../core/config-record.js");
@@ -48,6 +47,8 @@ export async function reload(o: { config?: string }): Promise<void> {
         `not applied until the daemon restarts (\`systemctl restart cronvisor\`, or stop and start \`cronvisor daemon\`):\n${fixed.map((f) => `  ${f}`).join("\n")}`,
       );
   }
+  // Then what it applies, job by job (as `plan` shows it).
+  if (summary !== null) out(summary);
 }
 
 /** `plan`'s summary of the new config against the running one; null if it cannot be made. */
