@@ -187,12 +187,20 @@ test("reload says which changes wait for a restart (http, node, store, state_dir
   );
   const r = cli(["reload", "-c", cfg]);
   assert.equal(r.code, 0, r.stderr);
-  assert.deepEqual(r.stdout.split("\n").slice(1), [
+  const lines = r.stdout.split("\n");
+  assert.deepEqual(lines.slice(1, 4), [
     "not applied until the daemon restarts (`systemctl restart cronvisor`, or stop and start `cronvisor daemon`):",
     "  node: the host name -> web2",
     `  http: 127.0.0.1:${a} -> 127.0.0.1:${b}`,
+  ]);
+  // Then `plan`'s summary of what it applies (test/plan.test.js): the new job, the kept one.
+  assert.match(lines[4], /^baseline: the config the running daemon accepted at /);
+  assert.deepEqual(lines.slice(-3), [
+    "unchanged: j",
+    "1 added, 0 removed, 0 changed, 1 unchanged",
     "",
   ]);
+  assert.ok(lines.includes("added    k"), r.stdout);
   // The rest is applied: the new job is there; the page stays where it was bound.
   await waitFor(() => statusJson(cfg).jobs.some((j) => j.name === "k"), "job k");
   assert.equal((await request(a)).status, 200);

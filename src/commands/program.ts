@@ -40,7 +40,7 @@ export function buildProgram(version: string): Command {
   return program;
 }
 
-/** The daemon and what talks to it: daemon, validate, status, run, reload. */
+/** The daemon and what talks to it: daemon, validate, plan, status, run, reload. */
 function daemonCommands(program: Command): void {
   withConfig(program.command("daemon"))
     .description("run the supervisor in the foreground (systemd runs it)")
@@ -51,6 +51,14 @@ function daemonCommands(program: Command): void {
     .description("check the config; print every error, or each job's next fire times")
     .addHelpText("after", example("cronvisor validate -c jobs.yaml"))
     .action(async (o: Opts) => (await import("./validate.js")).validate(o));
+
+  withConfig(program.command("plan"))
+    .description(
+      "what applying the config would change against the one the daemon runs (or last ran)",
+    )
+    .option("--json", "machine-readable output")
+    .addHelpText("after", example("cronvisor plan -c jobs.new.yaml"))
+    .action(async (o: Opts & { json?: boolean }) => (await import("./plan.js")).planCommand(o));
 
   withConfig(program.command("status [job]"))
     .description("daemon liveness and per-job progress and health, from the state store")
@@ -175,10 +183,11 @@ function operatorCommands(program: Command): void {
     .action(async (name: string, o: Opts) => (await import("./pause.js")).resume(name, o));
 
   withConfig(program.command("markers <job>"))
-    .description("list a job's done-markers")
+    .description("list a job's done-markers (or a namespace no job owns any more); move them")
     .option("--json", "machine-readable output")
+    .option("--move-to <new>", "carry a renamed job's markers over to job NEW")
     .addHelpText("after", example("cronvisor markers enrich --json"))
-    .action(async (name: string, o: Opts & { json?: boolean }) =>
+    .action(async (name: string, o: Opts & { json?: boolean; moveTo?: string }) =>
       (await import("./markers.js")).markers(name, o),
     );
 

@@ -1,5 +1,6 @@
 // `cronvisor reload`: send the running daemon SIGHUP, as systemd's ExecReload does.
 import { EXIT } from "../core/exit.js";
+import type { Config } from "../core/types.js";
 import { CliError, configPath, openStoreOrEmpty, out } from "./shared.js";
 
 export async function reload(o: { config?: string }): Promise<void> {
@@ -24,6 +25,10 @@ export async function reload(o: { config?: string }): Promise<void> {
   if (!d || d.pid === null || d.stopped_at !== null || !isAlive(d.pid, d.pid_start)) {
     throw new CliError(`no daemon is running for ${res.config.stateDir}`, EXIT.fail);
   }
+  // What it applies, read before the signal (once the daemon has accepted the file, its record is
+  // the file, and the plan would compare the file with itself), and only of the file the daemon
+  // re-reads: `-c` may name another file with the same state dir.
+  const summary = running?.config_file === file ? await appliedSummary(res.config) : null;
   process.kill(d.pid, "SIGHUP");
   out(`sent SIGHUP to daemon ${d.pid}`);
   // What a reload cannot apply, compared with the config the daemon recorded it runs.
@@ -41,5 +46,18 @@ export async function reload(o: { config?: string }): Promise<void> {
       out(
         `not applied until the daemon restarts (\`systemctl restart cronvisor\`, or stop and start \`cronvisor daemon\`):\n${fixed.map((f) => `  ${f}`).join("\n")}`,
       );
+  }
+  // Then what it applies, job by job (as `plan` shows it).
+  if (summary !== null) out(summary);
+}
+
+/** `plan`'s summary of the new config against the running one; null if it cannot be made. */
+async function appliedSummary(config: Config): Promise<string | null> {
+  try {
+    const { planFor } = await import("./plan.js");
+    const { renderPlan } = await import("./plan-render.js");
+    return renderPlan(await planFor(config), config.file);
+  } catch {
+    return null; // the summary is a courtesy: the reload itself goes on
   }
 }

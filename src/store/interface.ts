@@ -23,6 +23,8 @@ import type {
   JobRow,
   MarkerRow,
   MarkerWriter,
+  MoveMarkers,
+  MoveOutcome,
   NodeRow,
   NodeSelf,
   Owner,
@@ -208,6 +210,8 @@ export interface Store extends MarkerStore {
   claimHolder(job: string, key: string): Promise<ClaimRow | undefined>;
   markers(job: string): Promise<MarkerRow[]>;
   removeMarker(job: string, key: string, now: number, by: string): Promise<boolean>;
+  /** A namespace's markers into another's, unless either job runs; an event in both jobs. */
+  moveMarkers(m: MoveMarkers): Promise<MoveOutcome>;
   markerCount(job: string): Promise<number>;
   markerCounts(): Promise<Map<string, number>>;
   repeatingKeys(job: string, limit: number): Promise<Pick<AttemptRow, "key" | "count">[]>;

@@ -32,6 +32,7 @@ import * as events from "./postgres/events.js";
 import * as history from "./postgres/history.js";
 import * as jobs from "./postgres/jobs.js";
 import * as markers from "./postgres/markers.js";
+import * as reconcile from "./postgres/reconcile.js";
 import * as runs from "./postgres/runs.js";
 import * as status from "./postgres/status.js";
 import * as tick from "./postgres/tick.js";
@@ -295,12 +296,11 @@ export class PgStore extends PgMarkerStore implements Store {
   }
 
   async removeMarker(job: string, key: string, now: number, by: string) {
-    return this.c.write(async (q) => {
-      await jobs.lockJobs(q, [job]);
-      const removed = await markers.deleteMarker(q, job, key);
-      if (removed) await events.insertEvent(q, now, job, "unmark", `${key} (by ${by})`);
-      return removed;
-    });
+    return this.c.write((q) => reconcile.removeMarker(q, job, key, now, by));
+  }
+
+  async moveMarkers(m: Parameters<Store["moveMarkers"]>[0]) {
+    return this.c.write((q) => reconcile.moveMarkers(q, m, this.c.node));
   }
 
   async markerCount(job: string) {
@@ -390,8 +390,7 @@ export class PgStore extends PgMarkerStore implements Store {
   }
 
   async dataVersion() {
-    const r = await this.c.one.get<{ n: number }>("SELECT n FROM data_version WHERE id = 1");
-    return r?.n ?? 0;
+    return history.dataVersion(this.c.one);
   }
 
   async jobGauges() {

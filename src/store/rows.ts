@@ -254,6 +254,25 @@ export interface ReserveRequest {
   logPath: (runId: number) => string;
 }
 
+/**
+ * `markers OLD --move-to NEW`: carry a renamed job's done-markers over, in one transaction with
+ * the check that neither job runs (a run of either could write into a namespace mid-move).
+ */
+export interface MoveMarkers {
+  from: string;
+  to: string;
+  now: number;
+  /** Who asked, for both jobs' events (`USER pid N`). */
+  by: string;
+  /** Is this node's running run alive? Another node's running run always counts as running. */
+  holderAlive: (run: RunRow) => boolean;
+}
+
+export type MoveOutcome =
+  | { kind: "running"; job: string; run: RunRow }
+  /** `moved` keys now in `to`; `already` keys `to` had marked too (dropped from `from`). */
+  | { kind: "moved"; moved: number; already: number };
+
 export type ReserveOutcome =
   | { kind: "started"; run: RunRow; tookOver?: TakenOver[] }
   | { kind: "locked"; holder: RunRow; lease?: HolderLease }

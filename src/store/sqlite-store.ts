@@ -9,6 +9,8 @@ import type {
   AddJob,
   Alive,
   EventInput,
+  MoveMarkers,
+  MoveOutcome,
   Owner,
   ReserveRequest,
   RunEnd,
@@ -20,6 +22,7 @@ import type {
 import type { RunResult } from "../core/types.js";
 import os from "node:os";
 import { defaultSelf, type NodeSelf } from "./rows.js";
+import { movedEvents } from "./moved.js";
 import * as daemon from "./sqlite/daemon.js";
 import * as events from "./sqlite/events.js";
 import * as history from "./sqlite/history.js";
@@ -249,6 +252,19 @@ export class SqliteStore extends SqliteStatusStore implements Store {
       const removed = markers.deleteMarker(this.c, job, key);
       if (removed) events.insertEvent(this.c, now, job, "unmark", `${key} (by ${by})`);
       return removed;
+    });
+  }
+
+  async moveMarkers(m: MoveMarkers): Promise<MoveOutcome> {
+    return this.c.write(() => {
+      for (const job of [m.from, m.to]) {
+        const run = history.runningRuns(this.c, job).find(m.holderAlive);
+        if (run) return { kind: "running" as const, job, run };
+      }
+      const r = markers.moveMarkerRows(this.c, m.from, m.to);
+      for (const [job, detail] of movedEvents(m, r))
+        events.insertEvent(this.c, m.now, job, "markers-moved", detail);
+      return { kind: "moved" as const, ...r };
     });
   }
 

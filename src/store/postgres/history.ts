@@ -170,3 +170,9 @@ export async function maxIds(q: Q): Promise<{ runId: number; eventId: number }> 
   );
   return r ?? { runId: 0, eventId: 0 };
 }
+
+/** Changes when another connection commits (the status page's poll). */
+export async function dataVersion(q: Q): Promise<number> {
+  const r = await q.get<{ n: number }>("SELECT n FROM data_version WHERE id = 1");
+  return r?.n ?? 0;
+}

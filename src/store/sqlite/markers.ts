@@ -70,6 +70,26 @@ export function deleteMarker(c: Conn, job: string, key: string): boolean {
   return c.q("DELETE FROM markers WHERE job = ? AND key = ?").run(job, key).changes > 0;
 }
 
+/**
+ * Every marker of `from` into `to` (its run, fence and time kept), then out of `from`: a key `to`
+ * has already stays as `to` has it. Insert and delete, not an UPDATE of `job`: the job summary's
+ * marker count follows the insert and delete triggers (migration 006).
+ */
+export function moveMarkerRows(
+  c: Conn,
+  from: string,
+  to: string,
+): { moved: number; already: number } {
+  const moved = c
+    .q(
+      `INSERT INTO markers (job, key, run_id, fence, created_at)
+       SELECT ?, key, run_id, fence, created_at FROM markers WHERE job = ? ON CONFLICT DO NOTHING`,
+    )
+    .run(to, from).changes;
+  const all = c.q("DELETE FROM markers WHERE job = ?").run(from).changes;
+  return { moved, already: all - moved };
+}
+
 export function markers(c: Conn, job: string): MarkerRow[] {
   return c
     .q("SELECT key, run_id, fence, created_at FROM markers WHERE job = ? ORDER BY created_at, key")
