@@ -163,6 +163,8 @@ export function judgeJob(
     paused,
     firstSeenAt: row?.first_seen_at ?? null,
     lastSuccessAt: row?.last_success_at ?? null,
+    lastWorkAt: row?.last_work_at ?? null,
+    idleRuns: row?.idle_runs ?? 0,
     recent: r.digest ?? digestRecent(r.recent),
     running,
     attempts,

@@ -103,6 +103,10 @@ export interface JobRow {
   last_success_at: number | null;
   last_progress_at: number | null;
   first_seen_at: number | null;
+  /** The job's last new work: a new marker or a `progress` call (migration 012). */
+  last_work_at: number | null;
+  /** Successful runs ended since last_work_at that started after it: did nothing new. */
+  idle_runs: number;
 }
 
 export interface DaemonRow {

@@ -126,11 +126,14 @@ export function finishRun(c: Conn, runId: number, r: RunResult): void {
       runId,
     );
   if (info.changes > 0 && r.status === "ok") {
+    // A success that started after the job's last new work did nothing new (health `idle`).
     c.q(
       `UPDATE jobs SET last_success_at = MAX(COALESCE(last_success_at, 0), ?),
-         last_progress_at = MAX(COALESCE(last_progress_at, 0), ?)
+         last_progress_at = MAX(COALESCE(last_progress_at, 0), ?),
+         idle_runs = idle_runs + (SELECT r.started_at > COALESCE(jobs.last_work_at, 0)
+           FROM runs r WHERE r.id = ?)
        WHERE name = (SELECT job FROM runs WHERE id = ?)`,
-    ).run(r.finishedAt, r.finishedAt, runId);
+    ).run(r.finishedAt, r.finishedAt, runId, runId);
   }
 }
 
