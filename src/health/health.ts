@@ -44,7 +44,13 @@ export const HEALTH_ORDER: readonly HealthWord[] = [
   "ok",
 ];
 /** The words that make `status --check` say WARNING (and that alerts announce). */
-export const WARNING_WORDS: readonly HealthWord[] = ["stuck", "failing", "repeating", "late", "idle"];
+export const WARNING_WORDS: readonly HealthWord[] = [
+  "stuck",
+  "failing",
+  "repeating",
+  "late",
+  "idle",
+];
 
 /** No beat for more than this many intervals while the pid lives: stalled or SIGSTOPped. */
 export const UNRESPONSIVE_BEATS = 3;
@@ -309,7 +315,9 @@ function lateness(f: JobFacts): string | null {
  * When an idle job's new work is due: its last new work (else when it was first seen) plus
  * new_work_within; null when idleness is not checked or has no reference yet.
  */
-export function newWorkDueAt(f: Pick<JobFacts, "job" | "firstSeenAt" | "lastWorkAt">): number | null {
+export function newWorkDueAt(
+  f: Pick<JobFacts, "job" | "firstSeenAt" | "lastWorkAt">,
+): number | null {
   const within = f.job.health.newWorkWithinMs;
   const ref = f.lastWorkAt ?? f.firstSeenAt;
   return within === null || ref === null ? null : ref + within;

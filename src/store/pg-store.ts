@@ -264,6 +264,10 @@ export class PgStore extends PgMarkerStore implements Store {
     return this.c.read((q) => why.slotFacts(q, job, slot, this.c.node));
   }
 
+  async okSlots(job: string, from: number, to: number) {
+    return this.c.read((q) => why.okSlots(q, job, from, to));
+  }
+
   async runningRuns(job?: string) {
     return history.runningRuns(this.c.one, job);
   }

@@ -254,6 +254,12 @@ export interface ReserveRequest {
   owner: Owner;
   /** Take the job's lock (false only for `overlap: allow`). */
   lock: boolean;
+  /**
+   * false (`backfill`): a claimed slot leaves the job's slot stamp (scanned_to) where it is, and a
+   * lock found held records nothing for the slot: a slot filled in the past is not a tick, and
+   * the daemon's scan of slots it has not seen yet (missed, caught up) must not skip them.
+   */
+  stamp?: boolean;
   holderAlive: (run: RunRow) => boolean;
   logPath: (runId: number) => string;
 }

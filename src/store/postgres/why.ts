@@ -82,3 +82,12 @@ async function daemonSigns(
   );
   return { lastBefore: r?.last_before ?? null, firstAfter: r?.first_after ?? null };
 }
+
+/** The slots in [from, to] of a job that have an `ok` run (as ../sqlite/why.ts). */
+export async function okSlots(q: Q, job: string, from: number, to: number): Promise<number[]> {
+  const rows = await q.all<{ slot: number }>(
+    "SELECT DISTINCT slot FROM runs WHERE job = $1 AND status = 'ok' AND slot BETWEEN $2 AND $3 ORDER BY slot",
+    [job, from, to],
+  );
+  return rows.map((r) => Number(r.slot));
+}

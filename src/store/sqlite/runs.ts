@@ -28,7 +28,7 @@ export function reserveRun(c: Conn, a: ReserveRequest, node: string): ReserveOut
   if (a.lock) {
     const holder = reapDeadHolders(c, a.job, now, a.holderAlive);
     if (holder) {
-      if (slot !== null) {
+      if (slot !== null && a.stamp !== false) {
         const reason = `overlap: run ${holder.id} holds the lock`;
         insertDisposition(c, { job: a.job, slot, status: "skipped", reason }, now, node);
       }
@@ -47,7 +47,7 @@ export function reserveRun(c: Conn, a: ReserveRequest, node: string): ReserveOut
   c.q("UPDATE runs SET log_path = ? WHERE id = ?").run(a.logPath(id), id);
   if (slot !== null) {
     c.q("INSERT INTO slots (job, slot, run_id) VALUES (?, ?, ?)").run(a.job, slot, id);
-    setScannedTo(c, a.job, slot);
+    if (a.stamp !== false) setScannedTo(c, a.job, slot);
   }
   return { kind: "started", run: runRow(c, id) as RunRow };
 }

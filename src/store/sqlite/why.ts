@@ -83,3 +83,13 @@ function daemonSigns(c: Conn, slot: number): Pick<SlotFacts, "lastBefore" | "fir
     )
     .get({ slot }) as Pick<SlotFacts, "lastBefore" | "firstAfter">;
 }
+
+/** The slots in [from, to] of a job that have an `ok` run (backfill runs the others). */
+export function okSlots(c: Conn, job: string, from: number, to: number): number[] {
+  const rows = c
+    .q(
+      "SELECT DISTINCT slot FROM runs WHERE job = ? AND status = 'ok' AND slot BETWEEN ? AND ? ORDER BY slot",
+    )
+    .all(job, from, to) as { slot: number }[];
+  return rows.map((r) => r.slot);
+}
