@@ -51,15 +51,15 @@ export async function backfill(name: string, o: BackfillOptions): Promise<void> 
     throw new CliError(`--to ${o.to} is before --from ${o.from}: nothing to backfill`, EXIT.usage);
 
   const now = Date.now();
-  // The slots that have an `ok` run, read before anything runs (a dry run only reads).
+  // What each slot's runs came to, read before anything runs (a dry run only reads).
   const reader = await openStoreOrEmpty(config);
-  let ok: number[];
+  let runs;
   try {
-    ok = reader ? await reader.okSlots(job.name, from, Math.min(to, now)) : [];
+    runs = reader ? await reader.slotRuns(job.name, from, Math.min(to, now)) : [];
   } finally {
     await reader?.close();
   }
-  const plan = planBackfill(job, from, to, new Set(ok), now, max);
+  const plan = planBackfill(job, from, to, runs, now, max);
   if (plan.kind === "too-many")
     throw new CliError(
       `cronvisor: refused: more than ${max} slots of ${job.name} from ${iso(from)} to ${iso(to)} have no ok run (--max ${max}); nothing was run. Narrow the range or raise --max.`,
@@ -72,7 +72,7 @@ export async function backfill(name: string, o: BackfillOptions): Promise<void> 
   const summary = `${job.name}: ${plan.run.length} slot(s) to run from ${iso(from)} to ${iso(to)}, ${plan.done.length} already ok${later}`;
   if (o.dryRun) {
     out(summary);
-    for (const s of plan.run) out(`would run  ${iso(s)}`);
+    for (const s of plan.run) out(`would run  ${iso(s.slot)}`);
     for (const s of plan.done) out(`already ok ${iso(s)}`);
     return;
   }
@@ -100,7 +100,7 @@ export async function backfill(name: string, o: BackfillOptions): Promise<void> 
 async function runSlots(
   ctx: RunContext,
   job: JobConfig,
-  slots: readonly number[],
+  slots: readonly { slot: number; attempt: number }[],
   keepGoing: boolean,
 ): Promise<number> {
   const { launch } = await import("../run/execute.js");
@@ -118,10 +118,10 @@ async function runSlots(
   let failed = 0;
   let ran = 0;
   try {
-    for (const [i, slot] of slots.entries()) {
+    for (const [i, { slot, attempt }] of slots.entries()) {
       if (stopping !== null) break;
       if (tty) process.stdout.write(`\r\x1b[K[${i + 1}/${slots.length}] ${iso(slot)} running`);
-      const opts = { slot, trigger: "backfill", attempt: 1, stamp: false } as const;
+      const opts = { slot, trigger: "backfill", attempt, stamp: false } as const;
       // A slot no daemon has recorded is claimed (a daemon's catch-up then finds it taken); one
       // that has a disposition (missed, skipped, a failed run) runs again on its own record.
       let res = await launch(ctx, job, { ...opts, claimSlot: true });

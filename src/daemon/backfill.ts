@@ -3,6 +3,7 @@
 import { nextSlot } from "../schedule/schedule.js";
 import { gapAround, localInstants, type ParsedTime } from "../schedule/zone.js";
 import type { JobConfig } from "../core/types.js";
+import type { SlotRun } from "../store/rows.js";
 
 /**
  * The instant an edge of the range names. A TIME without an offset is a local time of the job's
@@ -24,8 +25,8 @@ export type BackfillPlan =
   | { kind: "too-many"; count: number }
   | {
       kind: "plan";
-      /** The slots to run, oldest first. */
-      run: number[];
+      /** The slots to run, oldest first, each with its attempt (1 + its runs' highest). */
+      run: { slot: number; attempt: number }[];
       /** Slots of the range that have an `ok` run already (skipped). */
       done: number[];
       /** Slots of the range after `now`: left to the schedule. */
@@ -33,19 +34,20 @@ export type BackfillPlan =
     };
 
 /**
- * The slots in [from, to] (both ends included) of a job: those with no `ok` run are run, oldest
- * first, unless there are more than `max` of them. The walk stops past max + 1 slots to run, so
+ * The slots in [from, to] (both ends included) of a job: those with no `ok` run among `runs` (what
+ * each slot's runs came to) are run, oldest first, unless there are more than `max` of them. The walk stops past max + 1 slots to run, so
  * a range of years on a per-minute job costs no more than the refusal.
  */
 export function planBackfill(
   job: Pick<JobConfig, "pattern" | "timezone">,
   from: number,
   to: number,
-  ok: ReadonlySet<number>,
+  runs: readonly SlotRun[],
   now: number,
   max: number,
 ): BackfillPlan {
-  const run: number[] = [];
+  const had = new Map(runs.map((r) => [r.slot, r]));
+  const run: { slot: number; attempt: number }[] = [];
   const done: number[] = [];
   let future = 0;
   if (job.pattern === null || to < from) return { kind: "plan", run, done, future };
@@ -59,8 +61,10 @@ export function planBackfill(
       if (future > max) break;
       continue;
     }
-    if (ok.has(t)) done.push(t);
-    else if (run.push(t) > max) return { kind: "too-many", count: run.length };
+    const h = had.get(t);
+    if (h?.ok) done.push(t);
+    else if (run.push({ slot: t, attempt: (h?.attempt ?? 0) + 1 }) > max)
+      return { kind: "too-many", count: run.length };
   }
   return { kind: "plan", run, done, future };
 }

@@ -35,6 +35,7 @@ import type {
   RunRow,
   SlotFacts,
   SlotRecord,
+  SlotRun,
   TakenOver,
   TickOutcome,
   TimelineChanges,
@@ -202,8 +203,8 @@ export interface Store extends MarkerStore {
 
   /** What `why` explains one slot of a job from, in one snapshot. */
   slotFacts(job: string, slot: number): Promise<SlotFacts>;
-  /** The slots in [from, to] of a job that have an `ok` run, oldest first (`backfill`). */
-  okSlots(job: string, from: number, to: number): Promise<number[]>;
+  /** What the runs of a job's slots in [from, to] came to, oldest first (`backfill`). */
+  slotRuns(job: string, from: number, to: number): Promise<SlotRun[]>;
 
   // ---- the marker path (the in-job part is MarkerStore's)
   isMarked(job: string, key: string): Promise<boolean>;

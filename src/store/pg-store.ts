@@ -264,8 +264,8 @@ export class PgStore extends PgMarkerStore implements Store {
     return this.c.read((q) => why.slotFacts(q, job, slot, this.c.node));
   }
 
-  async okSlots(job: string, from: number, to: number) {
-    return this.c.read((q) => why.okSlots(q, job, from, to));
+  async slotRuns(job: string, from: number, to: number) {
+    return this.c.read((q) => why.slotRuns(q, job, from, to));
   }
 
   async runningRuns(job?: string) {

@@ -293,6 +293,13 @@ export interface TakenOver {
   diedHere: boolean;
 }
 
+/** What the runs of one slot came to: one of them `ok`, and their highest attempt. */
+export interface SlotRun {
+  slot: number;
+  ok: boolean;
+  attempt: number;
+}
+
 /** A slot that did not run: `skipped` (overlap, paused) or `missed` (daemon down). */
 export interface SlotRecord {
   job: string;

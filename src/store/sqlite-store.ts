@@ -230,8 +230,8 @@ export class SqliteStore extends SqliteStatusStore implements Store {
     return this.c.read(() => why.slotFacts(this.c, job, slot));
   }
 
-  async okSlots(job: string, from: number, to: number) {
-    return this.c.read(() => why.okSlots(this.c, job, from, to));
+  async slotRuns(job: string, from: number, to: number) {
+    return this.c.read(() => why.slotRuns(this.c, job, from, to));
   }
 
   // ---- the marker path
