@@ -11,6 +11,7 @@
 //   - `realert_every: D`: a condition still in force D after it was last announced is announced
 //     again (`repeat: true`, the message says "still"), until it clears.
 import type { Assessment, Finding } from "./health.js";
+import type { JobConfig } from "../core/types.js";
 
 export type Condition = "failing" | "stuck" | "repeating" | "late" | "idle";
 export const CONDITIONS: readonly Condition[] = ["failing", "stuck", "repeating", "late", "idle"];
@@ -18,12 +19,8 @@ export const CONDITIONS: readonly Condition[] = ["failing", "stuck", "repeating"
 /** The failing streak is counted over the newest runs the job's summary keeps. */
 const STREAK_WINDOW = 20;
 
-export interface AlertRules {
-  /** `failures_before_alert`. */
-  failuresBeforeAlert: number;
-  /** `realert_every`; null: once per condition. */
-  realertEveryMs: number | null;
-}
+/** A job's `failures_before_alert` and `realert_every` (null: once per condition). */
+export type AlertRules = Pick<JobConfig, "failuresBeforeAlert" | "realertEveryMs">;
 
 /** The default rules: announce the first failure, never repeat. */
 export const ONCE: AlertRules = { failuresBeforeAlert: 1, realertEveryMs: null };

@@ -23,7 +23,7 @@
 //   ok         none of the above
 // A run that has lasted more than SLOW_FACTOR x the p95 of the job's recent successes is reported
 // as a problem sentence without changing the word: slow is a warning sign, not a failure.
-import type { DaemonRow, RunFacts } from "../store/rows.js";
+import type { DaemonRow, JobRow, RunFacts } from "../store/rows.js";
 import type { RecentDigest } from "../store/status-rows.js";
 import type { JobConfig } from "../core/types.js";
 import { formatDurationRounded } from "../core/duration.js";
@@ -315,12 +315,33 @@ function lateness(f: JobFacts): string | null {
  * When an idle job's new work is due: its last new work (else when it was first seen) plus
  * new_work_within; null when idleness is not checked or has no reference yet.
  */
-export function newWorkDueAt(
-  f: Pick<JobFacts, "job" | "firstSeenAt" | "lastWorkAt">,
-): number | null {
+export function newWorkDueAt(f: {
+  job: Pick<JobConfig, "health">;
+  firstSeenAt: number | null;
+  lastWorkAt?: number | null;
+}): number | null {
   const within = f.job.health.newWorkWithinMs;
   const ref = f.lastWorkAt ?? f.firstSeenAt;
   return within === null || ref === null ? null : ref + within;
+}
+
+/**
+ * When a job's health next changes with time alone (its `late` or `idle` deadline passing), or
+ * null: the monitor looks at the job again then.
+ */
+export function healthChangesAt(
+  job: Pick<JobConfig, "health">,
+  row: Pick<JobRow, "first_seen_at" | "last_success_at" | "last_work_at"> | null,
+  now: number,
+): number | null {
+  const sw = job.health.successWithinMs;
+  const ref = row?.last_success_at ?? row?.first_seen_at ?? null;
+  const firstSeenAt = row?.first_seen_at ?? null;
+  const idle = newWorkDueAt({ job, firstSeenAt, lastWorkAt: row?.last_work_at ?? null });
+  const at = [sw !== null && ref !== null ? ref + sw : null, idle].filter(
+    (t): t is number => t !== null && now <= t,
+  );
+  return at.length > 0 ? Math.min(...at) + 1 : null;
 }
 
 /** The `idle` sentence, or null when a success did new work within new_work_within. */

@@ -25,13 +25,12 @@ import {
   type Transition,
 } from "./alerts.js";
 import { alertBox, pingBox, type PingItem } from "./deliver.js";
-import { newWorkDueAt, type Assessment, type HealthWord } from "../health/health.js";
+import { healthChangesAt, type Assessment, type HealthWord } from "../health/health.js";
 import {
   formatAnnounced,
   nextRealertAt,
   parseAnnounced,
   type Announced,
-  type AlertRules,
 } from "../health/alert-rules.js";
 import type { Endpoint } from "./endpoint.js";
 import { Metrics } from "./metrics.js";
@@ -319,19 +318,10 @@ export class Monitor {
     const { paused, row, running, assessment } = await inspectJob(store, job, now, nodes);
     this.judged.set(job.name, assessment.health);
     // A live run can turn stuck or slow at any moment: look at it every beat. Otherwise only
-    // `late` changes by time alone: look again when it falls due.
+    // `late` and `idle` change by time alone (and a repeated alert): look again when one is due.
     if (running.length > 0) this.dirty.add(job.name);
-    const sw = job.health.successWithinMs;
-    const ref = row?.last_success_at ?? row?.first_seen_at ?? null;
-    const due: number[] = [];
-    if (sw !== null && ref !== null && now - ref <= sw) due.push(ref + sw + 1);
-    const idleAt = newWorkDueAt({
-      job,
-      firstSeenAt: row?.first_seen_at ?? null,
-      lastWorkAt: row?.last_work_at ?? null,
-    });
-    if (idleAt !== null && now <= idleAt) due.push(idleAt + 1);
-    this.setDue(job.name, due);
+    const changes = healthChangesAt(job, row, now);
+    this.setDue(job.name, [changes]);
     if (this.targets.length === 0) return;
     for (const r of interrupted) this.raise(job.name, interruptedEvent(r), assessment, now);
     // A paused job is the operator's: no alerts, and what was announced stays until it resumes.
@@ -344,14 +334,10 @@ export class Monitor {
     const failing = assessment.findings.find((f) => f.word === "failing");
     const failingStatus =
       failing?.runId != null ? ((await store.run(failing.runId))?.status ?? null) : null;
-    const rules: AlertRules = {
-      failuresBeforeAlert: job.failuresBeforeAlert,
-      realertEveryMs: job.realertEveryMs,
-    };
-    const t = transitions(job.name, before, assessment, failingStatus, rules, now);
+    // The job's failures_before_alert and realert_every are its alert rules.
+    const t = transitions(job.name, before, assessment, failingStatus, job, now);
     this.announced.set(job.name, t.announced);
-    const realert = nextRealertAt(t.announced, rules);
-    if (realert !== null) this.setDue(job.name, [...due, realert]);
+    this.setDue(job.name, [changes, nextRealertAt(t.announced, job)]);
     if (formatAnnounced(t.announced) !== formatAnnounced(before)) {
       try {
         await store.setAlertState(job.name, formatAnnounced(t.announced), now);
@@ -365,9 +351,10 @@ export class Monitor {
     for (const e of t.events) this.raise(job.name, e, assessment, now);
   }
 
-  /** The earliest of a job's deadlines, or none. */
-  private setDue(job: string, at: readonly number[]): void {
-    if (at.length > 0) this.dueAt.set(job, Math.min(...at));
+  /** The earliest of a job's deadlines (its health's, its next repeated alert), or none. */
+  private setDue(job: string, at: readonly (number | null)[]): void {
+    const due = at.filter((t): t is number => t !== null);
+    if (due.length > 0) this.dueAt.set(job, Math.min(...due));
     else this.dueAt.delete(job);
   }
 
