@@ -215,8 +215,13 @@ test("backfill: SIGKILLed mid-range, run again, it resumes: no ok slot runs twic
   t.after(() => b.kill("SIGKILL"));
   go(0);
   go(1);
-  // 00:00 and 01:00 end ok; 02:00 has done its work and waits: kill the backfill now.
-  await waitFor(() => lines(work).length === 3, "the third slot's work", 30_000);
+  // 00:00 and 01:00 end ok; 02:00 has done its work, marked it, and waits: kill the backfill
+  // now. (Killed between the work and its marker, the work would be done again: at least once.)
+  await waitFor(
+    () => rows(dir, "SELECT 1 FROM markers WHERE job = 'fill' AND key = ?", `w-${slot(2)}`).length,
+    "the third slot's marker",
+    30_000,
+  );
   assert.deepEqual(lines(work), [slot(0), slot(1), slot(2)]);
   b.kill("SIGKILL");
   await b.exited;
