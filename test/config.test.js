@@ -645,9 +645,16 @@ test("a minimal job gets every default", () => {
         jitterMs: 0,
         retries: { attempts: 0, backoffMs: 30_000 },
         paused: false,
-        health: { successWithinMs: null, progressWithinMs: null, repeatLimit: 3 },
+        health: {
+          successWithinMs: null,
+          progressWithinMs: null,
+          repeatLimit: 3,
+          newWorkWithinMs: null,
+        },
         log: { maxSizeBytes: 1024 * 1024, keepRuns: 100 },
         ping: null,
+        failuresBeforeAlert: 1,
+        realertEveryMs: null,
         hosts: null,
         leftovers: "kill",
         limits: { memoryBytes: null, cpuPercent: null, tasks: null, nofile: null },
@@ -691,7 +698,10 @@ test("the design's example config is read as documented", () => {
       "      success_within: 26h",
       "      progress_within: 10m",
       "      repeat_limit: 3",
+      "      new_work_within: 2d",
       "    log: { max_size: 10MB, keep_runs: 100 }",
+      "    failures_before_alert: 3",
+      "    realert_every: 6h",
       "    ping: https://hc-ping.com/UUID",
     ),
   );
@@ -722,9 +732,16 @@ test("the design's example config is read as documented", () => {
       jitterMs: 30_000,
       retries: { attempts: 3, backoffMs: 30_000 },
       paused: false,
-      health: { successWithinMs: 26 * 3_600_000, progressWithinMs: 600_000, repeatLimit: 3 },
+      health: {
+        successWithinMs: 26 * 3_600_000,
+        progressWithinMs: 600_000,
+        repeatLimit: 3,
+        newWorkWithinMs: 2 * 86_400_000,
+      },
       log: { maxSizeBytes: 10 * 1024 * 1024, keepRuns: 100 },
       ping: "https://hc-ping.com/UUID",
+      failuresBeforeAlert: 3,
+      realertEveryMs: 6 * 3_600_000,
       hosts: null,
       leftovers: "kill",
       limits: { memoryBytes: null, cpuPercent: null, tasks: null, nofile: null },
@@ -844,11 +861,13 @@ test("defaults fill in; a job's values win; maps merge key by key", () => {
     successWithinMs: 93_600_000,
     progressWithinMs: 600_000,
     repeatLimit: 9,
+    newWorkWithinMs: null,
   });
   assert.deepEqual(b.health, {
     successWithinMs: 93_600_000,
     progressWithinMs: null,
     repeatLimit: 5,
+    newWorkWithinMs: null,
   });
   assert.deepEqual(a.log, { maxSizeBytes: 1024 * 1024, keepRuns: 7 });
 });

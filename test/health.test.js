@@ -355,7 +355,7 @@ test("--check on a shared store: CRITICAL when no running node may run a job; WA
   assert.equal(checkCode(report(both), config), 0);
   assert.equal(
     checkSummary(report(both), config),
-    "OK: 2 node(s) running, 2 job(s) healthy or idle",
+    "OK: 2 node(s) running, 2 job(s) without a warning",
   );
   const n2gone = [node("n1", "running"), node("n2", "gone")];
   assert.equal(checkCode(report(n2gone), config), 2);

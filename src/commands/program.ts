@@ -40,7 +40,7 @@ export function buildProgram(version: string): Command {
   return program;
 }
 
-/** The daemon and what talks to it: daemon, validate, plan, status, run, reload. */
+/** The daemon and what talks to it: daemon, validate, plan, status, run, backfill, reload. */
 function daemonCommands(program: Command): void {
   withConfig(program.command("daemon"))
     .description("run the supervisor in the foreground (systemd runs it)")
@@ -75,6 +75,23 @@ function daemonCommands(program: Command): void {
     .addHelpText("after", example("cronvisor run backup -c jobs.yaml"))
     .action(async (name: string, o: Opts & { wait: boolean }) =>
       (await import("./run.js")).run(name, o),
+    );
+
+  withConfig(program.command("backfill <job>"))
+    .description(
+      "run each slot of a range that has no ok run, oldest first, one at a time, under the lock",
+    )
+    .requiredOption("--from <time>", "first slot (ISO-8601; without an offset, the job's zone)")
+    .requiredOption("--to <time>", "last slot, included")
+    .option("--dry-run", "list the slots, run nothing")
+    .option("--max <n>", "refuse more slots than this (nothing runs)", "100")
+    .option("--keep-going", "run the other slots after a failed one")
+    .addHelpText(
+      "after",
+      example("cronvisor backfill enrich --from 2026-03-01T00:00 --to 2026-03-03T23:59 --dry-run"),
+    )
+    .action(async (name: string, o: import("./backfill.js").BackfillOptions) =>
+      (await import("./backfill.js")).backfill(name, o),
     );
 
   withConfig(program.command("reload"))

@@ -1,6 +1,8 @@
 // `cronvisor run JOB`: run a job now, under the same lock and records as a tick. It waits and
 // exits with the job's code, or (--no-wait) hands the run to a detached `cronvisor run`.
 import type { Config, JobConfig } from "../core/types.js";
+import type { RunContext } from "../run/execute.js";
+import type { RunRow } from "../store/store.js";
 import { EXIT, runExitCode } from "../core/exit.js";
 import { checkSafe, CliError, findJob, load, openStore, out } from "./shared.js";
 
@@ -19,15 +21,20 @@ export async function run(name: string, o: { config?: string; wait: boolean }): 
   process.exitCode = o.wait ? await runNow(config, job) : await runDetached(config, job);
 }
 
-async function runNow(config: Config, job: JobConfig): Promise<number> {
-  const { launch } = await import("../run/execute.js");
+/**
+ * What `run` and `backfill` start runs under: containment, the store and a marker broker of this
+ * process (it supervises the runs, whether or not a daemon runs), closed when `fn` is done.
+ */
+export async function supervised<T>(
+  config: Config,
+  fn: (ctx: RunContext) => Promise<T>,
+): Promise<T> {
   const { startTimeOf } = await import("../core/proc.js");
   // Contained as the daemon's runs are: in its subtree of cgroups where it has one.
   const { setupContainment } = await import("../run/cgroup.js");
   setupContainment(config.stateDir, false);
   // Checked like the daemon's: a run must not write its records into a corrupt store.
   const store = await openStore(config, true, true);
-  // This process supervises the run, so it serves the run's markers (whether or not a daemon runs).
   const { startBroker, BrokerError } = await import("../markers/broker.js");
   let broker;
   try {
@@ -45,26 +52,34 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
     throw e;
   }
   try {
-    const res = await launch(
-      {
-        config,
-        store,
-        owner: { pid: process.pid, start: startTimeOf(process.pid) },
-        now: Date.now,
-        broker,
-      },
-      job,
-      { slot: null, claimSlot: false, trigger: "manual", attempt: 1, echo: process.stdout },
-    );
-    if (res.kind === "locked") {
-      const h = res.holder;
-      const c = `-c ${config.file}`;
-      // What to do next, not only why: a first `run` often meets the run its schedule started.
-      process.stderr.write(
-        `cronvisor: ${job.name} is running: run ${h.id} (pid ${h.pid ?? "-"}, since ${new Date(h.started_at).toISOString()}) holds the lock; nothing was started.
+    const owner = { pid: process.pid, start: startTimeOf(process.pid) };
+    return await fn({ config, store, owner, now: Date.now, broker });
+  } finally {
+    await broker.close();
+    await store.close();
+  }
+}
+
+/** What to do next, not only why: a first `run` often meets the run its schedule started. */
+export function lockedMessage(config: Config, job: JobConfig, h: RunRow, again: string): string {
+  const c = `-c ${config.file}`;
+  return `cronvisor: ${job.name} is running: run ${h.id} (pid ${h.pid ?? "-"}, since ${new Date(h.started_at).toISOString()}) holds the lock; nothing was started.
   watch it:    cronvisor logs ${job.name} --follow ${c}
-  then again:  cronvisor run ${job.name} ${c}\n`,
-      );
+  then again:  ${again} ${c}\n`;
+}
+
+async function runNow(config: Config, job: JobConfig): Promise<number> {
+  const { launch } = await import("../run/execute.js");
+  return supervised(config, async (ctx) => {
+    const res = await launch(ctx, job, {
+      slot: null,
+      claimSlot: false,
+      trigger: "manual",
+      attempt: 1,
+      echo: process.stdout,
+    });
+    if (res.kind === "locked") {
+      process.stderr.write(lockedMessage(config, job, res.holder, `cronvisor run ${job.name}`));
       return EXIT.busy;
     }
     if (res.kind !== "started") return EXIT.busy;
@@ -77,10 +92,7 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
       `cronvisor: run ${row.id} of ${job.name}: ${row.status}${row.reason ? ` (${row.reason})` : ""}\n`,
     );
     return runExitCode({ status: row.status, exitCode: row.exit_code, signal: row.signal });
-  } finally {
-    await broker.close();
-    await store.close();
-  }
+  });
 }
 
 async function runDetached(config: Config, job: JobConfig): Promise<number> {

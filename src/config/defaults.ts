@@ -93,9 +93,12 @@ function resolveJob(
       successWithinMs: health.success_within as number | null,
       progressWithinMs: health.progress_within as number | null,
       repeatLimit: health.repeat_limit as number,
+      newWorkWithinMs: health.new_work_within as number | null,
     },
     log: { maxSizeBytes: log.max_size as number, keepRuns: log.keep_runs as number },
     ping: pick("ping") as string | null,
+    failuresBeforeAlert: pick("failures_before_alert") as number,
+    realertEveryMs: pick("realert_every") as number | null,
     hosts: pick("hosts") as string[] | null,
     leftovers: pick("leftovers") as Leftovers,
     limits: {

@@ -214,6 +214,13 @@ export const JOB_KEYS: Readonly<Record<string, KeySpec>> = {
         default: 3,
         doc: "A marker key attempted more often than this without being marked: repeating.",
       },
+      new_work_within: {
+        kind: "duration",
+        nullable: true,
+        positive: true,
+        default: null,
+        doc: "Runs succeed but no new marker or progress call for longer: idle (success without work). Default: not checked.",
+      },
     },
   },
   log: {
@@ -235,6 +242,19 @@ export const JOB_KEYS: Readonly<Record<string, KeySpec>> = {
     nullable: true,
     default: null,
     doc: "The nodes (their `node:` names) where this job may run, e.g. [app01, app02]. Default: any node.",
+  },
+  failures_before_alert: {
+    kind: "count",
+    min: 1,
+    default: 1,
+    doc: "Alert `failed` (or `timeout`) only after this many consecutive failed runs.",
+  },
+  realert_every: {
+    kind: "duration",
+    nullable: true,
+    positive: true,
+    default: null,
+    doc: "Repeat an alert while its condition lasts, this often. Default: once per condition.",
   },
   ping: {
     kind: "url",
@@ -336,7 +356,7 @@ export const KEYS: Readonly<Record<string, KeySpec>> = {
     kind: "alerts",
     default: [],
     keys: ALERT_KEYS,
-    doc: "Where events go (failed timeout late stuck repeating interrupted recovered): each entry is {webhook: URL} or {command: STRING}.",
+    doc: "Where events go (failed timeout late stuck repeating idle interrupted recovered): each entry is {webhook: URL} or {command: STRING}.",
   },
   defaults: {
     kind: "defaults",

@@ -9,7 +9,7 @@ export const EXIT = {
   ok: 0,
   /** no, not found, no daemon: `check` not marked, `logs` no such run, `reload` no daemon */
   fail: 1,
-  /** `status --check` (the monitoring plugin convention): a job late, stuck, failing or repeating */
+  /** `status --check` (the monitoring plugin convention): a job late, stuck, failing, repeating or idle */
   warning: 1,
   /** bad usage or an invalid config */
   usage: 2,

@@ -11,7 +11,8 @@
 
 export type Overlap = "skip" | "queue" | "replace" | "allow";
 export type Catchup = "skip" | "once" | "all";
-export type Trigger = "schedule" | "manual" | "catchup" | "retry" | "resume" | "reboot";
+export type Trigger =
+  "schedule" | "manual" | "catchup" | "retry" | "resume" | "reboot" | "backfill";
 
 /** Every status a history row can have. `skipped` and `missed` are slot dispositions with no process. */
 export type RunStatus =
@@ -40,6 +41,8 @@ export interface HealthConfig {
   progressWithinMs: number | null;
   /** A marker key attempted more often than this without being marked is `repeating`. */
   repeatLimit: number;
+  /** Runs succeed but no new marker or progress call for longer: `idle`. null = not checked. */
+  newWorkWithinMs: number | null;
 }
 
 /**
@@ -92,6 +95,10 @@ export interface JobConfig {
   health: HealthConfig;
   log: LogConfig;
   ping: string | null;
+  /** Alert `failed`/`timeout` only after this many consecutive failures (1: the first). */
+  failuresBeforeAlert: number;
+  /** Repeat an alert this often while its condition lasts; null: once. */
+  realertEveryMs: number | null;
   /** The nodes (by `node:` name) where the job may run; null: any. */
   hosts: string[] | null;
   /** What becomes of a run's processes left when its main process exits (`leftovers:`). */

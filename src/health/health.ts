@@ -15,16 +15,21 @@
 //              was one, from when the job was first seen (the daemon's first start with it in the
 //              config, the reload that added it, or its first manual run); never from the current
 //              daemon's start, so a restart neither hides lateness nor makes it flap
+//   idle       runs succeed but none recorded new work (a new marker or a `progress` call) for
+//              new_work_within: success without work; counted from the last new work or, if
+//              there never was any, from when the job was first seen, and only once a successful
+//              run has ended since (a job that has not run since its last work is not idle)
 //   never-run  no run at all yet, and nothing above applies
 //   ok         none of the above
 // A run that has lasted more than SLOW_FACTOR x the p95 of the job's recent successes is reported
 // as a problem sentence without changing the word: slow is a warning sign, not a failure.
-import type { DaemonRow, RunFacts } from "../store/rows.js";
+import type { DaemonRow, JobRow, RunFacts } from "../store/rows.js";
 import type { RecentDigest } from "../store/status-rows.js";
 import type { JobConfig } from "../core/types.js";
 import { formatDurationRounded } from "../core/duration.js";
 
-export type HealthWord = "ok" | "late" | "stuck" | "failing" | "repeating" | "paused" | "never-run";
+export type HealthWord =
+  "ok" | "late" | "stuck" | "failing" | "repeating" | "idle" | "paused" | "never-run";
 export type DaemonState = "running" | "unresponsive" | "down";
 
 /** Worst first: the first word that applies is the job's health. */
@@ -34,11 +39,18 @@ export const HEALTH_ORDER: readonly HealthWord[] = [
   "failing",
   "repeating",
   "late",
+  "idle",
   "never-run",
   "ok",
 ];
 /** The words that make `status --check` say WARNING (and that alerts announce). */
-export const WARNING_WORDS: readonly HealthWord[] = ["stuck", "failing", "repeating", "late"];
+export const WARNING_WORDS: readonly HealthWord[] = [
+  "stuck",
+  "failing",
+  "repeating",
+  "late",
+  "idle",
+];
 
 /** No beat for more than this many intervals while the pid lives: stalled or SIGSTOPped. */
 export const UNRESPONSIVE_BEATS = 3;
@@ -78,6 +90,10 @@ export interface JobFacts {
   /** When the job was first seen (its row's first_seen_at). */
   firstSeenAt: number | null;
   lastSuccessAt: number | null;
+  /** The last new work: a new marker or a `progress` call (the job row's last_work_at). */
+  lastWorkAt?: number | null;
+  /** Successful runs since lastWorkAt that did nothing new (the job row's idle_runs). */
+  idleRuns?: number;
   /**
    * What is judged of the finished runs that had a process: digestRecent of the newest 20, or
    * the same kept in the job's row (migration 008).
@@ -94,6 +110,8 @@ export interface Finding {
   word: HealthWord | null;
   runId: number | null;
   message: string;
+  /** `failing`: how many verdicts in a row failed (the streak, counted over the newest 20). */
+  count?: number;
 }
 
 export interface Assessment {
@@ -120,8 +138,8 @@ const describeRun = (r: Pick<RunFacts, "id" | "status" | "reason">): string =>
  */
 export function assessJob(f: JobFacts): Assessment {
   const findings: Finding[] = [];
-  const add: AddFinding = (word, runId, message) => {
-    findings.push({ word, runId, message });
+  const add: AddFinding = (word, runId, message, count) => {
+    findings.push(count === undefined ? { word, runId, message } : { word, runId, message, count });
   };
 
   if (f.paused) add("paused", null, "paused: its slots are skipped until `cronvisor resume`");
@@ -148,6 +166,7 @@ export function assessJob(f: JobFacts): Assessment {
         : n >= STREAK_WINDOW
           ? `the last ${n} or more runs failed: ${since} (latest ${describeRun(verdict)})`
           : `the last ${n} runs failed (latest ${describeRun(verdict)})`,
+      n,
     );
   }
   if (newest && !VERDICTS.has(newest.status) && f.running.length === 0) {
@@ -158,6 +177,9 @@ export function assessJob(f: JobFacts): Assessment {
 
   const late = lateness(f);
   if (late !== null) add("late", null, late);
+
+  const idle = idleness(f);
+  if (idle !== null) add("idle", null, idle);
 
   if (newest === null && f.running.length === 0 && !findings.some((x) => x.word !== null)) {
     add("never-run", null, "it has not run yet");
@@ -245,7 +267,12 @@ function judgeAttempts(f: JobFacts, newest: RecentDigest["newest"], add: AddFind
   }
 }
 
-type AddFinding = (word: HealthWord | null, runId: number | null, message: string) => void;
+type AddFinding = (
+  word: HealthWord | null,
+  runId: number | null,
+  message: string,
+  count?: number,
+) => void;
 
 /** `stuck` for each live run past progress_within; a note for each past SLOW_FACTOR x p95. */
 function judgeRunning(f: JobFacts, p95: number | null, add: AddFinding): number[] {
@@ -282,6 +309,52 @@ function lateness(f: JobFacts): string | null {
   return f.lastSuccessAt === null
     ? `no successful run since it was first seen ${ago} ago (limit ${formatDurationRounded(sw)})`
     : `last success ${ago} ago (limit ${formatDurationRounded(sw)})`;
+}
+
+/**
+ * When an idle job's new work is due: its last new work (else when it was first seen) plus
+ * new_work_within; null when idleness is not checked or has no reference yet.
+ */
+export function newWorkDueAt(f: {
+  job: Pick<JobConfig, "health">;
+  firstSeenAt: number | null;
+  lastWorkAt?: number | null;
+}): number | null {
+  const within = f.job.health.newWorkWithinMs;
+  const ref = f.lastWorkAt ?? f.firstSeenAt;
+  return within === null || ref === null ? null : ref + within;
+}
+
+/**
+ * When a job's health next changes with time alone (its `late` or `idle` deadline passing), or
+ * null: the monitor looks at the job again then.
+ */
+export function healthChangesAt(
+  job: Pick<JobConfig, "health">,
+  row: Pick<JobRow, "first_seen_at" | "last_success_at" | "last_work_at"> | null,
+  now: number,
+): number | null {
+  const sw = job.health.successWithinMs;
+  const ref = row?.last_success_at ?? row?.first_seen_at ?? null;
+  const firstSeenAt = row?.first_seen_at ?? null;
+  const idle = newWorkDueAt({ job, firstSeenAt, lastWorkAt: row?.last_work_at ?? null });
+  const at = [sw !== null && ref !== null ? ref + sw : null, idle].filter(
+    (t): t is number => t !== null && now <= t,
+  );
+  return at.length > 0 ? Math.min(...at) + 1 : null;
+}
+
+/** The `idle` sentence, or null when a success did new work within new_work_within. */
+function idleness(f: JobFacts): string | null {
+  const n = f.idleRuns ?? 0;
+  const due = newWorkDueAt(f);
+  if (n === 0 || due === null || f.now <= due) return null;
+  const within = formatDurationRounded(f.job.health.newWorkWithinMs as number);
+  const runs = n === 1 ? "1 successful run" : `${n} successful runs`;
+  const did = n === 1 ? "did" : "all did";
+  return f.lastWorkAt == null
+    ? `${runs} ${did} nothing new: no marker or progress call since it was first seen ${formatDurationRounded(f.now - (f.firstSeenAt as number))} ago (limit ${within})`
+    : `${runs} ${did} nothing new: no new marker or progress call for ${formatDurationRounded(f.now - f.lastWorkAt)} (limit ${within})`;
 }
 
 /** Nearest-rank p95; null with fewer than SLOW_MIN_SAMPLES samples. */

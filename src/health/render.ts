@@ -20,6 +20,7 @@ const COLORS: Record<string, string> = {
   "never-run": CYAN,
   late: YELLOW,
   repeating: YELLOW,
+  idle: YELLOW,
   stuck: RED,
   failing: RED,
   unresponsive: RED,

@@ -163,6 +163,8 @@ export function judgeJob(
     paused,
     firstSeenAt: row?.first_seen_at ?? null,
     lastSuccessAt: row?.last_success_at ?? null,
+    lastWorkAt: row?.last_work_at ?? null,
+    idleRuns: row?.idle_runs ?? 0,
     recent: r.digest ?? digestRecent(r.recent),
     running,
     attempts,
@@ -348,9 +350,9 @@ export function checkSummary(s: StatusReport, config?: StatusConfig): string {
   if (code === EXIT.warning) return `WARNING: ${parts.join(", ")}`;
   if (s.shared) {
     const up = s.nodes.filter((n) => n.state === "running").length;
-    return `OK: ${up} node(s) running, ${s.jobs.length} job(s) healthy or idle`;
+    return `OK: ${up} node(s) running, ${s.jobs.length} job(s) without a warning`;
   }
-  return `OK: daemon running, ${s.jobs.length} job(s) healthy or idle`;
+  return `OK: daemon running, ${s.jobs.length} job(s) without a warning`;
 }
 
 /**

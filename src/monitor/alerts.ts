@@ -1,9 +1,11 @@
 // Alerts and pings: what the daemon tells the outside world, and how it gets there.
 //
-// Events: `failed`, `timeout`, `stuck`, `repeating`, `late` announce a job entering a condition
-// (failing, stuck, repeating, late) and `recovered` announces it leaving the last one; each is
-// sent once per transition, judged by the same health function `status` uses (`transitions` is
-// pure). `interrupted` is sent once per run recorded interrupted (its processes died with a daemon).
+// Events: `failed`, `timeout`, `stuck`, `repeating`, `late`, `idle` announce a job entering a
+// condition (failing, stuck, repeating, late, idle) and `recovered` announces it leaving the last
+// one; each is sent once per transition (or again every `realert_every`, and `failed` only from
+// the `failures_before_alert`th failure: health/alert-rules.ts decides), judged by the same
+// health function `status` uses. `interrupted` is sent once per run recorded interrupted (its
+// processes died with a daemon).
 //
 // Delivery never blocks the scheduler and never loses a run's record: hooks run after the store
 // recorded the run, and only push onto a bounded in-memory queue per target; a worker delivers
@@ -15,14 +17,21 @@ import { createHash } from "node:crypto";
 import os from "node:os";
 import { formatSeconds } from "../core/duration.js";
 import { VERSION } from "../core/version.js";
-import type { Assessment, Finding, HealthWord } from "../health/health.js";
+import type { Assessment, HealthWord } from "../health/health.js";
+import {
+  CONDITIONS,
+  decideAlerts,
+  ONCE,
+  type AlertEventName,
+  type AlertRules,
+  type Announced,
+  type Condition,
+} from "../health/alert-rules.js";
 import type { RunRow } from "../store/rows.js";
 
-export type AlertEvent =
-  "failed" | "timeout" | "late" | "stuck" | "repeating" | "interrupted" | "recovered";
+export type AlertEvent = AlertEventName;
 /** The level-type states an alert announces entering and (all of them) leaving. */
-export type Condition = "failing" | "stuck" | "repeating" | "late";
-export const CONDITIONS: readonly Condition[] = ["failing", "stuck", "repeating", "late"];
+export { CONDITIONS, type Condition };
 
 const USER_AGENT = `cronvisor/${VERSION}`;
 
@@ -35,6 +44,8 @@ export interface Alert {
   health: HealthWord;
   /** One line: `backup failed: the last run failed (run 12: failed, exit 3)`. */
   message: string;
+  /** A condition still in force announced again (`realert_every`). */
+  repeat: boolean;
   /** Every current problem of the job, as in `status`. */
   problems: string[];
   at: string;
@@ -46,48 +57,35 @@ export interface Alert {
 export interface Transition {
   /** The conditions now in force, to remember until the next evaluation. */
   after: Condition[];
-  events: { event: AlertEvent; runId: number | null; message: string }[];
+  /** The same, each with when it was last announced. */
+  announced: Map<Condition, number>;
+  events: { event: AlertEvent; runId: number | null; message: string; repeat?: true }[];
 }
 
-const conditionOf = (f: Finding): Condition | null =>
-  f.word !== null && (CONDITIONS as readonly string[]).includes(f.word)
-    ? (f.word as Condition)
-    : null;
-
 /**
- * Pure: the events a job's move from the conditions last announced (`before`) to those its
- * assessment shows now. Entering a condition announces it once; leaving the last one announces
- * `recovered`; anything else (staying failing, one of two conditions clearing) is silent.
+ * Pure: the events a job's move from the conditions last announced (`before`: a list, or each
+ * with when it was announced) to those its assessment shows at `now`. Entering a condition
+ * announces it once; leaving the last one announces `recovered`; anything else (staying failing,
+ * one of two conditions clearing) is silent, but for the job's `rules` (health/alert-rules.ts).
  * `failingStatus` is the status of the run that made the job failing (`timeout` -> `timeout`).
  */
 export function transitions(
   job: string,
-  before: readonly Condition[],
+  before: readonly Condition[] | Announced,
   a: Assessment,
   failingStatus: string | null,
+  rules: AlertRules = ONCE,
+  now = 0,
 ): Transition {
-  const now = new Map<Condition, Finding>();
-  for (const f of a.findings) {
-    const c = conditionOf(f);
-    if (c !== null && !now.has(c)) now.set(c, f);
-  }
-  const after = CONDITIONS.filter((c) => now.has(c));
-  const events: Transition["events"] = [];
-  for (const c of after) {
-    if (before.includes(c)) continue;
-    const f = now.get(c) as Finding;
-    const event: AlertEvent =
-      c === "failing" ? (failingStatus === "timeout" ? "timeout" : "failed") : c;
-    events.push({ event, runId: f.runId, message: `${job} ${event}: ${f.message}` });
-  }
-  if (before.length > 0 && after.length === 0) {
-    events.push({
-      event: "recovered",
-      runId: null,
-      message: `${job} recovered: no longer ${before.join(", ")}; health is ${a.health}`,
-    });
-  }
-  return { after, events };
+  const was: Announced = Array.isArray(before)
+    ? new Map(before.map((c) => [c, now]))
+    : (before as Announced);
+  const d = decideAlerts(job, was, a, failingStatus, rules, now);
+  return {
+    after: CONDITIONS.filter((c) => d.announced.has(c)),
+    announced: d.announced,
+    events: d.events,
+  };
 }
 
 /**
@@ -117,6 +115,7 @@ export function makeAlert(
     run_id: e.runId,
     health,
     message: e.message,
+    repeat: e.repeat === true,
     problems,
     at: new Date(now).toISOString(),
     host,

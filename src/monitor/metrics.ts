@@ -136,7 +136,7 @@ function registerGauges(
   }
   new Gauge<"job_name" | "health">({
     name: "cronvisor_job_health",
-    help: "1 for the job's current health word (ok late stuck failing repeating paused never-run), as `status` shows it.",
+    help: "1 for the job's current health word (ok late stuck failing repeating idle paused never-run), as `status` shows it.",
     labelNames: ["job_name", "health"],
     registers,
     collect() {

@@ -12,7 +12,6 @@
 // slow webhook cannot delay a slot.
 import { performance } from "node:perf_hooks";
 import {
-  CONDITIONS,
   interruptedEvent,
   makeAlert,
   Outbox,
@@ -22,12 +21,17 @@ import {
   runUuid,
   transitions,
   type Alert,
-  type Condition,
   type PingKind,
   type Transition,
 } from "./alerts.js";
 import { alertBox, pingBox, type PingItem } from "./deliver.js";
-import type { Assessment, HealthWord } from "../health/health.js";
+import { healthChangesAt, type Assessment, type HealthWord } from "../health/health.js";
+import {
+  formatAnnounced,
+  nextRealertAt,
+  parseAnnounced,
+  type Announced,
+} from "../health/alert-rules.js";
 import type { Endpoint } from "./endpoint.js";
 import { Metrics } from "./metrics.js";
 import { newRows, type Cursor } from "./scan.js";
@@ -75,11 +79,14 @@ export class Monitor {
   private readonly cursors = new Map<string, Cursor>();
   /** The latest health word per job, for the metrics. */
   private readonly judged = new Map<string, HealthWord>();
-  /** The conditions last announced per job (mirrors the store's alert_state). */
-  private readonly announced = new Map<string, Condition[]>();
+  /** The conditions last announced per job, and when (mirrors the store's alert_state). */
+  private readonly announced = new Map<string, Announced>();
   /** Jobs to look at on the next beat(s). */
   private readonly dirty = new Set<string>();
-  /** When a job's health changes with time alone (its `late` deadline), if it can. */
+  /**
+   * When a job's health or alerts change with time alone (its `late` or `idle` deadline, a
+   * `realert_every` repeat), if they can.
+   */
   private readonly dueAt = new Map<string, number>();
   /** The newest run and event ids, attempt time and data version the last beat saw. */
   private seen = { runId: 0, eventId: 0, attemptAt: 0, dataVersion: -1 };
@@ -311,29 +318,29 @@ export class Monitor {
     const { paused, row, running, assessment } = await inspectJob(store, job, now, nodes);
     this.judged.set(job.name, assessment.health);
     // A live run can turn stuck or slow at any moment: look at it every beat. Otherwise only
-    // `late` changes by time alone: look again when it falls due.
+    // `late` and `idle` change by time alone (and a repeated alert): look again when one is due.
     if (running.length > 0) this.dirty.add(job.name);
-    const sw = job.health.successWithinMs;
-    const ref = row?.last_success_at ?? row?.first_seen_at ?? null;
-    if (sw !== null && ref !== null && now - ref <= sw) this.dueAt.set(job.name, ref + sw + 1);
-    else this.dueAt.delete(job.name);
+    const changes = healthChangesAt(job, row, now);
+    this.setDue(job.name, [changes]);
     if (this.targets.length === 0) return;
     for (const r of interrupted) this.raise(job.name, interruptedEvent(r), assessment, now);
     // A paused job is the operator's: no alerts, and what was announced stays until it resumes.
     if (paused) return;
     let before = this.announced.get(job.name);
     if (before === undefined) {
-      const saved = (await store.alertState(job.name))?.active ?? "";
-      before = CONDITIONS.filter((c) => saved.split(",").includes(c));
+      const saved = await store.alertState(job.name);
+      before = parseAnnounced(saved?.active ?? "", saved?.since ?? now);
     }
     const failing = assessment.findings.find((f) => f.word === "failing");
     const failingStatus =
       failing?.runId != null ? ((await store.run(failing.runId))?.status ?? null) : null;
-    const t = transitions(job.name, before, assessment, failingStatus);
-    this.announced.set(job.name, t.after);
-    if (t.after.join(",") !== before.join(",")) {
+    // The job's failures_before_alert and realert_every are its alert rules.
+    const t = transitions(job.name, before, assessment, failingStatus, job, now);
+    this.announced.set(job.name, t.announced);
+    this.setDue(job.name, [changes, nextRealertAt(t.announced, job)]);
+    if (formatAnnounced(t.announced) !== formatAnnounced(before)) {
       try {
-        await store.setAlertState(job.name, t.after.join(","), now);
+        await store.setAlertState(job.name, formatAnnounced(t.announced), now);
       } catch (e) {
         // Remembered in memory all the same: no repeats while this daemon lives.
         this.log(
@@ -342,6 +349,13 @@ export class Monitor {
       }
     }
     for (const e of t.events) this.raise(job.name, e, assessment, now);
+  }
+
+  /** The earliest of a job's deadlines (its health's, its next repeated alert), or none. */
+  private setDue(job: string, at: readonly (number | null)[]): void {
+    const due = at.filter((t): t is number => t !== null);
+    if (due.length > 0) this.dueAt.set(job, Math.min(...due));
+    else this.dueAt.delete(job);
   }
 
   // ---- alerts and pings (their queues: deliver.ts) -------------------------------------------------------------------

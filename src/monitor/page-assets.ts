@@ -63,7 +63,7 @@ ol.jobs > li { content-visibility: auto; contain-intrinsic-size: auto 110px; dis
 .health { display: inline-block; padding: 0 6px; border-radius: 10px; font-size: 12px; font-weight: 600;
   border: 1px solid currentColor; margin-left: 6px; }
 .h-ok { color: var(--ok); } .h-failing, .h-stuck { color: var(--failed); }
-.h-late, .h-repeating { color: var(--timeout); } .h-paused, .h-never-run, .h-unjudged { color: var(--muted); }
+.h-late, .h-repeating, .h-idle { color: var(--timeout); } .h-paused, .h-never-run, .h-unjudged { color: var(--muted); }
 /* A date is read whole: never broken across lines. */
 time, .health { white-space: nowrap; }
 .problems { margin: 4px 0; padding-left: 18px; color: var(--failed); }

@@ -52,6 +52,8 @@ export interface LaunchOptions {
   trigger: Trigger;
   attempt: number;
   echo?: NodeJS.WritableStream;
+  /** false: a backfill's slot (see ReserveRequest.stamp). */
+  stamp?: boolean;
 }
 
 export function logPathFor(stateDir: string, job: string, runId: number): string {
@@ -74,6 +76,7 @@ export function reservation(ctx: RunContext, job: JobConfig, o: LaunchOptions): 
     lock: job.overlap !== "allow",
     holderAlive: runAlive,
     logPath: (id) => logPathFor(ctx.config.stateDir, job.name, id),
+    ...(o.stamp === false ? { stamp: false } : {}),
   };
 }
 

@@ -23,8 +23,6 @@ import type {
   JobRow,
   MarkerRow,
   MarkerWriter,
-  MoveMarkers,
-  MoveOutcome,
   NodeRow,
   NodeSelf,
   Owner,
@@ -37,12 +35,14 @@ import type {
   RunRow,
   SlotFacts,
   SlotRecord,
+  SlotRun,
   TakenOver,
   TickOutcome,
   TimelineChanges,
   TimelineRow,
   TickWrite,
 } from "./rows.js";
+import type { MoveMarkers, MoveOutcome } from "./moved.js";
 import type { JobReadings, StatusJob, StatusRows, SummaryParses } from "./status-rows.js";
 import type { RunResult } from "../core/types.js";
 
@@ -204,6 +204,8 @@ export interface Store extends MarkerStore {
 
   /** What `why` explains one slot of a job from, in one snapshot. */
   slotFacts(job: string, slot: number): Promise<SlotFacts>;
+  /** What the runs of a job's slots in [from, to] came to, oldest first (`backfill`). */
+  slotRuns(job: string, from: number, to: number): Promise<SlotRun[]>;
 
   // ---- the marker path (the in-job part is MarkerStore's)
   isMarked(job: string, key: string): Promise<boolean>;

@@ -1,6 +1,25 @@
-// The events `markers OLD --move-to NEW` records, one in each job's history: the same words on
-// both engines.
-import type { MoveMarkers } from "./rows.js";
+// `markers OLD --move-to NEW`: what it asks and answers, and the events it records, one in each
+// job's history: the same words on both engines.
+import type { RunRow } from "./rows.js";
+
+/**
+ * `markers OLD --move-to NEW`: carry a renamed job's done-markers over, in one transaction with
+ * the check that neither job runs (a run of either could write into a namespace mid-move).
+ */
+export interface MoveMarkers {
+  from: string;
+  to: string;
+  now: number;
+  /** Who asked, for both jobs' events (`USER pid N`). */
+  by: string;
+  /** Is this node's running run alive? Another node's running run always counts as running. */
+  holderAlive: (run: RunRow) => boolean;
+}
+
+export type MoveOutcome =
+  | { kind: "running"; job: string; run: RunRow }
+  /** `moved` keys now in `to`; `already` keys `to` had marked too (dropped from `from`). */
+  | { kind: "moved"; moved: number; already: number };
 
 export function movedEvents(
   m: Pick<MoveMarkers, "from" | "to" | "by">,

@@ -256,15 +256,15 @@ export class PgStore extends PgMarkerStore implements Store {
   async run(id: number) {
     return history.runRow(this.c.one, id);
   }
-
   async logTail(runId: number) {
     return runs.logTail(this.c.one, runId);
   }
-
   async slotFacts(job: string, slot: number) {
     return this.c.read((q) => why.slotFacts(q, job, slot, this.c.node));
   }
-
+  async slotRuns(job: string, from: number, to: number) {
+    return this.c.read((q) => why.slotRuns(q, job, from, to));
+  }
   async runningRuns(job?: string) {
     return history.runningRuns(this.c.one, job);
   }

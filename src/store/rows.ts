@@ -103,6 +103,10 @@ export interface JobRow {
   last_success_at: number | null;
   last_progress_at: number | null;
   first_seen_at: number | null;
+  /** The job's last new work: a new marker or a `progress` call (migration 012). */
+  last_work_at: number | null;
+  /** Successful runs ended since last_work_at that started after it: did nothing new. */
+  idle_runs: number;
 }
 
 export interface DaemonRow {
@@ -250,28 +254,15 @@ export interface ReserveRequest {
   owner: Owner;
   /** Take the job's lock (false only for `overlap: allow`). */
   lock: boolean;
+  /**
+   * false (`backfill`): a claimed slot leaves the job's slot stamp (scanned_to) where it is, and a
+   * lock found held records nothing for the slot: a slot filled in the past is not a tick, and
+   * the daemon's scan of slots it has not seen yet (missed, caught up) must not skip them.
+   */
+  stamp?: boolean;
   holderAlive: (run: RunRow) => boolean;
   logPath: (runId: number) => string;
 }
-
-/**
- * `markers OLD --move-to NEW`: carry a renamed job's done-markers over, in one transaction with
- * the check that neither job runs (a run of either could write into a namespace mid-move).
- */
-export interface MoveMarkers {
-  from: string;
-  to: string;
-  now: number;
-  /** Who asked, for both jobs' events (`USER pid N`). */
-  by: string;
-  /** Is this node's running run alive? Another node's running run always counts as running. */
-  holderAlive: (run: RunRow) => boolean;
-}
-
-export type MoveOutcome =
-  | { kind: "running"; job: string; run: RunRow }
-  /** `moved` keys now in `to`; `already` keys `to` had marked too (dropped from `from`). */
-  | { kind: "moved"; moved: number; already: number };
 
 export type ReserveOutcome =
   | { kind: "started"; run: RunRow; tookOver?: TakenOver[] }
@@ -300,6 +291,13 @@ export interface TakenOver {
   slots: number[];
   /** Taken over before the lease's end: that node's daemon and the run died on this machine. */
   diedHere: boolean;
+}
+
+/** What the runs of one slot came to: one of them `ok`, and their highest attempt. */
+export interface SlotRun {
+  slot: number;
+  ok: boolean;
+  attempt: number;
 }
 
 /** A slot that did not run: `skipped` (overlap, paused) or `missed` (daemon down). */

@@ -9,8 +9,6 @@ import type {
   AddJob,
   Alive,
   EventInput,
-  MoveMarkers,
-  MoveOutcome,
   Owner,
   ReserveRequest,
   RunEnd,
@@ -19,6 +17,7 @@ import type {
   TickOutcome,
   TickWrite,
 } from "./rows.js";
+import type { MoveMarkers, MoveOutcome } from "./moved.js";
 import type { RunResult } from "../core/types.js";
 import os from "node:os";
 import { defaultSelf, type NodeSelf } from "./rows.js";
@@ -231,6 +230,10 @@ export class SqliteStore extends SqliteStatusStore implements Store {
 
   async slotFacts(job: string, slot: number) {
     return this.c.read(() => why.slotFacts(this.c, job, slot));
+  }
+
+  async slotRuns(job: string, from: number, to: number) {
+    return this.c.read(() => why.slotRuns(this.c, job, from, to));
   }
 
   // ---- the marker path

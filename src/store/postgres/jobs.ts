@@ -13,7 +13,7 @@ import { insertEvent } from "./events.js";
  */
 /** A JobRow's columns: the status summary (migration 006) is read only by status (status.ts). */
 const JOB_COLUMNS = `name, paused, fence, scanned_to, reboot_boot_id, last_success_at, last_progress_at,
-  first_seen_at`;
+  first_seen_at, last_work_at, idle_runs`;
 
 export async function lockJobs(q: Q, names: readonly string[]): Promise<void> {
   if (names.length === 0) return;

@@ -52,8 +52,10 @@ async function insertMarkers(q: Q, w: MarkerWriter, keys: readonly string[], now
       [n, now, runId],
     );
   }
+  // New markers are new work (health `idle`, migration 012): in the same statement.
   await q.run(
-    "UPDATE jobs SET last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $1) WHERE name = $2",
+    `UPDATE jobs SET last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $1),
+       last_work_at = GREATEST(COALESCE(last_work_at, 0), $1), idle_runs = 0 WHERE name = $2`,
     [now, w.job],
   );
   return n;
@@ -196,7 +198,8 @@ async function progress(q: Q, runId: number, message: string | null, now: number
   );
   if (n === 0) return;
   await q.run(
-    `UPDATE jobs SET last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $1)
+    `UPDATE jobs SET last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $1),
+       last_work_at = GREATEST(COALESCE(last_work_at, 0), $1), idle_runs = 0
      WHERE name = (SELECT job FROM runs WHERE id = $2)`,
     [now, runId],
   );

@@ -3,7 +3,7 @@
 // transaction and never open one.
 import type { Q } from "../pg-connection.js";
 import { movedEvents } from "../moved.js";
-import type { MoveMarkers, MoveOutcome } from "../rows.js";
+import type { MoveMarkers, MoveOutcome } from "../moved.js";
 import { insertEvent } from "./events.js";
 import { runningRuns } from "./history.js";
 import { lockJobs } from "./jobs.js";

@@ -192,9 +192,12 @@ export async function finishRun(q: Q, runId: number, r: RunResult): Promise<Fini
     `WITH f AS (
        UPDATE runs SET status = $1, reason = $2, exit_code = $3, signal = $4, finished_at = $5,
          duration_ms = $6, log_bytes = $7, cpu_s = $9, memory_peak_bytes = $10, revoked = 1
-       WHERE id = $8 AND status = 'running' RETURNING id, job, status, log_path, node),
+       WHERE id = $8 AND status = 'running'
+       RETURNING id, job, status, log_path, node, started_at),
      j AS (UPDATE jobs SET last_success_at = GREATEST(COALESCE(last_success_at, 0), $5),
-         last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $5)
+         last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $5),
+         idle_runs = jobs.idle_runs
+           + CASE WHEN f.started_at > COALESCE(jobs.last_work_at, 0) THEN 1 ELSE 0 END
        FROM f WHERE f.status = 'ok' AND jobs.name = f.job)
      SELECT id, log_path, node FROM f`,
     [
@@ -298,9 +301,11 @@ const RECORD_ENDS = `WITH l AS MATERIALIZED (
       log_bytes = e.log_bytes, cpu_s = e.cpu_s, memory_peak_bytes = e.memory_peak_bytes,
       revoked = 1
     FROM e WHERE runs.id = e.id AND runs.status = 'running' AND (SELECT n FROM l) >= 0
-    RETURNING runs.job, runs.status, runs.finished_at),
+    RETURNING runs.job, runs.status, runs.finished_at, runs.started_at),
   j AS (UPDATE jobs SET last_success_at = GREATEST(COALESCE(last_success_at, 0), m.at),
-      last_progress_at = GREATEST(COALESCE(last_progress_at, 0), m.at)
+      last_progress_at = GREATEST(COALESCE(last_progress_at, 0), m.at),
+      idle_runs = jobs.idle_runs + (SELECT count(*) FROM f WHERE f.job = jobs.name
+        AND f.status = 'ok' AND f.started_at > COALESCE(jobs.last_work_at, 0))
     FROM (SELECT job, MAX(finished_at) AS at FROM f WHERE status = 'ok' GROUP BY job) m
     WHERE jobs.name = m.job),
   t AS (INSERT INTO run_logs (run_id, tail)

@@ -70,7 +70,7 @@ const summarySql = (recent: boolean): string =>
   `SELECT name, paused, fence, scanned_to, reboot_boot_id, last_success_at, last_progress_at,
      first_seen_at, ${recent ? "recent_runs" : "'[]' AS recent_runs"}, last_finished,
      marker_count, recent_ok_p95_ms, failing_streak, failing_run_id, failing_status,
-     failing_reason FROM jobs`;
+     failing_reason, last_work_at, idle_runs FROM jobs`;
 
 /**
  * Everything `status` shows, as ../sqlite/status.ts reads it: one row per job (its summary, kept
@@ -140,6 +140,8 @@ function jobOf(s: SummaryRow): JobRow {
     last_success_at: s.last_success_at,
     last_progress_at: s.last_progress_at,
     first_seen_at: s.first_seen_at,
+    last_work_at: s.last_work_at,
+    idle_runs: s.idle_runs,
   };
 }
 

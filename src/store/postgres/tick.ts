@@ -164,7 +164,7 @@ async function claimAndLock(
  */
 const START = `WITH f AS (
     UPDATE jobs SET fence = fence + 1, first_seen_at = COALESCE(first_seen_at, $5::bigint),
-      scanned_to = CASE WHEN $2::bigint IS NULL THEN scanned_to
+      scanned_to = CASE WHEN $2::bigint IS NULL OR NOT $13::boolean THEN scanned_to
         ELSE GREATEST(COALESCE(scanned_to, 0), $2::bigint) END
     WHERE name = $1::text AND NOT ($12::boolean AND EXISTS (
       SELECT 1 FROM runs WHERE job = $1::text AND status = 'running'))
@@ -203,6 +203,7 @@ async function start(
     parts?.[0] ?? null,
     parts?.[1] ?? null,
     guard,
+    a.stamp !== false,
   ]);
   q.ordered();
   if (run === undefined || parts !== null) return run;
@@ -248,7 +249,13 @@ async function reserveWon(
   const { held, tookOver } = await reapDeadHolders(q, a.job, now, a.holderAlive, node, a.owner);
   if (held) {
     const { holder, lease } = held;
-    if (a.claimSlot && a.slot !== null) {
+    if (a.claimSlot && a.slot !== null && a.stamp === false) {
+      // A backfill's slot stays free: the slot row this transaction claimed is given back.
+      await q.run("DELETE FROM slots WHERE job = $1 AND slot = $2 AND run_id IS NULL", [
+        a.job,
+        a.slot,
+      ]);
+    } else if (a.claimSlot && a.slot !== null) {
       // Another node's run holds the lock by that node's lease: if the node is dead, the lock is
       // free when the lease ends, and the slot is caught up then (daemon/blocked.ts).
       const reason = lease

@@ -2,7 +2,7 @@
 // Table-group functions: they run in their caller's transaction (a snapshot: PgStore reads them
 // in one) and never open one.
 import type { Q } from "../pg-connection.js";
-import type { EventRow, RunRow, SlotFacts } from "../rows.js";
+import type { EventRow, RunRow, SlotFacts, SlotRun } from "../rows.js";
 import { daemonRow } from "./daemon.js";
 import { runningRuns } from "./history.js";
 import { jobRow } from "./jobs.js";
@@ -81,4 +81,14 @@ async function daemonSigns(
     [slot],
   );
   return { lastBefore: r?.last_before ?? null, firstAfter: r?.first_after ?? null };
+}
+
+/** What the runs of a job's slots in [from, to] came to (as ../sqlite/why.ts). */
+export async function slotRuns(q: Q, job: string, from: number, to: number): Promise<SlotRun[]> {
+  const rows = await q.all<{ slot: number; ok: boolean; attempt: number }>(
+    `SELECT slot, bool_or(status = 'ok') AS ok, MAX(attempt) AS attempt FROM runs
+     WHERE job = $1 AND slot BETWEEN $2 AND $3 GROUP BY slot ORDER BY slot`,
+    [job, from, to],
+  );
+  return rows.map((r) => ({ slot: Number(r.slot), ok: r.ok, attempt: Number(r.attempt) }));
 }

@@ -54,9 +54,11 @@ function insertMarkers(c: Conn, w: MarkerWriter, keys: readonly string[], now: n
       "UPDATE runs SET markers_new = markers_new + ?, progress_at = ? WHERE id = ? AND status = 'running'",
     ).run(n, now, runId);
   }
+  // New markers are new work (health `idle`, migration 012): in the same statement.
   c.q(
-    "UPDATE jobs SET last_progress_at = MAX(COALESCE(last_progress_at, 0), ?) WHERE name = ?",
-  ).run(now, w.job);
+    `UPDATE jobs SET last_progress_at = MAX(COALESCE(last_progress_at, 0), ?),
+       last_work_at = MAX(COALESCE(last_work_at, 0), ?), idle_runs = 0 WHERE name = ?`,
+  ).run(now, now, w.job);
   return n;
 }
 
@@ -236,8 +238,10 @@ function progress(c: Conn, runId: number, message: string | null, now: number): 
     .run(now, message, runId);
   if (info.changes === 0) return;
   c.q(
-    "UPDATE jobs SET last_progress_at = MAX(COALESCE(last_progress_at, 0), ?) WHERE name = (SELECT job FROM runs WHERE id = ?)",
-  ).run(now, runId);
+    `UPDATE jobs SET last_progress_at = MAX(COALESCE(last_progress_at, 0), ?),
+       last_work_at = MAX(COALESCE(last_work_at, 0), ?), idle_runs = 0
+     WHERE name = (SELECT job FROM runs WHERE id = ?)`,
+  ).run(now, now, runId);
 }
 
 // ---- the marker path's operations -----------------------------------------------------------

@@ -28,7 +28,7 @@ export function reserveRun(c: Conn, a: ReserveRequest, node: string): ReserveOut
   if (a.lock) {
     const holder = reapDeadHolders(c, a.job, now, a.holderAlive);
     if (holder) {
-      if (slot !== null) {
+      if (slot !== null && a.stamp !== false) {
         const reason = `overlap: run ${holder.id} holds the lock`;
         insertDisposition(c, { job: a.job, slot, status: "skipped", reason }, now, node);
       }
@@ -47,7 +47,7 @@ export function reserveRun(c: Conn, a: ReserveRequest, node: string): ReserveOut
   c.q("UPDATE runs SET log_path = ? WHERE id = ?").run(a.logPath(id), id);
   if (slot !== null) {
     c.q("INSERT INTO slots (job, slot, run_id) VALUES (?, ?, ?)").run(a.job, slot, id);
-    setScannedTo(c, a.job, slot);
+    if (a.stamp !== false) setScannedTo(c, a.job, slot);
   }
   return { kind: "started", run: runRow(c, id) as RunRow };
 }
@@ -126,11 +126,14 @@ export function finishRun(c: Conn, runId: number, r: RunResult): void {
       runId,
     );
   if (info.changes > 0 && r.status === "ok") {
+    // A success that started after the job's last new work did nothing new (health `idle`).
     c.q(
       `UPDATE jobs SET last_success_at = MAX(COALESCE(last_success_at, 0), ?),
-         last_progress_at = MAX(COALESCE(last_progress_at, 0), ?)
+         last_progress_at = MAX(COALESCE(last_progress_at, 0), ?),
+         idle_runs = idle_runs + (SELECT r.started_at > COALESCE(jobs.last_work_at, 0)
+           FROM runs r WHERE r.id = ?)
        WHERE name = (SELECT job FROM runs WHERE id = ?)`,
-    ).run(r.finishedAt, r.finishedAt, runId);
+    ).run(r.finishedAt, r.finishedAt, runId, runId);
   }
 }
 

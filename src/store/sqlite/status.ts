@@ -58,8 +58,8 @@ export function jobReadings(
 /** The jobs' rows with their summaries; `recent`: recent_runs, or '[]' when none are asked for. */
 const summarySql = (recent: string): string => `SELECT name, paused, fence, scanned_to,
   reboot_boot_id, last_success_at, last_progress_at, first_seen_at, ${recent}, last_finished,
-  marker_count, recent_ok_p95_ms, failing_streak, failing_run_id, failing_status, failing_reason
-  FROM jobs`;
+  marker_count, recent_ok_p95_ms, failing_streak, failing_run_id, failing_status, failing_reason,
+  last_work_at, idle_runs FROM jobs`;
 const SUMMARY_SQL = summarySql("recent_runs");
 /** `status` reads no recent runs: 1,000 jobs' recent_runs were 1.5 MB of strings made for nothing. */
 const VERDICTS_SQL = summarySql("'[]'");
@@ -83,6 +83,8 @@ function summaryRows(c: Conn, one: string | null, recent = true): Map<string, Su
       last_success_at: r[5] as number | null,
       last_progress_at: r[6] as number | null,
       first_seen_at: r[7] as number | null,
+      last_work_at: r[16] as number | null,
+      idle_runs: r[17] as number,
     };
     out.set(row.name, [
       row,

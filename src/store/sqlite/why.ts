@@ -3,7 +3,7 @@
 // first signs around it. Table-group functions: they run in their caller's transaction (a
 // snapshot: SqliteStore reads them in one) and never open one.
 import type { Conn } from "../connection.js";
-import type { EventRow, RunRow, SlotFacts } from "../rows.js";
+import type { EventRow, RunRow, SlotFacts, SlotRun } from "../rows.js";
 import { daemonRow } from "./daemon.js";
 import { runningRuns } from "./history.js";
 import { jobRow } from "./jobs.js";
@@ -82,4 +82,21 @@ function daemonSigns(c: Conn, slot: number): Pick<SlotFacts, "lastBefore" | "fir
             UNION ALL SELECT MIN(at) FROM events WHERE at > @slot)) AS firstAfter`,
     )
     .get({ slot }) as Pick<SlotFacts, "lastBefore" | "firstAfter">;
+}
+
+/**
+ * What the runs of a job's slots in [from, to] came to, oldest first: whether one is `ok`, and the
+ * highest attempt among them (dispositions count as attempt 1): `backfill` runs the others.
+ */
+export function slotRuns(c: Conn, job: string, from: number, to: number): SlotRun[] {
+  return c
+    .q(
+      `SELECT slot, MAX(status = 'ok') AS ok, MAX(attempt) AS attempt FROM runs
+       WHERE job = ? AND slot BETWEEN ? AND ? GROUP BY slot ORDER BY slot`,
+    )
+    .all(job, from, to)
+    .map((r) => {
+      const x = r as { slot: number; ok: number; attempt: number };
+      return { slot: x.slot, ok: x.ok === 1, attempt: x.attempt };
+    });
 }
