@@ -77,6 +77,12 @@ export class Runs {
     );
   }
 
+  /** What waits for another run: jobs another node's run blocked, then slots waiting for holds. */
+  async lookAgain(now: number, batch: TickBatch): Promise<void> {
+    await this.takeOverBlocked(now, batch);
+    await this.wakeWaiting(batch);
+  }
+
   /**
    * The jobs whose slots another node's run blocked, once that node's lease has ended (as this
    * node saw it): taken over, if no other node did first, and caught up (blocked.ts).
@@ -119,6 +125,18 @@ export class Runs {
     }
   }
 
+  /**
+   * The slots waiting for a named lock or their group, offered again in their turn (a run
+   * ended, a tick, a heartbeat): each meets the overlap decision again, and the store's
+   * admission; one refused again waits again.
+   */
+  async wakeWaiting(batch: TickBatch): Promise<void> {
+    for (const { job, p } of this.rt.waiting.drain()) {
+      const st = this.rt.jobs.get(job.name);
+      if (st) await this.offer(st, p, batch);
+    }
+  }
+
   /** Retry recording the ends the store refused (every heartbeat). */
   retryUnrecorded(): Promise<void> {
     return this.endings.retryUnrecorded();
@@ -147,6 +165,16 @@ export class Runs {
       }
       const next = st.pending.shift();
       if (next) await this.startNow(name, next);
+    } catch (e) {
+      rt.log(`cronvisor: ${(e as Error).message} (job: ${name}, run: ${a.run.id})`);
+    }
+    // Its named locks and group are free now: the slots waiting for them, in their turn.
+    try {
+      if (rt.waiting.size > 0 && !rt.stopping) {
+        const batch = new TickBatch();
+        await this.wakeWaiting(batch);
+        await this.flush(batch);
+      }
     } catch (e) {
       rt.log(`cronvisor: ${(e as Error).message} (job: ${name}, run: ${a.run.id})`);
     }
