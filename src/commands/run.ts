@@ -44,6 +44,8 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
     if (e instanceof BrokerError) throw new CliError(`cronvisor: ${e.message}`, EXIT.usage);
     throw e;
   }
+  // Named locks and the group as a tick takes them; a manual run never waits (daemon/admit.ts).
+  const { decideAdmission } = await import("../daemon/admit.js");
   try {
     const res = await launch(
       {
@@ -52,6 +54,8 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
         owner: { pid: process.pid, start: startTimeOf(process.pid) },
         now: Date.now,
         broker,
+        admit: (j, o) => (f) =>
+          decideAdmission({ policy: j.overlap, trigger: o.trigger, waiting: false }, f),
       },
       job,
       { slot: null, claimSlot: false, trigger: "manual", attempt: 1, echo: process.stdout },
@@ -64,6 +68,12 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
         `cronvisor: ${job.name} is running: run ${h.id} (pid ${h.pid ?? "-"}, since ${new Date(h.started_at).toISOString()}) holds the lock; nothing was started.
   watch it:    cronvisor logs ${job.name} --follow ${c}
   then again:  cronvisor run ${job.name} ${c}\n`,
+      );
+      return EXIT.busy;
+    }
+    if (res.kind === "held") {
+      process.stderr.write(
+        `cronvisor: ${job.name} not started: ${res.reason}; nothing was started.\n  see: cronvisor status -c ${config.file}\n`,
       );
       return EXIT.busy;
     }

@@ -26,6 +26,11 @@ export class Runs {
     const { rt } = this;
     if (rt.stopping) return;
     const name = st.cfg.name;
+    // A slot of the job already waits for a lock or its group: this one cannot start before
+    // it, and `queue` keeps one waiting (admit.ts).
+    const waits = rt.waiting.reasonOf(name);
+    if (waits !== null && p.trigger === "schedule" && p.slot !== null)
+      return batch.record(st.cfg, p.slot, "skipped", `${waits} and a slot is already waiting`);
     const running = rt.runningOf(name);
     const d = decideOverlap(st.cfg.overlap, p, {
       running: running.map((a) => a.run.id),
@@ -131,9 +136,11 @@ export class Runs {
    * admission; one refused again waits again.
    */
   async wakeWaiting(batch: TickBatch): Promise<void> {
-    for (const { job, p } of this.rt.waiting.drain()) {
+    for (const { job, p, reason } of this.rt.waiting.drain()) {
       const st = this.rt.jobs.get(job.name);
-      if (st) await this.offer(st, p, batch);
+      // A start of the job is in this batch already (a retry): the waiter stays behind it.
+      if (st && batch.starting(job.name)) this.rt.waiting.add(job, p, reason ?? "");
+      else if (st) await this.offer(st, p, batch);
     }
   }
 

@@ -121,7 +121,7 @@ async function spawnReserved(
         }
       } else if (out.kind === "held") {
         // A named lock or the group refused it: a skipped slot was recorded with the reason.
-        if (out.admission.kind === "wait") rt.waiting.add(job, p);
+        if (out.admission.kind === "wait") rt.waiting.add(job, p, out.admission.reason);
         else if (p.slot === null || !p.claimSlot)
           rt.log(`cronvisor: ${p.trigger} of ${job.name} skipped: ${out.admission.reason}`);
       } else if (out.kind === "duplicate") {

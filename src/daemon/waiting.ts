@@ -8,6 +8,8 @@ import type { Pending } from "./state.js";
 export interface Waiter {
   job: JobConfig;
   p: Pending;
+  /** Why it waits, as the store's admission said (`lock db held by backup (run 812)`). */
+  reason?: string;
 }
 
 /** The turn among waiting starts: earlier slot first, then higher priority (pure). */
@@ -33,12 +35,17 @@ export function inTurn<W extends Waiter & { record?: unknown }>(writes: W[]): W[
 export class Waiting {
   private list: Waiter[] = [];
 
-  add(job: JobConfig, p: Pending): void {
-    this.list.push({ job, p });
+  add(job: JobConfig, p: Pending, reason: string): void {
+    this.list.push({ job, p, reason });
   }
 
   has(name: string): boolean {
     return this.list.some((w) => w.job.name === name);
+  }
+
+  /** Why the job's slot waits, or null when none does. */
+  reasonOf(name: string): string | null {
+    return this.list.find((w) => w.job.name === name)?.reason ?? null;
   }
 
   get size(): number {

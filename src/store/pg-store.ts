@@ -30,6 +30,7 @@ import type { RunResult } from "../core/types.js";
 import * as daemon from "./postgres/daemon.js";
 import * as events from "./postgres/events.js";
 import * as history from "./postgres/history.js";
+import * as holds from "./postgres/holds.js";
 import * as jobs from "./postgres/jobs.js";
 import * as markers from "./postgres/markers.js";
 import * as runs from "./postgres/runs.js";
@@ -255,15 +256,12 @@ export class PgStore extends PgMarkerStore implements Store {
   async run(id: number) {
     return history.runRow(this.c.one, id);
   }
-
   async logTail(runId: number) {
     return runs.logTail(this.c.one, runId);
   }
-
   async slotFacts(job: string, slot: number) {
     return this.c.read((q) => why.slotFacts(q, job, slot, this.c.node));
   }
-
   async runningRuns(job?: string) {
     return history.runningRuns(this.c.one, job);
   }
@@ -276,7 +274,6 @@ export class PgStore extends PgMarkerStore implements Store {
   async historyRow(id: number) {
     return history.historyRow(this.c.one, id);
   }
-
   async recentFinished(job: string, limit: number) {
     return history.recentFinished(this.c.one, job, limit);
   }
@@ -341,6 +338,9 @@ export class PgStore extends PgMarkerStore implements Store {
 
   async statusRows(list: readonly StatusJob[], recentLimit: number, parses?: SummaryParses) {
     return this.c.read((q) => status.statusRows(q, list, recentLimit, this.c.node, parses));
+  }
+  async holdsHeld() {
+    return holds.holdsHeld(this.c.one);
   }
 
   async repeatingKeysSince(job: string, limit: number, since: number) {

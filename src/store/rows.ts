@@ -268,6 +268,9 @@ export interface HoldRequest {
   admit: (facts: HoldFacts) => Admission;
 }
 
+/** A running run's hold on a named lock or a group, with the run (status reads these). */
+export type HeldRow = RunRow & { hold_kind: "lock" | "group"; hold_name: string };
+
 /** A live run holding a named lock (another node's judged by that node's lease). */
 export interface LockHolder {
   job: string;

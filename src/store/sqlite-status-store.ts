@@ -10,6 +10,7 @@ import type { StatusJob, SummaryParses } from "./status-rows.js";
 import { SqliteMarkerStore } from "./sqlite-marker-store.js";
 import * as daemon from "./sqlite/daemon.js";
 import * as history from "./sqlite/history.js";
+import * as holds from "./sqlite/holds.js";
 import * as status from "./sqlite/status.js";
 
 export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore {
@@ -69,5 +70,9 @@ export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore 
 
   async statusRows(list: readonly StatusJob[], recentLimit: number, parses?: SummaryParses) {
     return this.c.read(() => status.statusRows(this.c, list, recentLimit, parses));
+  }
+
+  async holdsHeld() {
+    return holds.holdsHeld(this.c);
   }
 }
