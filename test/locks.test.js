@@ -3,20 +3,7 @@
 import assert from "node:assert/strict";
 import test from "node:test";
 import { cli, rows, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
-
-/** The most runs of `jobs` whose lifetimes (reservation to recorded end) overlap at once. */
-export function mostAtOnce(runs) {
-  const edges = runs.flatMap((r) => [
-    [r.started_at, 1],
-    [r.finished_at ?? Infinity, -1],
-  ]);
-  // An end at the same instant as a start comes first: the lock was free for the start.
-  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
-  let now = 0;
-  let most = 0;
-  for (const [, d] of edges) most = Math.max(most, (now += d));
-  return most;
-}
+import { mostAtOnce } from "./locks-helpers.js";
 
 test("two jobs sharing a named lock never overlap; a slot that finds it held is skipped naming the holder; `run` exits 75", async (t) => {
   const dir = tmpdir(t);
@@ -77,7 +64,10 @@ test("a group of max_running 2 with four jobs never has three running; the slot 
   const jobs = ["g1", "g2", "g3", "g4"]
     .map((n) => `  ${n}:\n    schedule: "* * * * * *"\n    command: sleep 1.2\n    group: heavy\n`)
     .join("");
-  const cfg = writeConfig(dir, `heartbeat: 1s\ngroups: { heavy: { max_running: 2 } }\njobs:\n${jobs}`);
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s\ngroups: { heavy: { max_running: 2 } }\njobs:\n${jobs}`,
+  );
   const d = startDaemon(t, cfg);
   const full = () =>
     rows(dir, "SELECT * FROM runs WHERE reason = 'group heavy full (2 of 2 running)'");
@@ -125,13 +115,18 @@ jobs:
   const { spawnCli } = await import("./helpers.js");
   const blocker = spawnCli(["run", "blocker", "-c", cfg]);
   t.after(() => blocker.kill("SIGKILL"));
-  await waitFor(() => rows(dir, "SELECT * FROM runs WHERE job = 'blocker'").length === 1, "blocker");
+  await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE job = 'blocker'").length === 1,
+    "blocker",
+  );
   const d = startDaemon(t, cfg);
   // One slot of each waits; their next ones are skipped (queue keeps one per job).
   await waitFor(
     () =>
-      rows(dir, "SELECT * FROM runs WHERE reason LIKE 'group one full (1 of 1 running) and a slot is already waiting'")
-        .length >= 4,
+      rows(
+        dir,
+        "SELECT * FROM runs WHERE reason LIKE 'group one full (1 of 1 running) and a slot is already waiting'",
+      ).length >= 4,
     "later slots skipped behind the waiting ones",
   );
   const { writeFileSync } = await import("node:fs");

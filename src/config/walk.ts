@@ -333,7 +333,12 @@ export function readGroups(
       continue;
     }
     if (!isMap(value)) {
-      report(ctx, value ?? pair.key, path, `expected { max_running: N }, got ${describe(ctx, value)}`);
+      report(
+        ctx,
+        value ?? pair.key,
+        path,
+        `expected { max_running: N }, got ${describe(ctx, value)}`,
+      );
       ok = false;
       continue;
     }

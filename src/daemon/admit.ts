@@ -16,8 +16,7 @@ export interface AdmitState {
 /** Why the holds refuse a start, or null when every lock is free and the group has room. */
 export function blockedBy(f: HoldFacts): string | null {
   for (const l of f.locks) {
-    if (l.holder !== null)
-      return `lock ${l.name} held by ${l.holder.job} (run ${l.holder.runId})`;
+    if (l.holder !== null) return `lock ${l.name} held by ${l.holder.job} (run ${l.holder.runId})`;
   }
   const g = f.group;
   if (g !== null && g.running >= g.maxRunning)

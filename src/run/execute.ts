@@ -95,11 +95,7 @@ export function reservation(ctx: RunContext, job: JobConfig, o: LaunchOptions): 
 }
 
 /** The named locks and group a run of `job` holds (docs/locks.md), if it has any. */
-function holdsOf(
-  ctx: RunContext,
-  job: JobConfig,
-  o: LaunchOptions,
-): { holds?: HoldRequest } {
+function holdsOf(ctx: RunContext, job: JobConfig, o: LaunchOptions): { holds?: HoldRequest } {
   // A config recorded before named locks (a daemon's running config) has neither key.
   const locks = job.locks ?? [];
   const group = (ctx.config.groups ?? []).find((g) => g.name === job.group) ?? null;

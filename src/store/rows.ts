@@ -2,6 +2,7 @@
 // the store's compound writes. Types only, importing nothing but core: health, alerts and render
 // read rows without loading the SQL modules.
 import type { RunResult, RunStatus, Trigger } from "../core/types.js";
+import type { Admission, HoldRequest } from "./hold-rows.js";
 
 export interface RunRow {
   id: number;
@@ -256,40 +257,8 @@ export interface ReserveRequest {
   holds?: HoldRequest;
 }
 
-/**
- * What a run holds besides its job's lock: its named locks (sorted: the order they are taken in)
- * and its group. The store judges them inside the reservation's transaction, asks `admit`, and
- * takes them with the run's start; they are released by the run's end.
- */
-export interface HoldRequest {
-  locks: readonly string[];
-  group: { name: string; maxRunning: number } | null;
-  /** The decision (daemon/admit.ts) on what the store found, inside the same transaction. */
-  admit: (facts: HoldFacts) => Admission;
-}
-
 /** A running run's hold on a named lock or a group, with the run (status reads these). */
 export type HeldRow = RunRow & { hold_kind: "lock" | "group"; hold_name: string };
-
-/** A live run holding a named lock (another node's judged by that node's lease). */
-export interface LockHolder {
-  job: string;
-  runId: number;
-  node: string | null;
-}
-
-/** What a reservation found of its holds: each lock's live holder, the group's live runs. */
-export interface HoldFacts {
-  locks: { name: string; holder: LockHolder | null }[];
-  group: { name: string; running: number; maxRunning: number } | null;
-}
-
-export type Admission =
-  | { kind: "start" }
-  /** Not now: the caller keeps the run waiting for a hold (nothing is recorded). */
-  | { kind: "wait"; reason: string }
-  /** Not at all: a claimed slot is recorded `skipped` with this reason. */
-  | { kind: "skip"; reason: string };
 
 export type ReserveOutcome =
   | { kind: "started"; run: RunRow; tookOver?: TakenOver[] }

@@ -5,15 +5,8 @@
 // other's names, and a name has no row that every tick writes. Table-group functions: they run
 // in their caller's transaction and never open one.
 import type { Q } from "../pg-connection.js";
-import type {
-  HeldRow,
-  HoldFacts,
-  HoldRequest,
-  LockHolder,
-  Owner,
-  RunRow,
-  TickWrite,
-} from "../rows.js";
+import type { HoldFacts, HoldRequest, LockHolder } from "../hold-rows.js";
+import type { HeldRow, Owner, RunRow, TickWrite } from "../rows.js";
 import { fenced, interrupted, runResult } from "../../core/result.js";
 import { leaseLeft } from "./daemon.js";
 import { finishRun } from "./runs.js";
@@ -89,7 +82,11 @@ async function reap(q: Q, r: RunRow, now: number, node: string, elsewhere: boole
   const end = elsewhere
     ? fenced(`node ${r.node}'s lease ran out while it held a named lock; node ${node} took it`)
     : interrupted("its processes and supervisor died");
-  await finishRun(q, r.id, runResult(end, r.started_at, now, { bytes: r.log_bytes ?? 0, truncated: false }));
+  await finishRun(
+    q,
+    r.id,
+    runResult(end, r.started_at, now, { bytes: r.log_bytes ?? 0, truncated: false }),
+  );
   return true;
 }
 

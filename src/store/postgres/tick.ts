@@ -11,8 +11,8 @@
 // job's row lock, in the same transaction as its slot. Table-group functions: they run in their
 // caller's transaction and never open one.
 import type { Q } from "../pg-connection.js";
+import type { HoldRequest } from "../hold-rows.js";
 import type {
-  HoldRequest,
   ReserveOutcome,
   ReserveRequest,
   RunRow,
@@ -295,7 +295,13 @@ async function admitHolds(
   if (admission.kind === "start") return null;
   if (a.claimSlot && a.slot !== null) {
     if (admission.kind === "skip")
-      disposed.push({ job: a.job, slot: a.slot, status: "skipped", reason: admission.reason, at: now });
+      disposed.push({
+        job: a.job,
+        slot: a.slot,
+        status: "skipped",
+        reason: admission.reason,
+        at: now,
+      });
     else
       await q.run("DELETE FROM slots WHERE job = $1 AND slot = $2 AND run_id IS NULL", [
         a.job,

@@ -3,7 +3,8 @@
 // job's lock, in its caller's BEGIN IMMEDIATE (which serialises every taker: the judgement and
 // the take are one step). A hold is released by its run's end (no longer `running`): no write.
 import type { Conn } from "../connection.js";
-import type { HeldRow, HoldFacts, HoldRequest, LockHolder, RunRow } from "../rows.js";
+import type { HoldFacts, HoldRequest, LockHolder } from "../hold-rows.js";
+import type { HeldRow, RunRow } from "../rows.js";
 
 type Kind = "lock" | "group";
 

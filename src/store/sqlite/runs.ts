@@ -3,15 +3,8 @@
 // transaction and never open one (a reservation is only safe inside the caller's BEGIN
 // IMMEDIATE, which makes the lock check and the insert one step).
 import type { Conn } from "../connection.js";
-import type {
-  HoldRequest,
-  JobRow,
-  Owner,
-  ReserveOutcome,
-  ReserveRequest,
-  RunRow,
-  SlotRecord,
-} from "../rows.js";
+import type { HoldRequest } from "../hold-rows.js";
+import type { JobRow, Owner, ReserveOutcome, ReserveRequest, RunRow, SlotRecord } from "../rows.js";
 import { interrupted, runResult } from "../../core/result.js";
 import type { RunResult } from "../../core/types.js";
 import { runRow, runningRuns } from "./history.js";
@@ -80,7 +73,12 @@ function admitHolds(
   const admission = h.admit(judgeHolds(c, h, a.holderAlive, reap));
   if (admission.kind === "start") return null;
   if (admission.kind === "skip" && slot !== null)
-    insertDisposition(c, { job: a.job, slot, status: "skipped", reason: admission.reason }, now, node);
+    insertDisposition(
+      c,
+      { job: a.job, slot, status: "skipped", reason: admission.reason },
+      now,
+      node,
+    );
   return { kind: "held", admission };
 }
 
