@@ -1,7 +1,9 @@
 // Named locks and concurrency groups (docs/locks.md) end to end: real daemons, real jobs, a real
 // SQLite store; the PostgreSQL side is in locks-nodes.test.js.
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
 import test from "node:test";
+import { parse } from "yaml";
 import { cli, rows, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
 import { mostAtOnce } from "./locks-helpers.js";
 
@@ -129,7 +131,6 @@ jobs:
       ).length >= 4,
     "later slots skipped behind the waiting ones",
   );
-  const { writeFileSync } = await import("node:fs");
   writeFileSync(gate, "");
   assert.equal((await blocker.exited).code, 0);
   await waitFor(
@@ -145,4 +146,92 @@ jobs:
   assert.deepEqual([first.job, second.job], ["hi", "lo"]);
   const end = rows(dir, "SELECT finished_at FROM runs WHERE job = 'blocker'")[0].finished_at;
   assert.ok(first.slot < end, "they waited for the blocker");
+});
+
+test("validate: an unknown group, bad lock names and a bad priority are errors with file, line and key", (t) => {
+  const dir = tmpdir(t);
+  const cfg = writeConfig(
+    dir,
+    `groups:
+  heavy: { max_running: 2 }
+  light: { max_running: 0 }
+jobs:
+  a:
+    schedule: "@daily"
+    command: "true"
+    locks: [db, "Not ok", db]
+    group: heavyy
+    priority: high
+  b:
+    schedule: "@daily"
+    command: "true"
+    locks: db
+`,
+  );
+  const r = cli(["validate", "-c", cfg]);
+  assert.equal(r.code, 2);
+  assert.deepEqual(r.stderr.trim().split("\n"), [
+    `${cfg}:3:25: groups.light.max_running: expected a whole number (1 or more), got 0`,
+    `${cfg}:8:17: jobs.a.locks[1]: expected a lock name (1-64 of a-z 0-9 _ . -, starting with a letter or digit), got "Not ok"`,
+    `${cfg}:8:27: jobs.a.locks[2]: "db" is listed twice`,
+    `${cfg}:10:15: jobs.a.priority: expected a number, e.g. 10, got "high"`,
+    `${cfg}:14:12: jobs.b.locks: expected a list of lock names, e.g. [db], got "db"`,
+  ]);
+  // With a valid groups: map, an unknown name says which it may have meant.
+  const cfg2 = writeConfig(
+    dir,
+    `groups: { heavy: { max_running: 2 } }\njobs:\n  a:\n    schedule: "@daily"\n    command: "true"\n    group: heavyy\n`,
+    "two.yaml",
+  );
+  const r2 = cli(["validate", "-c", cfg2]);
+  assert.equal(r2.code, 2);
+  assert.equal(
+    r2.stderr.trim(),
+    `${cfg2}:6:12: jobs.a.group: unknown group "heavyy" (did you mean "heavy"?)`,
+  );
+  const none = writeConfig(
+    dir,
+    `jobs:\n  a:\n    schedule: "@daily"\n    command: "true"\n    group: heavy\n`,
+    "three.yaml",
+  );
+  assert.match(
+    cli(["validate", "-c", none]).stderr,
+    /three\.yaml:5:12: jobs\.a\.group: unknown group "heavy" \(there is no top-level groups:\)/,
+  );
+});
+
+test("import-crontab: a flock file several lines share becomes a named lock, the wrapper removed with a comment", (t) => {
+  const dir = tmpdir(t);
+  const crontab = `${dir}/crontab`;
+  writeFileSync(
+    crontab,
+    `0 2 * * * flock -n /var/lock/db.lock /usr/local/bin/backup
+30 * * * * flock -x -w 30 /var/lock/db.lock -c "vacuumdb --all"
+*/5 * * * * flock /var/lock/db.lock /usr/local/bin/import --fast
+0 3 * * * flock -n /tmp/own.lock /bin/solo
+`,
+  );
+  const r = cli(["import-crontab", crontab]);
+  assert.equal(r.code, 0, r.stderr);
+  const yaml = writeConfig(dir, r.stdout, "imported.yaml");
+  const v = cli(["validate", "-c", yaml]);
+  assert.equal(v.code, 0, v.stderr);
+  const { jobs } = parse(r.stdout);
+  assert.deepEqual(jobs.backup, {
+    schedule: "0 2 * * *",
+    command: "/usr/local/bin/backup",
+    overlap: "skip",
+    locks: ["db"],
+  });
+  assert.deepEqual(jobs.vacuumdb.locks, ["db"]);
+  assert.equal(jobs.vacuumdb.overlap, "queue");
+  assert.equal(jobs.vacuumdb.command, "vacuumdb --all");
+  assert.deepEqual(jobs.import.locks, ["db"]);
+  assert.equal(jobs.import.command, "/usr/local/bin/import --fast");
+  // A lock file of one line only is the job's own overlap lock, as before.
+  assert.deepEqual(jobs.solo, { schedule: "0 3 * * *", command: "/bin/solo", overlap: "skip" });
+  assert.match(
+    r.stdout,
+    /# removed `flock -n \/var\/lock\/db\.lock`: other lines lock \/var\/lock\/db\.lock too: `locks: \[db\]`/,
+  );
 });

@@ -31,6 +31,8 @@ export function readLockNames(ctx: Ctx, node: YAMLSeq, where: string): string[] 
  * at the value, with the nearest known name.
  */
 export function reportUnknownGroups(ctx: Ctx, root: YAMLMap, raw: Raw): void {
+  // A groups: map with errors of its own is reported already: no guess at what it holds.
+  if (root.has("groups") && !("groups" in raw)) return;
   const groups = raw.groups !== null && typeof raw.groups === "object" ? raw.groups : {};
   const known = Object.keys(groups as Raw);
   const check = (owner: unknown, where: string) => {
