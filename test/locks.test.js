@@ -59,6 +59,14 @@ jobs:
     // The holder was running when the slot was decided.
     assert.ok(holder.started_at <= s.started_at && holder.finished_at >= s.started_at, s.reason);
   }
+  // `why` explains it.
+  const s = lockSkips()[0];
+  const at = new Date(s.slot).toISOString();
+  const why = JSON.parse(cli(["why", s.job, "--at", at, "--json", "-c", cfg]).stdout);
+  assert.equal(why.disposition, "skipped");
+  assert.equal(why.reason, s.reason);
+  assert.match(why.explanation[1], /^Skipped: the named lock db was held by run \d+ of \w+ /);
+  assert.match(why.explanation[2], /not run afterwards \(no catch-up\)/);
 });
 
 test("a group of max_running 2 with four jobs never has three running; the slot is recorded full", async (t) => {
