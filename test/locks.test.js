@@ -4,7 +4,17 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import test from "node:test";
 import { parse } from "yaml";
-import { cli, rows, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import {
+  cli,
+  freePort,
+  request,
+  rows,
+  startDaemon,
+  stopDaemon,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 import { mostAtOnce } from "./locks-helpers.js";
 
 test("two jobs sharing a named lock never overlap; a slot that finds it held is skipped naming the holder; `run` exits 75", async (t) => {
@@ -36,6 +46,9 @@ jobs:
   let manual;
   await waitFor(
     () => {
+      // Asked while b's run holds db (else a manual run of a may start, or meet a's own lock).
+      if (rows(dir, "SELECT id FROM runs WHERE job = 'b' AND status = 'running'").length === 0)
+        return false;
       manual = cli(["run", "a", "-c", cfg]);
       return manual.code === 75 && /lock db held by b \(run \d+\)/.test(manual.stderr);
     },
@@ -47,6 +60,16 @@ jobs:
   assert.deepEqual(
     st.locks.map((l) => l.name),
     ["cache", "db"],
+  );
+  for (const l of st.locks)
+    if (l.holder !== null) {
+      assert.ok(["a", "b"].includes(l.holder.job));
+      assert.equal(typeof l.holder.run_id, "number");
+      assert.equal(typeof l.holder.node, "string");
+    }
+  assert.match(
+    cli(["status", "-c", cfg]).stdout,
+    /^ {2}lock db: (free|held by [ab] \(run \d+\))$/m,
   );
   await stopDaemon(d);
   const ran = rows(dir, "SELECT * FROM runs WHERE status NOT IN ('skipped', 'missed')");
@@ -71,12 +94,13 @@ jobs:
 
 test("a group of max_running 2 with four jobs never has three running; the slot is recorded full", async (t) => {
   const dir = tmpdir(t);
+  const port = await freePort();
   const jobs = ["g1", "g2", "g3", "g4"]
     .map((n) => `  ${n}:\n    schedule: "* * * * * *"\n    command: sleep 1.2\n    group: heavy\n`)
     .join("");
   const cfg = writeConfig(
     dir,
-    `heartbeat: 1s\ngroups: { heavy: { max_running: 2 } }\njobs:\n${jobs}`,
+    `heartbeat: 1s\nhttp: 127.0.0.1:${port}\ngroups: { heavy: { max_running: 2 } }\njobs:\n${jobs}`,
   );
   const d = startDaemon(t, cfg);
   const full = () =>
@@ -91,6 +115,10 @@ test("a group of max_running 2 with four jobs never has three running; the slot 
   assert.equal(st.groups[0].name, "heavy");
   assert.equal(st.groups[0].max_running, 2);
   assert.ok(st.groups[0].running <= 2);
+  // The page shows the group with its runs against its cap.
+  const page = await request(port);
+  assert.equal(page.status, 200);
+  assert.match(page.body, /<li data-group="heavy"[^>]*>group heavy: [0-2] of 2 running<\/li>/);
   await stopDaemon(d);
   const ran = rows(dir, "SELECT * FROM runs WHERE status NOT IN ('skipped', 'missed')");
   assert.equal(mostAtOnce(ran), 2, "two at once at most, and the cap was reached");

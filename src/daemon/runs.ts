@@ -170,18 +170,13 @@ export class Runs {
       } else if (retry.kind === "drop") {
         await rt.event(name, "retry", retry.detail);
       }
+      // The job's next queued slot, and the slots waiting for the named locks and group this
+      // run held, in one batch: in their turn (waiting.ts), an older waiting slot first.
       const next = st.pending.shift();
-      if (next) await this.startNow(name, next);
-    } catch (e) {
-      rt.log(`cronvisor: ${(e as Error).message} (job: ${name}, run: ${a.run.id})`);
-    }
-    // Its named locks and group are free now: the slots waiting for them, in their turn.
-    try {
-      if (rt.waiting.size > 0 && !rt.stopping) {
-        const batch = new TickBatch();
-        await this.wakeWaiting(batch);
-        await this.flush(batch);
-      }
+      const batch = new TickBatch();
+      if (next) batch.start(st.cfg, next);
+      if (rt.waiting.size > 0) await this.wakeWaiting(batch);
+      await this.flush(batch);
     } catch (e) {
       rt.log(`cronvisor: ${(e as Error).message} (job: ${name}, run: ${a.run.id})`);
     }
