@@ -79,7 +79,8 @@ jobs:
     return [st.jobs[0].last_run?.node, st.jobs[0].last_finished_run?.node];
   };
   assert.deepEqual(lastRuns(), ["web1", "web1"]);
-  // The store as migration 010 left it: 011's columns gone, 010's view, summaries without the node.
+  // The store as migration 010 left it: 011's columns gone, 010's view, summaries without the node
+  // (and the table of 012, which came after).
   const db = new Database(path.join(dir, "state", "cronvisor.db"));
   const m010 = fs.readFileSync(
     path.join(ROOT, "src", "store", "migrations", "sqlite", "010_operable_store.sql"),
@@ -91,7 +92,8 @@ jobs:
     ${view}
     ALTER TABLE runs DROP COLUMN cpu_s;
     ALTER TABLE runs DROP COLUMN memory_peak_bytes;
-    ALTER TABLE daemon DROP COLUMN containment;`);
+    ALTER TABLE daemon DROP COLUMN containment;
+    DROP TABLE holds;`);
   db.exec("UPDATE jobs SET last_finished = json_remove(last_finished, '$.node')");
   db.pragma("user_version = 10");
   db.close();

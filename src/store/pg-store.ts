@@ -30,7 +30,6 @@ import type { RunResult } from "../core/types.js";
 import * as daemon from "./postgres/daemon.js";
 import * as events from "./postgres/events.js";
 import * as history from "./postgres/history.js";
-import * as holds from "./postgres/holds.js";
 import * as jobs from "./postgres/jobs.js";
 import * as markers from "./postgres/markers.js";
 import * as runs from "./postgres/runs.js";
@@ -340,7 +339,7 @@ export class PgStore extends PgMarkerStore implements Store {
     return this.c.read((q) => status.statusRows(q, list, recentLimit, this.c.node, parses));
   }
   async holdsHeld() {
-    return holds.holdsHeld(this.c.one);
+    return status.holdsHeld(this.c.one);
   }
 
   async repeatingKeysSince(job: string, limit: number, since: number) {

@@ -10,7 +10,6 @@ import type { StatusJob, SummaryParses } from "./status-rows.js";
 import { SqliteMarkerStore } from "./sqlite-marker-store.js";
 import * as daemon from "./sqlite/daemon.js";
 import * as history from "./sqlite/history.js";
-import * as holds from "./sqlite/holds.js";
 import * as status from "./sqlite/status.js";
 
 export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore {
@@ -73,6 +72,6 @@ export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore 
   }
 
   async holdsHeld() {
-    return holds.holdsHeld(this.c);
+    return status.holdsHeld(this.c);
   }
 }

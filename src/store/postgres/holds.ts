@@ -6,7 +6,7 @@
 // in their caller's transaction and never open one.
 import type { Q } from "../pg-connection.js";
 import type { HoldFacts, HoldRequest, LockHolder } from "../hold-rows.js";
-import type { HeldRow, Owner, RunRow, TickWrite } from "../rows.js";
+import type { Owner, RunRow, TickWrite } from "../rows.js";
 import { fenced, interrupted, runResult } from "../../core/result.js";
 import { leaseLeft } from "./daemon.js";
 import { finishRun } from "./runs.js";
@@ -119,14 +119,5 @@ export async function takeHolds(q: Q, runId: number, h: HoldRequest): Promise<vo
     `INSERT INTO holds (kind, name, run_id)
      SELECT k, n, $3::bigint FROM unnest($1::text[], $2::text[]) AS t(k, n)`,
     [kinds, names, runId],
-  );
-}
-
-/** Every hold of a running run, with its run (status: `locks` and `groups`). */
-export async function holdsHeld(q: Q): Promise<HeldRow[]> {
-  return q.all<HeldRow>(
-    `SELECT h.kind AS hold_kind, h.name AS hold_name, r.* FROM holds h
-     JOIN runs r ON r.id = h.run_id AND r.status = 'running'
-     ORDER BY h.kind, h.name COLLATE "C", r.id`,
   );
 }

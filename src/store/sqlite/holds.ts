@@ -4,7 +4,7 @@
 // the take are one step). A hold is released by its run's end (no longer `running`): no write.
 import type { Conn } from "../connection.js";
 import type { HoldFacts, HoldRequest, LockHolder } from "../hold-rows.js";
-import type { HeldRow, RunRow } from "../rows.js";
+import type { RunRow } from "../rows.js";
 
 type Kind = "lock" | "group";
 
@@ -66,14 +66,4 @@ export function takeHolds(c: Conn, runId: number, h: HoldRequest): void {
   const ins = c.q("INSERT INTO holds (kind, name, run_id) VALUES (?, ?, ?)");
   for (const name of h.locks) ins.run("lock", name, runId);
   if (h.group !== null) ins.run("group", h.group.name, runId);
-}
-
-/** Every hold of a running run, with its run (status: `locks` and `groups`). */
-export function holdsHeld(c: Conn): HeldRow[] {
-  return c
-    .q(
-      `SELECT h.kind AS hold_kind, h.name AS hold_name, r.* FROM holds h
-       JOIN runs r ON r.id = h.run_id AND r.status = 'running' ORDER BY h.kind, h.name, r.id`,
-    )
-    .all() as HeldRow[];
 }
