@@ -7,6 +7,7 @@ import { parse } from "yaml";
 import {
   cli,
   freePort,
+  killDaemon,
   request,
   rows,
   startDaemon,
@@ -270,4 +271,48 @@ test("import-crontab: a flock file several lines share becomes a named lock, the
     r.stdout,
     /# removed `flock -n \/var\/lock\/db\.lock`: other lines lock \/var\/lock\/db\.lock too: `locks: \[db\]`/,
   );
+});
+
+test("a daemon killed and restarted adopts a running run with its named lock: the lock stays held", async (t) => {
+  const dir = tmpdir(t);
+  const cfg = writeConfig(
+    dir,
+    `heartbeat: 1s
+jobs:
+  a:
+    schedule: "* * * * * *"
+    command: sleep 60
+    kill_grace: 1s
+    locks: [db]
+  b:
+    schedule: "* * * * * *"
+    command: "true"
+    locks: [db]
+`,
+  );
+  let d = startDaemon(t, cfg);
+  // After the restart the catch-up of the slot missed while it was down waits for db too, and
+  // later slots say so (`... and a slot is already waiting`).
+  const heldBy = (id) =>
+    rows(
+      dir,
+      "SELECT * FROM runs WHERE job = 'b' AND reason LIKE ?",
+      `lock db held by a (run ${id})%`,
+    );
+  await waitFor(
+    () => rows(dir, "SELECT * FROM runs WHERE job = 'a' AND pid IS NOT NULL").length === 1,
+    "a running",
+  );
+  const [run] = rows(dir, "SELECT * FROM runs WHERE job = 'a'");
+  await killDaemon(d);
+  const before = heldBy(run.id).length;
+  d = startDaemon(t, cfg);
+  await waitFor(() => heldBy(run.id).length >= before + 2, "b skipped for the adopted run's lock");
+  assert.equal(rows(dir, "SELECT status FROM runs WHERE id = ?", run.id)[0].status, "running");
+  assert.deepEqual(
+    rows(dir, "SELECT id FROM runs WHERE job = 'b' AND status NOT IN ('skipped', 'missed')"),
+    [],
+    "b never ran while a's run held db",
+  );
+  await stopDaemon(d);
 });
