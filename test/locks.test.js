@@ -316,3 +316,47 @@ jobs:
   );
   await stopDaemon(d);
 });
+
+test("the admission decision and the turn among waiting slots (pure)", async () => {
+  const { decideAdmission } = await import("../dist/daemon/admit.js");
+  const { byTurn, inTurn } = await import("../dist/daemon/waiting.js");
+  const free = {
+    locks: [{ name: "db", holder: null }],
+    group: { name: "heavy", running: 1, maxRunning: 2 },
+  };
+  const held = {
+    ...free,
+    locks: [{ name: "db", holder: { job: "backup", runId: 812, node: "n1" } }],
+  };
+  const full = { ...free, group: { name: "heavy", running: 2, maxRunning: 2 } };
+  const at = (policy, trigger = "schedule", waiting = false) => ({ policy, trigger, waiting });
+  assert.deepEqual(decideAdmission(at("skip"), free), { kind: "start" });
+  assert.deepEqual(decideAdmission(at("skip"), held), {
+    kind: "skip",
+    reason: "lock db held by backup (run 812)",
+  });
+  assert.deepEqual(decideAdmission(at("queue"), full), {
+    kind: "wait",
+    reason: "group heavy full (2 of 2 running)",
+  });
+  assert.deepEqual(decideAdmission(at("queue", "schedule", true), held), {
+    kind: "skip",
+    reason: "lock db held by backup (run 812) and a slot is already waiting",
+  });
+  // A manual run never waits (exit 75); a retry or catch-up always does, whatever the policy.
+  assert.equal(decideAdmission(at("queue", "manual"), held).kind, "skip");
+  assert.equal(decideAdmission(at("skip", "retry"), full).kind, "wait");
+  assert.equal(decideAdmission(at("replace"), held).kind, "skip");
+  // The turn: the earlier slot first, then the higher priority; other writes keep their places.
+  const w = (name, slot, priority, group = "heavy", record) => ({
+    job: { name, priority, group },
+    p: { slot },
+    ...(record ? { record } : {}),
+  });
+  const writes = [w("lo", 2000, 0), w("x", 1000, 9, null), w("hi", 2000, 5), w("old", 1000, -1)];
+  assert.deepEqual(
+    inTurn(writes).map((x) => x.job.name),
+    ["old", "x", "hi", "lo"],
+  );
+  assert.ok(byTurn(w("a", 1000, 0), w("b", 1000, 1)) > 0);
+});
