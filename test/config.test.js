@@ -626,6 +626,7 @@ test("a minimal job gets every default", () => {
     httpLogs: false,
     logsMaxTotalBytes: 1024 ** 3,
     alerts: [],
+    groups: [],
     jobs: [
       {
         name: "a",
@@ -658,6 +659,9 @@ test("a minimal job gets every default", () => {
         hosts: null,
         leftovers: "kill",
         limits: { memoryBytes: null, cpuPercent: null, tasks: null, nofile: null },
+        locks: [],
+        group: null,
+        priority: 0,
         line: 2,
       },
     ],
@@ -677,6 +681,7 @@ test("the design's example config is read as documented", () => {
       "  - webhook: http://127.0.0.1:8080/hook",
       "  - command: /usr/local/bin/notify",
       "defaults: { timeout: 1h, overlap: skip }",
+      "groups: { heavy: { max_running: 2 } }",
       "jobs:",
       "  enrich:",
       '    schedule: "0 2 * * *"',
@@ -703,6 +708,9 @@ test("the design's example config is read as documented", () => {
       "    failures_before_alert: 3",
       "    realert_every: 6h",
       "    ping: https://hc-ping.com/UUID",
+      "    locks: [db]",
+      "    group: heavy",
+      "    priority: 0",
     ),
   );
   assert.equal(config.timezone, "UTC");
@@ -711,6 +719,7 @@ test("the design's example config is read as documented", () => {
     { kind: "webhook", url: "http://127.0.0.1:8080/hook" },
     { kind: "command", command: "/usr/local/bin/notify" },
   ]);
+  assert.deepEqual(config.groups, [{ name: "heavy", maxRunning: 2 }]);
   const [enrich] = config.jobs;
   assert.deepEqual(
     { ...enrich, line: undefined },
@@ -745,10 +754,13 @@ test("the design's example config is read as documented", () => {
       hosts: null,
       leftovers: "kill",
       limits: { memoryBytes: null, cpuPercent: null, tasks: null, nofile: null },
+      locks: ["db"],
+      group: "heavy",
+      priority: 0,
       line: undefined,
     },
   );
-  assert.equal(enrich.line, 12);
+  assert.equal(enrich.line, 13);
 });
 
 test("the many-hosts keys: store, password_file (relative to the file), node, lease, hosts", () => {

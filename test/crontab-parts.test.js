@@ -7,7 +7,7 @@ import { classifyLine, cutCommand, detectFormat } from "../dist/crontab/lines.js
 import { nameFor, uniqueName } from "../dist/crontab/names.js";
 import { splitPercent, tokenize, withStdin } from "../dist/crontab/shell.js";
 import { jobVariables, parseEnvLine, takeVariable } from "../dist/crontab/variables.js";
-import { unwrap, wrapperKeys } from "../dist/crontab/wrappers.js";
+import { lockName, unwrap, wrapperKeys } from "../dist/crontab/wrappers.js";
 
 test("fields: kept as written when croner agrees, else written out; cron's day AND becomes +", () => {
   const kept = convertFields(["*/15", "8-18/2", "*", "jan-mar", "mon-fri"]);
@@ -96,6 +96,7 @@ test("wrappers: flock -n, timeout and chronic are removed in any order and becom
   const notes = [];
   assert.deepEqual(wrapperKeys(u.layers, notes), {
     overlap: "skip",
+    locks: [],
     timeoutMs: 300_000,
     killGraceMs: 10_000,
   });
@@ -106,9 +107,31 @@ test("wrappers: flock -n, timeout and chronic are removed in any order and becom
   assert.deepEqual(list.kept, [
     "kept `flock -n /tmp/l`: it locks only the first command of the line",
   ]);
-  const shared = unwrap("flock -n /tmp/l a", new Map([["/tmp/l", [1, 3]]]), 1);
-  assert.deepEqual(shared.layers, []);
-  assert.match(shared.kept[0], /line 3 locks the same file/);
+  // A file line 3 locks too becomes the named lock both hold, blocking (-w too) or not.
+  const mirror = new Map([["/tmp/l", { lines: [1, 3], name: "l" }]]);
+  for (const [line, wait] of [
+    ["flock -n /tmp/l a", "no"],
+    ["flock /tmp/l a", "yes"],
+    ["flock -x -w 30 /tmp/l a", "timeout"],
+  ]) {
+    const shared = unwrap(line, mirror, 1);
+    assert.equal(shared.command, "a");
+    assert.deepEqual(shared.kept, []);
+    assert.deepEqual(
+      shared.layers.map((l) => [l.kind, l.name, l.wait]),
+      [["flock", "l", wait]],
+    );
+    const sharedNotes = [];
+    const keys = wrapperKeys(shared.layers, sharedNotes);
+    assert.deepEqual([keys.locks, keys.overlap], [["l"], wait === "no" ? "skip" : "queue"]);
+    assert.match(sharedNotes[0], /other lines lock \/tmp\/l too: `locks: \[l\]`/);
+  }
+  // Without another line, a blocking flock stays: cronvisor's overlap skip would not wait.
+  assert.deepEqual(unwrap("flock /tmp/l a", new Map(), 1).kept, [
+    "kept `flock /tmp/l`: without -n it waits for the lock and then runs; cronvisor's nearest is overlap: queue",
+  ]);
+  assert.equal(lockName("/var/lock/DB backup.lock"), "db-backup");
+  assert.equal(lockName("/run/.lock"), "lock");
 });
 
 test("names: from the program that does the work; unique and valid", () => {

@@ -206,16 +206,21 @@ const USER_JOBS = {
     overlap: "skip",
     timeout: "1m",
   },
-  // Two lines share one lock file, so they exclude each other: both flocks stay.
+  // Two lines share one lock file, so they exclude each other: the file becomes the named lock
+  // both jobs hold (docs/locks.md), and the flocks go.
   rsync: {
     line: 65,
     schedule: "0 * * * *",
-    command: "flock -n /tmp/mirror.lock rsync -a rsync://mirror.example.com/pub/ /srv/mirror/",
+    command: "rsync -a rsync://mirror.example.com/pub/ /srv/mirror/",
+    overlap: "skip",
+    locks: ["mirror"],
   },
   "mirror-verify": {
     line: 66,
     schedule: "30 * * * *",
-    command: "flock -n /tmp/mirror.lock /usr/local/bin/mirror-verify",
+    command: "/usr/local/bin/mirror-verify",
+    overlap: "skip",
+    locks: ["mirror"],
   },
   // A blocking flock waits and then runs: not what overlap: skip does.
   "slow-but-serial": {

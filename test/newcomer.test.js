@@ -79,7 +79,8 @@ jobs:
     return [st.jobs[0].last_run?.node, st.jobs[0].last_finished_run?.node];
   };
   assert.deepEqual(lastRuns(), ["web1", "web1"]);
-  // The store as migration 010 left it: 011's (and 012's) columns gone, 010's view, summaries without the node.
+  // The store as migration 010 left it: 011's and 012's columns gone, 010's view, summaries
+  // without the node (and the table of 013, which came after).
   const db = new Database(path.join(dir, "state", "cronvisor.db"));
   const m010 = fs.readFileSync(
     path.join(ROOT, "src", "store", "migrations", "sqlite", "010_operable_store.sql"),
@@ -93,7 +94,8 @@ jobs:
     ALTER TABLE runs DROP COLUMN memory_peak_bytes;
     ALTER TABLE daemon DROP COLUMN containment;
     ALTER TABLE jobs DROP COLUMN last_work_at;
-    ALTER TABLE jobs DROP COLUMN idle_runs;`);
+    ALTER TABLE jobs DROP COLUMN idle_runs;
+    DROP TABLE holds;`);
   db.exec("UPDATE jobs SET last_finished = json_remove(last_finished, '$.node')");
   db.pragma("user_version = 10");
   db.close();

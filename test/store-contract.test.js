@@ -15,7 +15,7 @@ import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
 import { tmpdir } from "./helpers.js";
 import { fromRuns } from "./status-oracle.js";
 
-const LATEST = 12;
+const LATEST = 13;
 
 test("migrations: one numbering, a file per engine for each step", () => {
   const names = migrationFiles();
@@ -133,6 +133,57 @@ const result = (status, startedAt, finishedAt, over = {}) => ({
   ...over,
 });
 const writer = (run) => ({ job: run.job, run: { id: run.id, fence: run.fence } });
+
+contract(
+  "named locks and a group: judged and taken with the start, refused with the holder, freed by the end",
+  async (_t, { store, open }) => {
+    const { decideAdmission } = await import("../dist/daemon/admit.js");
+    const holds = (locks, group, policy = "skip") => ({
+      holds: {
+        locks,
+        group: group === null ? null : { name: group, maxRunning: 1 },
+        admit: (f) => decideAdmission({ policy, trigger: "schedule", waiting: false }, f),
+      },
+    });
+    const kind = (o) => (o.kind === "held" ? `${o.admission.kind}: ${o.admission.reason}` : o.kind);
+    const a = await store.reserveRun(req("a", 1000, holds(["cache", "db"], null)));
+    assert.equal(a.kind, "started");
+    // Another connection (a second node's or `cronvisor run`'s) sees the holds.
+    const other = await open();
+    const out = {
+      skip: kind(await other.reserveRun(req("b", 1000, holds(["db"], null)))),
+      wait: kind(await other.reserveRun(req("c", 2000, holds(["db"], null, "queue")))),
+      g1: kind(await store.reserveRun(req("g1", 1000, holds([], "heavy")))),
+      g2: kind(await other.reserveRun(req("g2", 1000, holds([], "heavy")))),
+    };
+    // A skipped slot is recorded with its reason; a waiting one is not, and can be claimed later.
+    out.recorded = (await store.history(null, 10)).map((r) => [r.job, r.status, r.reason]);
+    out.held = (await store.holdsHeld()).map((h) => [h.hold_kind, h.hold_name, h.job]);
+    for (const r of await store.runningRuns())
+      await store.finishRun(r.id, result("ok", 1000, 1500));
+    out.heldAfter = (await store.holdsHeld()).length;
+    out.later = [
+      kind(await other.reserveRun(req("c", 2000, holds(["db"], null, "queue")))),
+      kind(await other.reserveRun(req("g2", 3000, holds([], "heavy")))),
+    ];
+    // A dead holder frees the lock at once: its run is recorded interrupted.
+    out.dead = kind(
+      await store.reserveRun(req("b", 4000, { ...holds(["db"], null), holderAlive: () => false })),
+    );
+    out.interrupted = (await store.history("c", 1)).map((r) => r.status);
+    assert.equal(out.skip, `skip: lock db held by a (run ${a.run.id})`);
+    assert.equal(out.wait, `wait: lock db held by a (run ${a.run.id})`);
+    assert.deepEqual([out.g1, out.g2], ["started", "skip: group heavy full (1 of 1 running)"]);
+    assert.deepEqual(out.held, [
+      ["group", "heavy", "g1"],
+      ["lock", "cache", "a"],
+      ["lock", "db", "a"],
+    ]);
+    assert.deepEqual([out.heldAfter, out.later, out.dead], [0, ["started", "started"], "started"]);
+    assert.deepEqual(out.interrupted, ["interrupted"]);
+    return out;
+  },
+);
 
 contract("daemon: claim, heartbeat, config record, release", async (_t, { store, open }) => {
   const other = await open();

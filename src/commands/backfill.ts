@@ -104,7 +104,7 @@ async function runSlots(
   keepGoing: boolean,
 ): Promise<number> {
   const { launch } = await import("../run/execute.js");
-  const { lockedMessage } = await import("./run.js");
+  const { heldMessage, lockedMessage } = await import("./run.js");
   // A live line on a terminal only: a log or a pipe gets one line per slot.
   const tty = process.stdout.isTTY === true;
   let stopping: string | null = null;
@@ -131,6 +131,11 @@ async function runSlots(
         process.stderr.write(
           lockedMessage(ctx.config, job, res.holder, `cronvisor backfill ${job.name} ...`),
         );
+        return EXIT.busy;
+      }
+      if (res.kind === "held") {
+        if (tty) process.stdout.write("\r\x1b[K");
+        process.stderr.write(heldMessage(ctx.config, job, res.reason));
         return EXIT.busy;
       }
       if (res.kind !== "started") return EXIT.busy;

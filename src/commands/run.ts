@@ -51,9 +51,19 @@ export async function supervised<T>(
     if (e instanceof BrokerError) throw new CliError(`cronvisor: ${e.message}`, EXIT.usage);
     throw e;
   }
+  // Named locks and the group as a tick takes them; a run started by hand never waits (daemon/admit.ts).
+  const { decideAdmission } = await import("../daemon/admit.js");
   try {
     const owner = { pid: process.pid, start: startTimeOf(process.pid) };
-    return await fn({ config, store, owner, now: Date.now, broker });
+    return await fn({
+      config,
+      store,
+      owner,
+      now: Date.now,
+      broker,
+      admit: (j, o) => (f) =>
+        decideAdmission({ policy: j.overlap, trigger: o.trigger, waiting: false }, f),
+    });
   } finally {
     await broker.close();
     await store.close();
@@ -68,6 +78,11 @@ export function lockedMessage(config: Config, job: JobConfig, h: RunRow, again: 
   then again:  ${again} ${c}\n`;
 }
 
+/** A named lock or the job's group is taken (daemon/admit.ts says by whom). */
+export function heldMessage(config: Config, job: JobConfig, reason: string): string {
+  return `cronvisor: ${job.name} not started: ${reason}; nothing was started.\n  see: cronvisor status -c ${config.file}\n`;
+}
+
 async function runNow(config: Config, job: JobConfig): Promise<number> {
   const { launch } = await import("../run/execute.js");
   return supervised(config, async (ctx) => {
@@ -80,6 +95,10 @@ async function runNow(config: Config, job: JobConfig): Promise<number> {
     });
     if (res.kind === "locked") {
       process.stderr.write(lockedMessage(config, job, res.holder, `cronvisor run ${job.name}`));
+      return EXIT.busy;
+    }
+    if (res.kind === "held") {
+      process.stderr.write(heldMessage(config, job, res.reason));
       return EXIT.busy;
     }
     if (res.kind !== "started") return EXIT.busy;

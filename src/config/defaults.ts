@@ -47,6 +47,10 @@ export function resolveConfig(raw: Raw, file: string, hostTimezone: string): Con
     logsMaxTotalBytes: { ...(defaultOf(KEYS.logs as KeySpec) as Raw), ...(raw.logs as Raw) }
       .max_total as number,
     alerts: top("alerts") as AlertTarget[],
+    groups: Object.entries(top("groups") as Record<string, Raw>).map(([name, g]) => ({
+      name,
+      maxRunning: g.max_running as number,
+    })),
     jobs: (raw.jobs as RawJob[]).map((job) => resolveJob(job, defaults, { dir, timezone, env })),
   };
 }
@@ -107,6 +111,10 @@ function resolveJob(
       tasks: limits.tasks as number | null,
       nofile: limits.nofile as number | null,
     },
+    // Sorted: every run takes its named locks in one order, so two never wait on each other.
+    locks: [...(pick("locks") as string[])].sort(),
+    group: pick("group") as string | null,
+    priority: pick("priority") as number,
     line: job.line,
   };
 }

@@ -3,49 +3,13 @@
 // turns it into the JSON Schema, so the three cannot drift.
 import type { Catchup, Leftovers, Overlap } from "../core/types.js";
 
-export type KeyKind =
-  | "string"
-  | "path"
-  | "duration"
-  | "size"
-  | "percent"
-  | "count"
-  | "bool"
-  | "enum"
-  | "schedule"
-  | "command"
-  | "timezone"
-  | "env"
-  | "url"
-  | "hostport"
-  | "store"
-  | "node"
-  | "nodes"
-  | "alerts"
-  | "section"
-  | "defaults"
-  | "jobs";
+import type { KeySpec } from "./key-spec.js";
 
-export interface KeySpec {
-  kind: KeyKind;
-  /** For humans: the schema's description. Says what a missing key means. */
-  doc: string;
-  /** The default as written in jobs.yaml. Absent: required, or derived (see doc). */
-  default?: string | number | boolean | null | Record<string, never> | never[];
-  required?: true;
-  /** `null` (and `none` for a duration) switches the setting off. */
-  nullable?: true;
-  /** A duration or size of 0 makes no sense here. */
-  positive?: true;
-  /** Smallest allowed count. */
-  min?: number;
-  /** enum: the allowed words. */
-  values?: readonly string[];
-  /** section, alerts, defaults, jobs: the keys inside. */
-  keys?: Readonly<Record<string, KeySpec>>;
-}
+export type { KeyKind, KeySpec } from "./key-spec.js";
 
 export const JOB_NAME_PATTERN = "^[a-z0-9][a-z0-9_.-]{0,63}$";
+/** A named lock's or a group's name: a job name's characters (`db`, `heavy`). */
+export const LOCK_NAME_PATTERN = JOB_NAME_PATTERN;
 export { ENV_NAME_PATTERN } from "../core/env-name.js"; // the shell's rule, for the schema
 /** `127.0.0.1:9464`, `localhost:80`, `[::1]:9464`. */
 export const HOSTPORT_PATTERN = "^(\\[[0-9A-Fa-f:.]+\\]|[^\\s:[\\]]+):([0-9]+)$";
@@ -256,6 +220,22 @@ export const JOB_KEYS: Readonly<Record<string, KeySpec>> = {
     default: null,
     doc: "Repeat an alert while its condition lasts, this often. Default: once per condition.",
   },
+  locks: {
+    kind: "names",
+    default: [],
+    doc: "Named locks shared with other jobs (docs/locks.md), e.g. [db]: a run holds each for its whole life, besides its own lock; a slot that finds one held follows overlap (skip or queue).",
+  },
+  group: {
+    kind: "name",
+    nullable: true,
+    default: null,
+    doc: "A concurrency group of the top-level groups: (docs/locks.md): a slot that would pass its max_running waits (overlap: queue) or is skipped. Default: none.",
+  },
+  priority: {
+    kind: "number",
+    default: 0,
+    doc: "Among slots waiting for a group: the earlier slot first, then the higher priority.",
+  },
   ping: {
     kind: "url",
     nullable: true,
@@ -272,6 +252,15 @@ const DEFAULTABLE_KEYS: Readonly<Record<string, KeySpec>> = Object.fromEntries(
 const ALERT_KEYS: Readonly<Record<string, KeySpec>> = {
   webhook: { kind: "url", doc: "Send each event to this http(s) URL." },
   command: { kind: "string", doc: "Run this command for each event." },
+};
+
+const GROUP_KEYS: Readonly<Record<string, KeySpec>> = {
+  max_running: {
+    kind: "count",
+    min: 1,
+    required: true,
+    doc: "Runs of the group's jobs at once, at most.",
+  },
 };
 
 /** The top-level keys of jobs.yaml; `defaults` and `jobs` lead to the job keys. */
@@ -351,6 +340,12 @@ export const KEYS: Readonly<Record<string, KeySpec>> = {
     kind: "bool",
     default: false,
     doc: "Show each run's command and log tail on the status page (GET /runs/ID). Default false: any local user can reach the http port, while logs are 0600 on disk.",
+  },
+  groups: {
+    kind: "groups",
+    default: {},
+    keys: GROUP_KEYS,
+    doc: "Concurrency groups by name (docs/locks.md), e.g. { heavy: { max_running: 2 } }: at most max_running runs of the jobs with that group: at once, across every node.",
   },
   alerts: {
     kind: "alerts",

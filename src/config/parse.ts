@@ -14,6 +14,7 @@ import {
   type Ctx,
   type Raw,
 } from "./nodes.js";
+import { reportUnknownGroups } from "./groups.js";
 import { rootUnknownKey } from "./suggest.js";
 import { readMap } from "./walk.js";
 import { reportYamlErrors } from "./yaml-errors.js";
@@ -59,6 +60,7 @@ export function parseConfig(
     );
   } else {
     raw = readMap(ctx, root, KEYS, "(root)", (key, value) => rootUnknownKey(key, value));
+    if (raw !== BAD) reportUnknownGroups(ctx, root, raw);
     if (!root.has("jobs")) reportAt(ctx, rangeOf(root)[0], "(root)", "no jobs defined");
     if (raw !== BAD && typeof raw.password_file === "string" && typeof raw.store !== "string") {
       const key = root.items.find((p) => isScalar(p.key) && p.key.value === "password_file");

@@ -6,6 +6,7 @@ import { isUtcZone } from "../schedule/host-zone.js";
 import { parseSchedule } from "../schedule/syntax.js";
 import {
   HOSTPORT_PATTERN,
+  LOCK_NAME_PATTERN,
   NODE_NAME_PATTERN,
   PERCENT_PATTERN,
   STORE_URL_PATTERN,
@@ -66,6 +67,10 @@ export function readScalar(
       return typeof v === "string" ? readStoreUrl(v, fail, wrongType) : wrongType();
     case "node":
       return typeof v === "string" && isNodeName(v) ? v : wrongType();
+    case "name":
+      return typeof v === "string" && isLockName(v) ? v : wrongType();
+    case "number":
+      return typeof v === "number" && Number.isFinite(v) ? v : wrongType();
     case "schedule":
       if (typeof v !== "string") return wrongType();
       try {
@@ -108,6 +113,11 @@ function readHostPort(
   const port = Number(m[2]);
   if (port < 1 || port > 65535) return fail(`port must be 1-65535, got ${port}`);
   return { host: (m[1] ?? "").replace(/^\[(.*)\]$/, "$1"), port };
+}
+
+/** A named lock's or a group's name (`locks:`, `group:`, `groups:`). */
+export function isLockName(text: string): boolean {
+  return new RegExp(LOCK_NAME_PATTERN).test(text);
 }
 
 /** A node's name, as `node:` and `hosts:` take it. */
@@ -173,6 +183,14 @@ export function expected(spec: KeySpec): string {
       return "a node name (1-64 of A-Z a-z 0-9 _ . -, starting with a letter or digit)";
     case "nodes":
       return "a list of node names, e.g. [app01, app02]";
+    case "name":
+      return "a name (1-64 of a-z 0-9 _ . -, starting with a letter or digit)";
+    case "names":
+      return "a list of lock names, e.g. [db]";
+    case "number":
+      return "a number, e.g. 10";
+    case "groups":
+      return "a map of groups by name, e.g. { heavy: { max_running: 2 } }";
     case "alerts":
       return "a list of {webhook: URL} or {command: STRING}";
     case "section":

@@ -13,6 +13,7 @@ import {
   HOSTPORT_PATTERN,
   JOB_NAME_PATTERN,
   KEYS,
+  LOCK_NAME_PATTERN,
   NODE_NAME_PATTERN,
   PERCENT_PATTERN,
   STORE_URL_PATTERN,
@@ -100,6 +101,18 @@ function valueSchema(spec: KeySpec): JsonSchema {
       return { type: "string", pattern: NODE_NAME_PATTERN };
     case "nodes":
       return { type: "array", minItems: 1, items: { type: "string", pattern: NODE_NAME_PATTERN } };
+    case "name":
+      return { type: "string", pattern: LOCK_NAME_PATTERN };
+    case "names":
+      return { type: "array", items: { type: "string", pattern: LOCK_NAME_PATTERN } };
+    case "number":
+      return { type: "number" };
+    case "groups":
+      return {
+        type: MAP_OR_EMPTY,
+        propertyNames: { pattern: LOCK_NAME_PATTERN },
+        additionalProperties: objectSchema(spec.keys ?? {}),
+      };
     case "alerts":
       // Each alert has exactly one of the keys.
       return {

@@ -28,7 +28,8 @@ import {
   type Raw,
   type RawJob,
 } from "./nodes.js";
-import { expected, isNodeName, readScalar, type Fail } from "./scalars.js";
+import { readLockNames } from "./groups.js";
+import { expected, isLockName, isNodeName, readScalar, type Fail } from "./scalars.js";
 import { jobUnknownKey, nearest, unknownKeyMessage } from "./suggest.js";
 
 type UnknownKeyMessage = (key: string, value: unknown) => string;
@@ -97,6 +98,10 @@ function readValue(ctx: Ctx, spec: KeySpec, value: unknown, key: Scalar, where: 
       return readCommand(ctx, node, where, wrongType);
     case "nodes":
       return isSeq(node) ? readNodeNames(ctx, node, where) : wrongType();
+    case "names":
+      return isSeq(node) ? readLockNames(ctx, node, where) : wrongType();
+    case "groups":
+      return isMap(node) ? readGroups(ctx, node, spec, where) : wrongType();
   }
   return isScalar(node) ? readScalar(ctx, spec, node, fail, wrongType) : wrongType();
 }
@@ -109,7 +114,10 @@ function readEmpty(spec: KeySpec, fail: Fail, wrongType: () => typeof BAD): unkn
     case "defaults":
       return {}; // an empty block, e.g. every entry commented out
     case "alerts":
+    case "names":
       return [];
+    case "groups":
+      return {};
     case "jobs":
       return fail("no jobs defined");
     case "command":
@@ -295,4 +303,51 @@ function readAlerts(
     } // else its one value was wrong, and readMap said so
   }
   return alerts.length === node.items.length ? alerts : BAD;
+}
+
+/** `groups:`: each group's name and its settings (max_running required). */
+export function readGroups(
+  ctx: Ctx,
+  node: YAMLMap,
+  spec: KeySpec,
+  where: string,
+): Record<string, Raw> | typeof BAD {
+  const out: Record<string, Raw> = {};
+  let ok = true;
+  for (const pair of node.items) {
+    const name = isScalar(pair.key) ? sourceText(ctx, pair.key) : "";
+    if (!isScalar(pair.key) || !isLockName(name)) {
+      report(
+        ctx,
+        pair.key,
+        where,
+        `bad group name ${JSON.stringify(name)}: use 1-64 of a-z 0-9 _ . - starting with a letter or digit`,
+      );
+      ok = false;
+      continue;
+    }
+    const path = `${where}.${name}`;
+    const value = deref(ctx, pair.value, path, "value");
+    if (value === BAD) {
+      ok = false;
+      continue;
+    }
+    if (!isMap(value)) {
+      report(
+        ctx,
+        value ?? pair.key,
+        path,
+        `expected { max_running: N }, got ${describe(ctx, value)}`,
+      );
+      ok = false;
+      continue;
+    }
+    const raw = readMap(ctx, value, spec.keys ?? {}, path);
+    if (raw === BAD) ok = false;
+    else if (!("max_running" in raw)) {
+      if (!value.has("max_running")) report(ctx, pair.key, path, 'missing "max_running"');
+      ok = false;
+    } else out[name] = raw;
+  }
+  return ok ? out : BAD;
 }

@@ -105,6 +105,12 @@ export interface JobConfig {
   leftovers: Leftovers;
   /** Per-run resource limits (`limits:`); each null when not set. */
   limits: Limits;
+  /** Named locks a run holds besides the job's own (`locks:`), sorted: taken in this order. */
+  locks: string[];
+  /** The concurrency group (`group:`, one of Config.groups), or null. */
+  group: string | null;
+  /** Among slots waiting for a group: the earlier slot first, then the higher `priority:`. */
+  priority: number;
   /** 1-based line of the job's key in the config, for messages. */
   line: number;
 }
@@ -124,6 +130,8 @@ export const STATUS_JOB_KEYS = [
   "health",
   "hosts",
   "limits",
+  "locks",
+  "group",
   "line",
 ] as const satisfies readonly (keyof JobConfig)[];
 export type StatusJobConfig = Pick<JobConfig, (typeof STATUS_JOB_KEYS)[number]>;
@@ -157,8 +165,16 @@ export interface Config {
   /** `logs.max_total`: all run logs together; past it the oldest finished runs' go first. */
   logsMaxTotalBytes: number;
   alerts: AlertTarget[];
+  /** Concurrency groups (`groups:`), in file order. */
+  groups: GroupConfig[];
   /** In file order. */
   jobs: JobConfig[];
+}
+
+/** A concurrency group: at most `maxRunning` runs of its jobs at once, across every node. */
+export interface GroupConfig {
+  name: string;
+  maxRunning: number;
 }
 
 /** The config `status` judges by: a Config whose jobs may hold only STATUS_JOB_KEYS. */

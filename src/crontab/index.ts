@@ -13,7 +13,7 @@ import { render } from "./render.js";
 import { LineError } from "./types.js";
 import type { CronLine, EnvMap, ImportError, ImportOptions, ImportResult, Job } from "./types.js";
 import { envFilter, takeVariable } from "./variables.js";
-import { sharedLockFiles } from "./wrappers.js";
+import { sharedLockFiles, type SharedLock } from "./wrappers.js";
 
 export type { ImportError, ImportOptions, ImportResult } from "./types.js";
 
@@ -55,7 +55,7 @@ export function importCrontab(text: string, opts: ImportOptions): ImportResult {
 interface WalkContext {
   lines: string[];
   opts: ImportOptions;
-  sharedLocks: Map<string, number[]>;
+  sharedLocks: ReadonlyMap<string, SharedLock>;
   forEnv: (name: string) => boolean;
   errors: ImportError[];
   warnings: string[];

@@ -7,7 +7,7 @@ import { tokenize, withStdin } from "./shell.js";
 import { LineError } from "./types.js";
 import type { CronLine, EnvMap, Entry, Job } from "./types.js";
 import { CRON_SHELL, jobVariables, zoneOf } from "./variables.js";
-import { unwrap, wrapperKeys } from "./wrappers.js";
+import { unwrap, wrapperKeys, type SharedLock } from "./wrappers.js";
 
 const POSIX_SHELL = /(?:^|\/)(?:sh|bash|dash|ash|ksh|mksh|zsh|busybox)$/;
 
@@ -18,7 +18,7 @@ export interface JobContext {
   /** The variables in force at the first job line: the file's top-level keys. */
   globalEnv: EnvMap;
   /** Lock files flocked by more than one line, with those lines. */
-  sharedLocks: Map<string, number[]>;
+  sharedLocks: ReadonlyMap<string, SharedLock>;
   forEnv: (name: string) => boolean;
   /** Job names given so far. */
   taken: Set<string>;
@@ -68,6 +68,7 @@ export function buildJob(p: CronLine, ctx: JobContext): Job | null {
     timezone: vars.timezone,
     env: vars.env,
     overlap: keys.overlap,
+    locks: keys.locks,
     leftovers: background ? "keep" : null,
     timeoutMs: keys.timeoutMs,
     killGraceMs: keys.killGraceMs,

@@ -131,6 +131,7 @@ function jobPair(doc: YAML.Document, job: Job, spaceBefore: boolean): YAML.Pair 
   if (job.timezone !== null) set("timezone", job.timezone);
   if (Object.keys(job.env).length > 0) set("env", doc.createNode(job.env));
   if (job.overlap !== null) set("overlap", job.overlap);
+  if (job.locks.length > 0) set("locks", doc.createNode(job.locks, { flow: true }));
   if (job.leftovers !== null) set("leftovers", job.leftovers);
   if (job.timeoutMs !== null) set("timeout", formatDurationOneUnit(job.timeoutMs));
   if (job.killGraceMs !== null) set("kill_grace", formatDurationOneUnit(job.killGraceMs));

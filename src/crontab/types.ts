@@ -70,7 +70,9 @@ export interface Job {
   cwd: string | null;
   timezone: string | null;
   env: Record<string, string>;
-  overlap: "skip" | null;
+  overlap: "skip" | "queue" | null;
+  /** Named locks: a flock file several lines share (docs/locks.md). */
+  locks: string[];
   /** `keep` for a line that ends in `&`: it means to leave something running. */
   leftovers: "keep" | null;
   timeoutMs: number | null;

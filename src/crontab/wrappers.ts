@@ -1,6 +1,6 @@
-// Command wrappers that cronvisor does itself (chronic, a non-blocking flock, timeout): found
-// at the front of a command, removed, and turned into the job's keys with a note saying how
-// cronvisor's behaviour differs.
+// Command wrappers that cronvisor does itself (chronic, a non-blocking flock, a flock of a file
+// several lines share, timeout): found at the front of a command, removed, and turned into the
+// job's keys with a note saying how cronvisor's behaviour differs.
 import { isSimple, literal, tokenize, type Token } from "./shell.js";
 import type { CronLine } from "./types.js";
 
@@ -12,7 +12,15 @@ function wrapperName(word: string | null): "chronic" | "flock" | "timeout" | nul
 
 export type Layer =
   | { kind: "chronic"; text: string }
-  | { kind: "flock"; text: string; lock: string }
+  | {
+      kind: "flock";
+      text: string;
+      lock: string;
+      /** Without -n flock waits for the lock (`yes`), with -w for a while (`timeout`). */
+      wait: FlockWait;
+      /** The named lock a file several lines flock becomes (docs/locks.md); null: not shared. */
+      name: string | null;
+    }
   | {
       kind: "timeout";
       text: string;
@@ -21,6 +29,14 @@ export type Layer =
       signal: string | null;
       foreground: boolean;
     };
+
+type FlockWait = "no" | "yes" | "timeout";
+
+/** A lock file several lines flock: those lines, and the named lock it becomes. */
+export interface SharedLock {
+  lines: number[];
+  name: string;
+}
 
 export interface Unwrapped {
   command: string;
@@ -48,11 +64,12 @@ function timeoutMs(text: string): number | null {
  * non-blocking `flock` (-> overlap: skip) and `timeout` (-> timeout:, kill_grace:), nested in
  * any order. What remains is the rest of the original text, byte for byte (or, for
  * `flock ... -c 'cmd'`, the quoted command's literal text, which flock handed to the same shell).
- * A flock whose lock file is in `sharedLocks` stays, as cronvisor's lock is per job.
+ * A flock whose lock file is in `sharedLocks` (another line locks it too) becomes that file's
+ * named lock, blocking or not. `sharedLocks` null: every flock is taken (sharedLockFiles).
  */
 export function unwrap(
   command: string,
-  sharedLocks: Map<string, number[]>,
+  sharedLocks: ReadonlyMap<string, SharedLock> | null,
   line: number,
 ): Unwrapped {
   let text = command;
@@ -81,15 +98,16 @@ export function unwrap(
         kept.push(`kept \`${text.slice(head.start, tokens[k + 1]?.end ?? head.end)} ...\`: ${f}`);
         break;
       }
-      const others = (sharedLocks.get(f.lock) ?? []).filter((l) => l !== line);
-      if (others.length > 0) {
-        kept.push(
-          `kept \`${layerText(tokens[f.lockIndex] as Token)}\`: line${others.length > 1 ? "s" : ""} ${others.join(", ")} lock${others.length > 1 ? "" : "s"} the same file, and cronvisor's overlap lock is per job`,
-        );
+      const shared = sharedLocks?.get(f.lock);
+      const others = (shared?.lines ?? []).filter((l) => l !== line);
+      const name = others.length > 0 ? (shared?.name ?? null) : null;
+      if (f.wait !== "no" && name === null && sharedLocks !== null) {
+        kept.push(`kept \`${layerText(tokens[f.lockIndex] as Token)}\`: ${WAITS[f.wait]}`);
         break;
       }
+      const lock = { lock: f.lock, wait: f.wait, name };
       if (f.inner !== null) {
-        layers.push({ kind, text: `${layerText(tokens[f.lockIndex + 1] as Token)}`, lock: f.lock });
+        layers.push({ kind, text: `${layerText(tokens[f.lockIndex + 1] as Token)}`, ...lock });
         text = f.inner;
         ({ tokens, complete } = tokenize(text));
         k = 0;
@@ -101,7 +119,7 @@ export function unwrap(
         );
         break;
       }
-      layers.push({ kind, text: layerText(tokens[f.lockIndex] as Token), lock: f.lock });
+      layers.push({ kind, text: layerText(tokens[f.lockIndex] as Token), ...lock });
       k = f.next;
       continue;
     }
@@ -124,12 +142,21 @@ export function unwrap(
   return { command: rest, layers, kept };
 }
 
+/** Why a flock of a file no other line locks stays: cronvisor's overlap skip does not wait. */
+const WAITS = {
+  yes: "without -n it waits for the lock and then runs; cronvisor's nearest is overlap: queue",
+  timeout: "it waits for the lock (-w)",
+} as const;
+
 /** flock(1)'s options up to the lock file (it stops at the first non-option, like getopt "+"). */
 function parseFlock(
   tokens: Token[],
   j: number,
-): string | { lock: string; lockIndex: number; next: number; inner: string | null } {
+):
+  | string
+  | { lock: string; lockIndex: number; next: number; inner: string | null; wait: FlockWait } {
   let nonblock = false;
+  let timed = false;
   for (;;) {
     const v = literal(tokens[j]);
     if (v === null || !v.startsWith("-") || v === "-") break;
@@ -140,8 +167,10 @@ function parseFlock(
       if (name === "--nonblock" || name === "--nb") nonblock = true;
       else if (name === "--conflict-exit-code") {
         if (!v.includes("=")) j++;
-      } else if (name === "--wait" || name === "--timeout") return "it waits for the lock (-w)";
-      else if (name === "--shared") return "a shared lock (-s) lets other readers in";
+      } else if (name === "--wait" || name === "--timeout") {
+        timed = true;
+        if (!v.includes("=")) j++;
+      } else if (name === "--shared") return "a shared lock (-s) lets other readers in";
       else if (!["--exclusive", "--close", "--no-fork", "--verbose"].includes(name as string)) {
         return `unknown option ${v}`;
       }
@@ -153,26 +182,27 @@ function parseFlock(
       else if (o === "E") {
         if (c === v.length - 1) j++;
         break;
-      } else if (o === "w") return "it waits for the lock (-w)";
-      else if (o === "s") return "a shared lock (-s) lets other readers in";
+      } else if (o === "w") {
+        timed = true;
+        if (c === v.length - 1) j++;
+        break;
+      } else if (o === "s") return "a shared lock (-s) lets other readers in";
       else if (!"xeoF".includes(o)) return `unknown option -${o}`;
     }
   }
   const lock = literal(tokens[j]);
   if (lock === null) return "its lock file is computed when it runs";
-  if (!nonblock) {
-    return "without -n it waits for the lock and then runs; cronvisor's nearest is overlap: queue";
-  }
+  const wait: FlockWait = nonblock ? "no" : timed ? "timeout" : "yes";
   const lockIndex = j;
   const after = literal(tokens[j + 1]);
   if (after === "-c" || after === "--command") {
     const inner = literal(tokens[j + 2]);
     if (inner === null || tokens.length !== j + 3)
       return "its -c command is not a plain quoted string";
-    return { lock, lockIndex, next: j + 3, inner };
+    return { lock, lockIndex, next: j + 3, inner, wait };
   }
   if (tokens[j + 1]?.kind !== "word") return "it runs no command";
-  return { lock, lockIndex, next: j + 1, inner: null };
+  return { lock, lockIndex, next: j + 1, inner: null, wait };
 }
 
 /** timeout(1)'s options and duration; `next` is the command's first token. */
@@ -226,36 +256,63 @@ function parseTimeout(
 }
 
 /**
- * The lock files that more than one line flocks, with those lines: such a lock excludes the
- * lines from each other, which cronvisor's per-job overlap lock would not, so that flock stays.
+ * The lock files that more than one line flocks, with those lines and the named lock each
+ * becomes: such a lock excludes the lines from each other, as `locks: [NAME]` does.
  */
-export function sharedLockFiles(cronLines: CronLine[]): Map<string, number[]> {
+export function sharedLockFiles(cronLines: CronLine[]): Map<string, SharedLock> {
   const lockLines = new Map<string, number[]>();
   for (const c of cronLines) {
-    for (const layer of unwrap(c.command, new Map(), c.entry.line).layers) {
+    for (const layer of unwrap(c.command, null, c.entry.line).layers) {
       if (layer.kind === "flock") {
         lockLines.set(layer.lock, [...(lockLines.get(layer.lock) ?? []), c.entry.line]);
       }
     }
   }
-  return new Map([...lockLines].filter(([, ls]) => ls.length > 1));
+  const taken = new Set<string>();
+  const out = new Map<string, SharedLock>();
+  for (const [file, lines] of lockLines) {
+    if (lines.length < 2) continue;
+    const base = lockName(file);
+    let name = base;
+    for (let n = 2; taken.has(name); n++) name = `${base.slice(0, 60)}-${n}`;
+    taken.add(name);
+    out.set(file, { lines, name });
+  }
+  return out;
+}
+
+/** `/var/lock/db.lock` -> `db`: the file's name without its extension, as a lock name. */
+export function lockName(file: string): string {
+  const base = (file.split("/").pop() ?? "").replace(/\.(lock|lck|flock|pid)$/i, "");
+  const name = base
+    .toLowerCase()
+    .replace(/[^a-z0-9_.-]+/g, "-")
+    .replace(/^[^a-z0-9]+/, "")
+    .slice(0, 64);
+  return name === "" ? "lock" : name;
 }
 
 /** The job keys that replace the removed wrappers. */
 export interface WrapperKeys {
-  overlap: "skip" | null;
+  overlap: "skip" | "queue" | null;
+  /** Named locks (a flock file several lines share). */
+  locks: string[];
   timeoutMs: number | null;
   killGraceMs: number | null;
 }
 
 /** The removed wrappers as job keys, each with a note on what changes. */
 export function wrapperKeys(layers: Layer[], notes: string[]): WrapperKeys {
-  const keys: WrapperKeys = { overlap: null, timeoutMs: null, killGraceMs: null };
+  const keys: WrapperKeys = { overlap: null, locks: [], timeoutMs: null, killGraceMs: null };
   for (const layer of layers) {
     if (layer.kind === "chronic") {
       notes.push(
         `removed \`${layer.text}\`: cronvisor keeps every run's output in its log and alerts on failure (alerts:)`,
       );
+    } else if (layer.kind === "flock" && layer.name !== null) {
+      keys.locks.push(layer.name);
+      keys.overlap = layer.wait === "no" ? "skip" : "queue";
+      notes.push(`removed \`${layer.text}\`: ${sharedNote(layer.lock, layer.name, layer.wait)}`);
     } else if (layer.kind === "flock") {
       keys.overlap = "skip";
       notes.push(
@@ -270,6 +327,15 @@ export function wrapperKeys(layers: Layer[], notes: string[]): WrapperKeys {
     }
   }
   return keys;
+}
+
+/** What a shared flock file becomes: the named lock, and how waiting for it differs. */
+function sharedNote(file: string, name: string, wait: FlockWait): string {
+  const how =
+    wait === "no"
+      ? "a slot that finds it held is skipped and recorded with its holder (overlap: skip), as flock -n exited"
+      : `a slot that finds it held waits for it (overlap: queue: one slot per job at most${wait === "timeout" ? ", with no time limit: -w's is not kept" : ""}), as flock waited`;
+  return `other lines lock ${file} too: \`locks: [${name}]\` holds the named lock ${name} for each run's whole life across those jobs, which status shows with its holder; ${how} (docs/locks.md). If anything outside this crontab also locks ${file}, put the flock back`;
 }
 
 /** How cronvisor's timeout differs from what timeout(1) did. */

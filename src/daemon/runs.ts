@@ -26,6 +26,11 @@ export class Runs {
     const { rt } = this;
     if (rt.stopping) return;
     const name = st.cfg.name;
+    // A slot of the job already waits for a lock or its group: this one cannot start before
+    // it, and `queue` keeps one waiting (admit.ts).
+    const waits = rt.waiting.reasonOf(name);
+    if (waits !== null && p.trigger === "schedule" && p.slot !== null)
+      return batch.record(st.cfg, p.slot, "skipped", `${waits} and a slot is already waiting`);
     const running = rt.runningOf(name);
     const d = decideOverlap(st.cfg.overlap, p, {
       running: running.map((a) => a.run.id),
@@ -77,6 +82,12 @@ export class Runs {
     );
   }
 
+  /** What waits for another run: jobs another node's run blocked, then slots waiting for holds. */
+  async lookAgain(now: number, batch: TickBatch): Promise<void> {
+    await this.takeOverBlocked(now, batch);
+    await this.wakeWaiting(batch);
+  }
+
   /**
    * The jobs whose slots another node's run blocked, once that node's lease has ended (as this
    * node saw it): taken over, if no other node did first, and caught up (blocked.ts).
@@ -119,6 +130,20 @@ export class Runs {
     }
   }
 
+  /**
+   * The slots waiting for a named lock or their group, offered again in their turn (a run
+   * ended, a tick, a heartbeat): each meets the overlap decision again, and the store's
+   * admission; one refused again waits again.
+   */
+  async wakeWaiting(batch: TickBatch): Promise<void> {
+    for (const { job, p, reason } of this.rt.waiting.drain()) {
+      const st = this.rt.jobs.get(job.name);
+      // A start of the job is in this batch already (a retry): the waiter stays behind it.
+      if (st && batch.starting(job.name)) this.rt.waiting.add(job, p, reason ?? "");
+      else if (st) await this.offer(st, p, batch);
+    }
+  }
+
   /** Retry recording the ends the store refused (every heartbeat). */
   retryUnrecorded(): Promise<void> {
     return this.endings.retryUnrecorded();
@@ -145,8 +170,13 @@ export class Runs {
       } else if (retry.kind === "drop") {
         await rt.event(name, "retry", retry.detail);
       }
+      // The job's next queued slot, and the slots waiting for the named locks and group this
+      // run held, in one batch: in their turn (waiting.ts), an older waiting slot first.
       const next = st.pending.shift();
-      if (next) await this.startNow(name, next);
+      const batch = new TickBatch();
+      if (next) batch.start(st.cfg, next);
+      if (rt.waiting.size > 0) await this.wakeWaiting(batch);
+      await this.flush(batch);
     } catch (e) {
       rt.log(`cronvisor: ${(e as Error).message} (job: ${name}, run: ${a.run.id})`);
     }

@@ -5,9 +5,11 @@ import type { RunContext } from "../run/execute.js";
 import type { Spawner } from "../run/spawner.js";
 import type { JobConfig, Config, RunBroker, RunResult } from "../core/types.js";
 import type { Owner, RunRow, Store } from "../store/store.js";
+import { decideAdmission } from "./admit.js";
 import { KeptWrites } from "./kept.js";
 import { LogBudget } from "./log-budget.js";
 import type { Active, JobState } from "./state.js";
+import { Waiting } from "./waiting.js";
 
 /**
  * Observers of the daemon (alerts, pings, metrics, HTTP). Called after the store has recorded the
@@ -47,6 +49,8 @@ export class Runtime {
   spawner: Spawner | null = null;
   /** The bytes the run logs take, and logs.max_total. */
   readonly logs: LogBudget;
+  /** Slots waiting for a named lock or their group (waiting.ts). */
+  readonly waiting = new Waiting();
 
   constructor(
     readonly store: Store,
@@ -68,6 +72,11 @@ export class Runtime {
       now: this.now,
       broker: this.broker,
       spawner: this.spawner,
+      admit: (job, o) => (facts) =>
+        decideAdmission(
+          { policy: job.overlap, trigger: o.trigger, waiting: this.waiting.has(job.name) },
+          facts,
+        ),
     };
   }
 

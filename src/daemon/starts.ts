@@ -11,6 +11,7 @@ import { scheduled, type Active, type Pending } from "./state.js";
 import { recordProcesses, writeTick, type TickWrite } from "./writes.js";
 import { widenGap } from "./due.js";
 import { addBlocked } from "./blocked.js";
+import { inTurn } from "./waiting.js";
 
 /**
  * The starts and dispositions one tick (or start-up) collects, written in its one transaction.
@@ -63,7 +64,8 @@ export async function startBatch(
   onEnd: OnEnd,
   onTakeOver: OnTakeOver,
 ): Promise<void> {
-  const writes = batch.writes;
+  // Grouped starts in their turn (earlier slot, then higher priority): the first gets the room.
+  const writes = inTurn(batch.writes);
   // A fenced node claims nothing: the nodes that hold their leases run and record these slots.
   if (writes.length === 0 || rt.fenced) return;
   let outcomes;
@@ -117,6 +119,11 @@ async function spawnReserved(
           // Another node's run: looked at again when that node's lease ends.
           if (st) st.blocked = addBlocked(job, st.blocked, out.holder.id, out.lease, rt.now());
         }
+      } else if (out.kind === "held") {
+        // A named lock or the group refused it: a skipped slot was recorded with the reason.
+        if (out.admission.kind === "wait") rt.waiting.add(job, p, out.admission.reason);
+        else if (p.slot === null || !p.claimSlot)
+          rt.log(`cronvisor: ${p.trigger} of ${job.name} skipped: ${out.admission.reason}`);
       } else if (out.kind === "duplicate") {
         // On a shared store another node claiming a slot first is the normal case.
         if (rt.store.shared) return;

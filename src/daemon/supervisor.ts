@@ -29,7 +29,6 @@ import { TickBatch } from "./starts.js";
 import { scheduled, wakeAt, type JobState } from "./state.js";
 import { forceAll, stopRuns } from "./stop.js";
 import { recordMissed } from "./writes.js";
-
 export type { SupervisorHooks } from "./runtime.js";
 
 /** Never sleep longer than this: re-read the wall clock at least this often. */
@@ -237,7 +236,7 @@ export class Supervisor {
         }
       }
       // After the due slots: a catch-up then waits behind a slot's start in this batch.
-      await runs.takeOverBlocked(now, batch);
+      await runs.lookAgain(now, batch);
     } finally {
       await runs.flush(batch);
       const now = this.now();
@@ -299,6 +298,7 @@ export class Supervisor {
       const batch = new TickBatch();
       try {
         await adoptOrphans(rt, (row, job) => runs.reaped(row, job, batch), runs.ended);
+        await runs.wakeWaiting(batch); // another node's run may have ended
       } finally {
         await runs.flush(batch);
       }

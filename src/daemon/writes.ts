@@ -71,6 +71,7 @@ export interface TickWrite {
 export type TickOutcome =
   | { kind: "started"; run: RunRow; tookOver?: TakenOver[] }
   | { kind: "locked"; holder: RunRow; lease?: HolderLease }
+  | { kind: "held"; admission: { kind: "wait" | "skip"; reason: string } }
   | { kind: "duplicate" }
   | { kind: "recorded" };
 
@@ -85,7 +86,7 @@ export async function writeTick(ctx: RunContext, writes: TickWrite[]): Promise<T
     ),
   );
   return outcomes.map((o): TickOutcome => {
-    if (o.kind === "started" || o.kind === "locked") return o;
+    if (o.kind === "started" || o.kind === "locked" || o.kind === "held") return o;
     return { kind: o.kind };
   });
 }

@@ -6,6 +6,7 @@ import { printable } from "../core/printable.js";
 import { renderTable } from "../core/table.js";
 import type { RunRow } from "../store/rows.js";
 import { diskLines } from "./disk.js";
+import { holdsLines } from "./holds.js";
 import { historyEntry, type HistoryEntry, type JobReport, type StatusReport } from "./status.js";
 
 const RED = "31";
@@ -79,6 +80,7 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
       // that the state keeps its colour.
       lines.push(`  node ${n.name} ${paint(n.state)}${pid}, ${beat}${off}`);
     }
+  lines.push(...holdsLines(r).map(printable));
   for (const j of r.jobs)
     if (j.definition_differs_on.length > 0)
       lines.push(

@@ -28,6 +28,7 @@ import type { Limits, StatusConfig, StatusJobConfig } from "../core/types.js";
 import { formatSeconds } from "../core/duration.js";
 import type { DiskFacts } from "../core/disk.js";
 import { diskReport, type DiskReport } from "./disk.js";
+import { hasHolds, holdsReport, type GroupReport, type LockReport } from "./holds.js";
 import {
   definitionsDiffer,
   nodeReports,
@@ -122,6 +123,9 @@ export interface StatusReport {
   nodes: NodeReport[];
   /** Several nodes may share the store (PostgreSQL): --check judges by nodes, not the daemon. */
   shared: boolean;
+  /** Named locks and their holders; groups with their running runs (docs/locks.md). */
+  locks: LockReport[];
+  groups: GroupReport[];
   jobs: JobReport[];
 }
 
@@ -230,7 +234,10 @@ export async function buildStatus(
   const jobs = wanted.map((job) =>
     jobReport(job, rows.jobs.get(job.name) as StatusJobRows, now, alive, differs.get(job.name)),
   );
-  return { daemon, nodes, shared: store.shared, jobs };
+  const holds = hasHolds(config)
+    ? holdsReport(config, await store.holdsHeld(), alive)
+    : { locks: [], groups: [] };
+  return { daemon, nodes, shared: store.shared, ...holds, jobs };
 }
 
 /** One job's entry, built once in its final key order (1,000 of them per `status`). */

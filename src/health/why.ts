@@ -10,6 +10,7 @@ import { formatDuration, formatDurationRounded, formatSeconds } from "../core/du
 import type { RunStatus } from "../core/types.js";
 
 import { heldElsewhere } from "./why-blocked.js";
+import { holdSentences } from "./why-holds.js";
 import { fencedSentence } from "./why-fenced.js";
 
 export { resolveTarget, type Target, type WhyJob } from "./why-time.js";
@@ -190,8 +191,10 @@ function skipped(c: Ctx): Told {
   const row = c.f.runs[0] as RunRow;
   const reason = row.reason;
   const sentences: string[] = [];
+  const held = reason === null ? null : holdSentences(reason, c.job.overlap);
   if (reason === "paused") sentences.push(pausedSentence(c));
   else if (reason?.startsWith("overlap") && c.f.holder) sentences.push(...heldBy(c, c.f.holder));
+  else if (held) sentences.push(...held);
   else if (reason?.startsWith("lock held by node ")) {
     const later = c.f.runs.slice(1).map((r) => runSentence(c, r, false));
     sentences.push(...heldElsewhere(reason, c.job, later));

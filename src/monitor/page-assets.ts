@@ -48,6 +48,7 @@ code, pre, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, m
 .nodes th, .nodes td { text-align: left; padding: 1px 12px 1px 0; font-weight: normal; }
 .nodes th[scope=col] { color: var(--muted); }
 p.nodes { color: var(--muted); }
+.holds { list-style: none; padding: 0; margin: 0 0 12px; font-size: 13px; }
 .n-running { color: var(--ok); } .n-late { color: var(--timeout); } .n-gone { color: var(--failed); }
 form.filter { display: flex; flex-wrap: wrap; gap: 8px 16px; align-items: center; padding: 8px 0;
   border-top: 1px solid var(--line); border-bottom: 1px solid var(--line); }

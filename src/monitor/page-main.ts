@@ -118,6 +118,16 @@ function nodesPart(r: StatusReport): Markup {
   </table>`;
 }
 
+/** Named locks with their holders, groups with their runs (docs/locks.md); none: nothing. */
+function holdsPart(r: StatusReport): Markup | string {
+  if (r.locks.length === 0 && r.groups.length === 0) return "";
+  const lock = (l: StatusReport["locks"][number]): Markup =>
+    h`<li data-lock="${l.name}">lock ${l.name}: ${l.holder ? h`held by ${l.holder.job} (<a href="/runs/${l.holder.run_id}">run ${l.holder.run_id}</a>${l.holder.node && r.shared ? ` on ${l.holder.node}` : ""})` : "free"}</li>`;
+  const group = (g: StatusReport["groups"][number]): Markup =>
+    h`<li data-group="${g.name}"${g.running >= g.max_running ? h` class="err"` : ""}>group ${g.name}: ${g.running} of ${g.max_running} running</li>`;
+  return h`<ul class="holds" id="holds">${r.locks.map(lock)}${r.groups.map(group)}</ul>`;
+}
+
 function filterForm(m: PageModel): Markup {
   const q = m.query;
   const range = (name: "24h" | "7d", label: string): Markup =>
@@ -241,7 +251,7 @@ export function renderMain(m: PageModel, configZone: string): HttpResponse {
       <h1>cronvisor</h1>
       <p class="verdict v-${m.code}">${m.verdict}</p>
       ${daemonPart(m.report.daemon, configZone)}
-      ${nodesPart(m.report)}
+      ${nodesPart(m.report)}${holdsPart(m.report)}
     </header>
     ${filterForm(m)}
     ${countLine(m, total)}

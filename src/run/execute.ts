@@ -23,7 +23,14 @@ import { startRun, type RunHandle } from "./runner.js";
 import { containment } from "./cgroup.js";
 import { enforceable } from "../core/limits.js";
 import type { Spawner } from "./spawner.js";
-import type { Owner, ReserveOutcome, ReserveRequest, RunRow, Store } from "../store/store.js";
+import type {
+  HoldRequest,
+  Owner,
+  ReserveOutcome,
+  ReserveRequest,
+  RunRow,
+  Store,
+} from "../store/store.js";
 import type { Config, JobConfig, RunBroker, RunResult, Trigger } from "../core/types.js";
 
 // Where they lived before the split; the exit file's own module is exit-file.ts.
@@ -38,11 +45,17 @@ export interface RunContext {
   broker?: RunBroker | null;
   /** The daemon's spawner (spawner.ts); absent: this process's own (`cronvisor run`). */
   spawner?: Spawner | null;
+  /**
+   * The admission decision for a job's named locks and group (daemon/admit.ts), for one run to
+   * start; required to start a job that has either.
+   */
+  admit?: (job: JobConfig, o: { trigger: Trigger }) => HoldRequest["admit"];
 }
 
 export type LaunchOutcome =
   | { kind: "started"; run: RunRow; handle: RunHandle; finished: Promise<RunRow> }
   | { kind: "locked"; holder: RunRow }
+  | { kind: "held"; reason: string }
   | { kind: "duplicate" };
 
 export interface LaunchOptions {
@@ -61,7 +74,10 @@ export function logPathFor(stateDir: string, job: string, runId: number): string
 }
 
 type Reserved =
-  { kind: "started"; run: RunRow } | { kind: "locked"; holder: RunRow } | { kind: "duplicate" };
+  | { kind: "started"; run: RunRow }
+  | { kind: "locked"; holder: RunRow }
+  | { kind: "held"; reason: string }
+  | { kind: "duplicate" };
 
 /** What the store needs to reserve one run of `job` (reserveRun, or a tick's reserveRuns). */
 export function reservation(ctx: RunContext, job: JobConfig, o: LaunchOptions): ReserveRequest {
@@ -77,10 +93,22 @@ export function reservation(ctx: RunContext, job: JobConfig, o: LaunchOptions): 
     holderAlive: runAlive,
     logPath: (id) => logPathFor(ctx.config.stateDir, job.name, id),
     ...(o.stamp === false ? { stamp: false } : {}),
+    ...holdsOf(ctx, job, o),
   };
 }
 
+/** The named locks and group a run of `job` holds (docs/locks.md), if it has any. */
+function holdsOf(ctx: RunContext, job: JobConfig, o: LaunchOptions): { holds?: HoldRequest } {
+  // A config recorded before named locks (a daemon's running config) has neither key.
+  const locks = job.locks ?? [];
+  const group = (ctx.config.groups ?? []).find((g) => g.name === job.group) ?? null;
+  if (locks.length === 0 && group === null) return {};
+  if (!ctx.admit) throw new Error(`no admission decision for ${job.name}'s locks and group`);
+  return { holds: { locks, group, admit: ctx.admit(job, o) } };
+}
+
 function reserved(res: ReserveOutcome): Reserved {
+  if (res.kind === "held") return { kind: "held", reason: res.admission.reason };
   return res.kind === "duplicate" ? { kind: "duplicate" } : res;
 }
 

@@ -18,6 +18,7 @@ import type {
   EventInput,
   EventRow,
   HistoryRow,
+  HeldRow,
   HolderLease,
   JobGauge,
   JobRow,
@@ -93,6 +94,7 @@ export type StatusStore = Pick<
   | "history"
   | "jobReadings"
   | "statusRows"
+  | "holdsHeld"
 > & {
   /**
    * A SQLite store opened `inPlace` (read where it lies, at rest): true when a writer has written
@@ -264,6 +266,8 @@ export interface Store extends MarkerStore {
   ): Promise<{ jobs: Set<string>; runId: number; eventId: number }>;
   maxIds(): Promise<{ runId: number; eventId: number }>;
   jobsAttemptedSince(since: number): Promise<string[]>;
+  /** Every named lock and group held by a running run (not judged alive: the caller does). */
+  holdsHeld(): Promise<HeldRow[]>;
   /** Changes when another connection commits. */
   dataVersion(): Promise<number>;
   jobGauges(): Promise<JobGauge[]>;

@@ -252,7 +252,6 @@ export class PgStore extends PgMarkerStore implements Store {
   }
 
   // ---- reading runs
-
   async run(id: number) {
     return history.runRow(this.c.one, id);
   }
@@ -277,7 +276,6 @@ export class PgStore extends PgMarkerStore implements Store {
   async historyRow(id: number) {
     return history.historyRow(this.c.one, id);
   }
-
   async recentFinished(job: string, limit: number) {
     return history.recentFinished(this.c.one, job, limit);
   }
@@ -341,6 +339,9 @@ export class PgStore extends PgMarkerStore implements Store {
 
   async statusRows(list: readonly StatusJob[], recentLimit: number, parses?: SummaryParses) {
     return this.c.read((q) => status.statusRows(q, list, recentLimit, this.c.node, parses));
+  }
+  async holdsHeld() {
+    return status.holdsHeld(this.c.one);
   }
 
   async repeatingKeysSince(job: string, limit: number, since: number) {

@@ -2,6 +2,7 @@
 // the store's compound writes. Types only, importing nothing but core: health, alerts and render
 // read rows without loading the SQL modules.
 import type { RunResult, RunStatus, Trigger } from "../core/types.js";
+import type { Admission, HoldRequest } from "./hold-rows.js";
 
 export interface RunRow {
   id: number;
@@ -262,11 +263,18 @@ export interface ReserveRequest {
   stamp?: boolean;
   holderAlive: (run: RunRow) => boolean;
   logPath: (runId: number) => string;
+  /** Named locks and a group to hold besides the job's lock (docs/locks.md); absent: none. */
+  holds?: HoldRequest;
 }
+
+/** A running run's hold on a named lock or a group, with the run (status reads these). */
+export type HeldRow = RunRow & { hold_kind: "lock" | "group"; hold_name: string };
 
 export type ReserveOutcome =
   | { kind: "started"; run: RunRow; tookOver?: TakenOver[] }
   | { kind: "locked"; holder: RunRow; lease?: HolderLease }
+  /** A named lock or the group refused it (HoldRequest.admit): waiting, or skipped. */
+  | { kind: "held"; admission: Exclude<Admission, { kind: "start" }> }
   | { kind: "duplicate"; slotRunId: number | null };
 
 /**

@@ -70,4 +70,8 @@ export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore 
   async statusRows(list: readonly StatusJob[], recentLimit: number, parses?: SummaryParses) {
     return this.c.read(() => status.statusRows(this.c, list, recentLimit, parses));
   }
+
+  async holdsHeld() {
+    return status.holdsHeld(this.c);
+  }
 }

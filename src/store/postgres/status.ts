@@ -2,7 +2,7 @@
 // functions: they run in their caller's transaction (PgStore reads them in one REPEATABLE READ
 // snapshot) and never open one.
 import type { Q } from "../pg-connection.js";
-import type { AttemptRow, JobRow, RunRow } from "../rows.js";
+import type { AttemptRow, HeldRow, JobRow, RunRow } from "../rows.js";
 import type {
   JobReadings,
   StatusJob,
@@ -169,4 +169,13 @@ async function statusRowsFromRuns(
     out.set(job.name, { ...r, last, lastFinished, markers: await markerCount(q, job.name) });
   }
   return { daemon: await daemonRow(q, node), nodes: await nodes(q), jobs: out };
+}
+
+/** Every hold of a running run, with its run (status: `locks` and `groups`). */
+export async function holdsHeld(q: Q): Promise<HeldRow[]> {
+  return q.all<HeldRow>(
+    `SELECT h.kind AS hold_kind, h.name AS hold_name, r.* FROM holds h
+     JOIN runs r ON r.id = h.run_id AND r.status = 'running'
+     ORDER BY h.kind, h.name COLLATE "C", r.id`,
+  );
 }

@@ -11,6 +11,7 @@
 // job's row lock, in the same transaction as its slot. Table-group functions: they run in their
 // caller's transaction and never open one.
 import type { Q } from "../pg-connection.js";
+import type { HoldRequest } from "../hold-rows.js";
 import type {
   ReserveOutcome,
   ReserveRequest,
@@ -19,6 +20,7 @@ import type {
   TickOutcome,
   TickWrite,
 } from "../rows.js";
+import { holdKeys, judgeHolds, lockHoldNames, takeHolds } from "./holds.js";
 import { lockJobs } from "./jobs.js";
 import { lockHeldReason, reapDeadHolders } from "./runs.js";
 
@@ -58,6 +60,8 @@ export async function writeTick(
   const slotless = items.flatMap((w) =>
     "reserve" in w && claimOf(w) === null ? [w.reserve.job] : [],
   );
+  // Named locks and groups first, before any row lock (postgres/holds.ts).
+  await lockHoldNames(q, holdKeys(items));
   const { won, idle } = await claimAndLock(q, claims, make, slotless);
   const wins = (w: TickWrite, i: number): boolean => {
     const c = claimOf(w);
@@ -81,6 +85,7 @@ export async function writeTick(
       const a = w.reserve;
       const last =
         lastOf(i) &&
+        !a.holds &&
         (!a.lock ||
           (idle.has(a.job) &&
             !items.slice(0, i).some((x) => "reserve" in x && x.reserve.job === a.job)));
@@ -243,10 +248,14 @@ async function reserveWon(
   // The clock read once the lock is held (see ReserveRequest.now).
   const now = nowOf(a);
   // The common case, no run running: one statement. Else the running runs are judged first.
-  const run = await start(q, a, now, node, a.lock, last);
+  // With named locks or a group, the job's lock is judged first and then the holds, before the
+  // start (see admitHolds).
+  const run = a.holds ? undefined : await start(q, a, now, node, a.lock, last);
   if (run !== undefined) return { kind: "started", run };
   if (last) throw new Error(`the run of ${a.job} did not start, though no run of it was running`);
-  const { held, tookOver } = await reapDeadHolders(q, a.job, now, a.holderAlive, node, a.owner);
+  const { held, tookOver } = a.lock
+    ? await reapDeadHolders(q, a.job, now, a.holderAlive, node, a.owner)
+    : { held: null, tookOver: [] };
   if (held) {
     const { holder, lease } = held;
     if (a.claimSlot && a.slot !== null && a.stamp === false) {
@@ -265,10 +274,48 @@ async function reserveWon(
     }
     return lease ? { kind: "locked", holder, lease } : { kind: "locked", holder };
   }
+  if (a.holds) {
+    const refused = await admitHolds(q, a, a.holds, now, node, disposed);
+    if (refused) return refused;
+  }
   const taken = (await start(q, a, now, node, false)) as RunRow;
+  if (a.holds) await takeHolds(q, taken.id, a.holds);
   return tookOver.length > 0
     ? { kind: "started", run: taken, tookOver }
     : { kind: "started", run: taken };
+}
+
+/**
+ * The named locks and group of a reservation, judged and admitted (HoldRequest.admit): null to
+ * start, else the refusal; a skipped slot's disposition joins the batch's, and a waiting one's
+ * claim is given back (its run starts later, when the hold is free, and claims it then).
+ */
+async function admitHolds(
+  q: Q,
+  a: ReserveRequest,
+  h: HoldRequest,
+  now: number,
+  node: string,
+  disposed: Disposed[],
+): Promise<ReserveOutcome | null> {
+  const admission = h.admit(await judgeHolds(q, h, now, a.holderAlive, node, a.owner));
+  if (admission.kind === "start") return null;
+  if (a.claimSlot && a.slot !== null) {
+    if (admission.kind === "skip")
+      disposed.push({
+        job: a.job,
+        slot: a.slot,
+        status: "skipped",
+        reason: admission.reason,
+        at: now,
+      });
+    else
+      await q.run("DELETE FROM slots WHERE job = $1 AND slot = $2 AND run_id IS NULL", [
+        a.job,
+        a.slot,
+      ]);
+  }
+  return { kind: "held", admission };
 }
 
 /**

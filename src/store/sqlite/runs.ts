@@ -3,10 +3,12 @@
 // transaction and never open one (a reservation is only safe inside the caller's BEGIN
 // IMMEDIATE, which makes the lock check and the insert one step).
 import type { Conn } from "../connection.js";
+import type { HoldRequest } from "../hold-rows.js";
 import type { JobRow, Owner, ReserveOutcome, ReserveRequest, RunRow, SlotRecord } from "../rows.js";
 import { interrupted, runResult } from "../../core/result.js";
 import type { RunResult } from "../../core/types.js";
 import { runRow, runningRuns } from "./history.js";
+import { judgeHolds, takeHolds } from "./holds.js";
 import { ensureJob, jobRow, setScannedTo } from "./jobs.js";
 
 /**
@@ -35,6 +37,8 @@ export function reserveRun(c: Conn, a: ReserveRequest, node: string): ReserveOut
       return { kind: "locked", holder };
     }
   }
+  const held = a.holds ? admitHolds(c, a, a.holds, slot, now, node) : null;
+  if (held) return held;
   c.q("UPDATE jobs SET fence = fence + 1 WHERE name = ?").run(a.job);
   const fence = (jobRow(c, a.job) as JobRow).fence;
   const info = c
@@ -49,7 +53,38 @@ export function reserveRun(c: Conn, a: ReserveRequest, node: string): ReserveOut
     c.q("INSERT INTO slots (job, slot, run_id) VALUES (?, ?, ?)").run(a.job, slot, id);
     if (a.stamp !== false) setScannedTo(c, a.job, slot);
   }
+  if (a.holds) takeHolds(c, id, a.holds);
   return { kind: "started", run: runRow(c, id) as RunRow };
+}
+
+/**
+ * The named locks and group of a reservation, judged and admitted (HoldRequest.admit): null to
+ * start, else the refusal, a claimed slot recorded `skipped` when the decision skips it.
+ */
+function admitHolds(
+  c: Conn,
+  a: ReserveRequest,
+  h: HoldRequest,
+  slot: number | null,
+  now: number,
+  node: string,
+): ReserveOutcome | null {
+  const reap = (r: RunRow) => finishRun(c, r.id, deadHolder(r, now));
+  const admission = h.admit(judgeHolds(c, h, a.holderAlive, reap));
+  if (admission.kind === "start") return null;
+  if (admission.kind === "skip" && slot !== null)
+    insertDisposition(
+      c,
+      { job: a.job, slot, status: "skipped", reason: admission.reason },
+      now,
+      node,
+    );
+  return { kind: "held", admission };
+}
+
+function deadHolder(r: RunRow, now: number): RunResult {
+  const end = interrupted("its processes and supervisor died");
+  return runResult(end, r.started_at, now, { bytes: r.log_bytes ?? 0, truncated: false });
 }
 
 /** The live lock holder of a job, after recording dead holders `interrupted`. */
@@ -61,16 +96,8 @@ function reapDeadHolders(
 ): RunRow | null {
   let holder: RunRow | null = null;
   for (const r of runningRuns(c, job)) {
-    if (alive(r)) {
-      holder ??= r;
-    } else {
-      const end = interrupted("its processes and supervisor died");
-      finishRun(
-        c,
-        r.id,
-        runResult(end, r.started_at, now, { bytes: r.log_bytes ?? 0, truncated: false }),
-      );
-    }
+    if (alive(r)) holder ??= r;
+    else finishRun(c, r.id, deadHolder(r, now));
   }
   return holder;
 }

@@ -2,7 +2,7 @@
 // functions: they run in their caller's transaction (SqliteStore reads them in one snapshot)
 // and never open one.
 import type { Conn } from "../connection.js";
-import type { AttemptRow, JobRow, RunRow } from "../rows.js";
+import type { AttemptRow, HeldRow, JobRow, RunRow } from "../rows.js";
 import type {
   JobReadings,
   StatusJob,
@@ -180,4 +180,14 @@ function statusRowsFromRuns(c: Conn, jobs: readonly StatusJob[], recentLimit: nu
     out.set(job.name, { ...r, last, lastFinished, markers: markerCount(c, job.name) });
   }
   return { daemon: daemonRow(c), nodes: nodes(c, Date.now()), jobs: out };
+}
+
+/** Every hold of a running run, with its run (status: `locks` and `groups`). */
+export function holdsHeld(c: Conn): HeldRow[] {
+  return c
+    .q(
+      `SELECT h.kind AS hold_kind, h.name AS hold_name, r.* FROM holds h
+       JOIN runs r ON r.id = h.run_id AND r.status = 'running' ORDER BY h.kind, h.name, r.id`,
+    )
+    .all() as HeldRow[];
 }
