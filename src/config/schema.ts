@@ -116,6 +116,16 @@ function valueSchema(spec: KeySpec): JsonSchema {
     case "section":
     case "defaults":
       return { ...objectSchema(spec.keys ?? {}), type: MAP_OR_EMPTY };
+    case "jobrefs":
+      return { type: ["array", "null"], items: { type: "string", pattern: JOB_NAME_PATTERN } };
+    case "blackouts":
+      return { type: ["array", "null"], items: { type: "string", pattern: "\\S" } };
+    case "windows":
+      return {
+        type: MAP_OR_EMPTY,
+        propertyNames: { pattern: JOB_NAME_PATTERN },
+        additionalProperties: { type: "string", pattern: "\\S" },
+      };
     case "jobs":
       return {
         type: "object",

@@ -29,6 +29,8 @@ import {
   type RawJob,
 } from "./nodes.js";
 import { expected, isNodeName, readScalar, type Fail } from "./scalars.js";
+import { parseWindow } from "../schedule/windows.js";
+import type { BlackoutRef, JobRef } from "./links.js";
 import { jobUnknownKey, nearest, unknownKeyMessage } from "./suggest.js";
 
 type UnknownKeyMessage = (key: string, value: unknown) => string;
@@ -97,6 +99,12 @@ function readValue(ctx: Ctx, spec: KeySpec, value: unknown, key: Scalar, where: 
       return readCommand(ctx, node, where, wrongType);
     case "nodes":
       return isSeq(node) ? readNodeNames(ctx, node, where) : wrongType();
+    case "jobrefs":
+      return isSeq(node) ? readJobRefs(ctx, node, where) : wrongType();
+    case "blackouts":
+      return isSeq(node) ? readBlackoutList(ctx, node, where) : wrongType();
+    case "windows":
+      return isMap(node) ? readWindowMap(ctx, node, where) : wrongType();
   }
   return isScalar(node) ? readScalar(ctx, spec, node, fail, wrongType) : wrongType();
 }
@@ -109,7 +117,11 @@ function readEmpty(spec: KeySpec, fail: Fail, wrongType: () => typeof BAD): unkn
     case "defaults":
       return {}; // an empty block, e.g. every entry commented out
     case "alerts":
+    case "jobrefs":
+    case "blackouts":
       return [];
+    case "windows":
+      return {};
     case "jobs":
       return fail("no jobs defined");
     case "command":
@@ -295,4 +307,87 @@ function readAlerts(
     } // else its one value was wrong, and readMap said so
   }
   return alerts.length === node.items.length ? alerts : BAD;
+}
+
+/** A string item of a list, or null (reported). */
+function stringItem(ctx: Ctx, item: unknown, at: string, what: string): Scalar | null {
+  const value = deref(ctx, item, at, "value");
+  if (value === BAD) return null;
+  if (!isScalar(value) || typeof value.value !== "string" || value.value.trim() === "") {
+    report(ctx, value, at, `expected ${what}, got ${describe(ctx, value)}`);
+    return null;
+  }
+  return value;
+}
+
+/** `then:` / `then_on_failure:`: job names, each once (that they exist is checked in links.ts). */
+function readJobRefs(ctx: Ctx, node: YAMLSeq, where: string): JobRef[] {
+  const refs: JobRef[] = [];
+  const nameRe = new RegExp(JOB_NAME_PATTERN);
+  for (const [i, item] of node.items.entries()) {
+    const at = `${where}[${i}]`;
+    const value = stringItem(ctx, item, at, "a job name");
+    if (value === null) continue;
+    const name = String(value.value);
+    if (!nameRe.test(name)) report(ctx, value, at, `${JSON.stringify(name)} is not a job name`);
+    else if (refs.some((r) => r.name === name))
+      report(ctx, value, at, `${JSON.stringify(name)} is listed twice`);
+    else refs.push({ name, at: rangeOf(value)[0], path: at });
+  }
+  // Partial when an item was bad (reported: the config is refused), so links.ts still checks the rest.
+  return refs;
+}
+
+/** A text with ":" or ".." is a window of its own; any other, the name of a top-level one. */
+const isWindowText = (s: string): boolean => s.includes(":") || s.includes("..");
+
+/** A job's `blackouts:`: names of top-level windows (checked in links.ts) or windows. */
+function readBlackoutList(ctx: Ctx, node: YAMLSeq, where: string): BlackoutRef[] {
+  const refs: BlackoutRef[] = [];
+  for (const [i, item] of node.items.entries()) {
+    const at = `${where}[${i}]`;
+    const value = stringItem(ctx, item, at, "a blackout name or window");
+    if (value === null) continue;
+    const text = String(value.value).trim();
+    if (!isWindowText(text)) {
+      refs.push({ name: text, window: null, at: rangeOf(value)[0], path: at });
+      continue;
+    }
+    const w = parseWindow(text);
+    if ("error" in w) report(ctx, value, at, `bad window: ${w.error}`);
+    else refs.push({ name: text, window: w, at: rangeOf(value)[0], path: at });
+  }
+  return refs; // partial when an item was bad (reported), as readJobRefs
+}
+
+/** The top-level `blackouts:`: NAME: window. */
+function readWindowMap(ctx: Ctx, node: YAMLMap, where: string): Raw {
+  const out: Raw = {};
+  const nameRe = new RegExp(JOB_NAME_PATTERN);
+  for (const pair of node.items) {
+    if (!isScalar(pair.key)) {
+      report(ctx, pair.key, where, "window names must be plain names");
+      continue;
+    }
+    const name = sourceText(ctx, pair.key);
+    const at = join(where, name);
+    if (!nameRe.test(name)) {
+      report(
+        ctx,
+        pair.key,
+        where,
+        `bad window name ${JSON.stringify(name)}: use 1-64 of a-z 0-9 _ . - starting with a letter or digit`,
+      );
+      continue;
+    }
+    const value = stringItem(ctx, pair.value ?? pair.key, at, "a window");
+    if (value === null) {
+      continue;
+    }
+    const w = parseWindow(String(value.value));
+    if ("error" in w) {
+      report(ctx, value, at, `bad window: ${w.error}`);
+    } else out[name] = w;
+  }
+  return out; // partial when an entry was bad (reported), so job lists naming the good ones check
 }

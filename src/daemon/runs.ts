@@ -11,14 +11,19 @@ import { decideOverlap } from "./overlap.js";
 import { planRetry } from "./retry.js";
 import type { Runtime } from "./runtime.js";
 import { startBatch, TickBatch } from "./starts.js";
-import type { Active, JobState, Pending } from "./state.js";
+import { holdReason } from "./hold.js";
+import type { TickWrite } from "./writes.js";
+import { chainedStart, type Active, type JobState, type Pending } from "./state.js";
 import { terminate } from "./stop.js";
 
 export class Runs {
   private readonly endings: Endings;
 
+  /** Chain starts offered and not yet settled (waiting in a queue, or in a batch being written). */
+  private readonly chained = new Set<string>();
+
   constructor(private readonly rt: Runtime) {
-    this.endings = new Endings(rt, this.ended);
+    this.endings = new Endings(rt, this.ended, () => rt.guard(() => this.pollChains(), "chains"));
   }
 
   /** Apply the overlap decision to a run to start: into the batch, the queue, skipped, or replace. */
@@ -71,10 +76,89 @@ export class Runs {
     await this.flush(batch);
   }
 
-  flush(batch: TickBatch): Promise<void> {
-    return startBatch(this.rt, batch, this.endings.push, (job, taken) =>
+  /** Write and start a batch: held starts (drain, blackouts) become dispositions first. */
+  async flush(batch: TickBatch): Promise<void> {
+    await this.hold(batch);
+    await startBatch(this.rt, batch, this.endings.push, (job, taken) =>
       this.tookOver(job.name, taken),
     );
+    await this.settleChains(batch);
+  }
+
+  /**
+   * The drain and the jobs' blackouts, applied to every start of the batch, whatever offered it
+   * (a slot, a catch-up, a queued slot, a retry, a chain): a start that claims a slot is recorded
+   * `skipped` with the reason; one that does not (a retry, a resume) is not started.
+   */
+  private async hold(batch: TickBatch): Promise<void> {
+    const { rt } = this;
+    const writes = batch.writes;
+    if (!writes.some((w) => w.record === undefined)) return;
+    if (batch.drain === undefined) {
+      try {
+        batch.drain = await rt.store.drain();
+      } catch (e) {
+        // The write of the batch says what is wrong with the store; nothing is held meanwhile.
+        rt.log(`cronvisor: could not read the drain: ${(e as Error).message}`);
+        batch.drain = null;
+      }
+    }
+    const now = rt.now();
+    for (let i = 0; i < writes.length; i++) {
+      const w = writes[i] as TickWrite;
+      if (w.record !== undefined) continue;
+      const why = holdReason(w.job, w.p.slot, batch.drain, now);
+      if (why === null) continue;
+      if (w.p.claimSlot && w.p.slot !== null) {
+        writes[i] = { job: w.job, p: w.p, record: { status: "skipped", reason: why } };
+      } else {
+        writes.splice(i--, 1);
+        rt.log(`cronvisor: ${w.p.trigger} of ${w.job.name} not started: ${why}`);
+      }
+    }
+  }
+
+  /**
+   * Chain starts (`then:`) waiting in the store for this node's jobs, offered like any start
+   * (overlap, drain, blackouts); a paused job's is recorded `skipped`. Into `batch`, or a batch
+   * of their own. Each is offered once; the store keeps it until its slot has a disposition.
+   */
+  async pollChains(batch?: TickBatch): Promise<void> {
+    const { rt } = this;
+    if (rt.stopping) return;
+    const key = (job: string, slot: number) => `${job}@${slot}`;
+    const fresh = (await rt.store.pendingChains()).filter(
+      (c) => rt.jobs.has(c.job) && !this.chained.has(key(c.job, c.slot)),
+    );
+    if (fresh.length === 0) return;
+    for (const c of fresh) this.chained.add(key(c.job, c.slot));
+    const paused = await rt.store.pausedJobs();
+    const own = batch ?? new TickBatch();
+    for (const c of fresh) {
+      const st = rt.jobs.get(c.job);
+      if (!st) continue;
+      if (st.cfg.paused || paused.has(c.job)) own.record(st.cfg, c.slot, "skipped", "paused");
+      else await this.offer(st, chainedStart(c.slot), own);
+    }
+    if (!batch) await this.flush(own);
+  }
+
+  /** The chain starts of a written batch: settled in the store if their slot has a disposition. */
+  private async settleChains(batch: TickBatch): Promise<void> {
+    if (this.chained.size === 0) return;
+    const done: { job: string; slot: number }[] = [];
+    for (const w of batch.writes) {
+      const k = `${w.job.name}@${w.p.slot}`;
+      if (w.p.slot !== null && this.chained.delete(k))
+        done.push({ job: w.job.name, slot: w.p.slot });
+    }
+    if (done.length === 0) return;
+    try {
+      await this.rt.store.settleChains(done);
+    } catch (e) {
+      // Looked at again by the next poll: its slot's disposition keeps it from running twice.
+      this.rt.log(`cronvisor: could not settle chain starts: ${(e as Error).message}`);
+    }
   }
 
   /**

@@ -16,6 +16,7 @@ import { isAlive, runAlive } from "../core/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
 import type {
   DaemonRow,
+  DrainRow,
   JobReadings,
   JobRow,
   NodeRow,
@@ -76,6 +77,26 @@ export interface DaemonReport {
    * its role without a credential (a WARNING); else null.
    */
   open_database: string | null;
+  /** `pause --all` in force: since when, until when (null: until `resume --all`), why; else null. */
+  drain: DrainReport | null;
+}
+
+export interface DrainReport {
+  since: string;
+  until: string | null;
+  reason: string | null;
+}
+
+/** The drain as status shows it: null unless in force at `now` (an `until` passed ends it). */
+export function drainReport(d: DrainRow | null, now: number): DrainReport | null {
+  if (d === null || d.since > now || (d.until !== null && now >= d.until)) return null;
+  return { since: iso(d.since) as string, until: iso(d.until), reason: d.reason };
+}
+
+/** The drain's part of a WARNING. */
+export function drainWarning(d: DrainReport): string {
+  const until = d.until === null ? "until `resume --all`" : `until ${d.until}`;
+  return `drained since ${d.since} ${until}${d.reason === null ? "" : ` (maintenance: ${d.reason})`}`;
 }
 
 export interface RunningReport {
@@ -195,6 +216,7 @@ export function daemonReport(
     containment: state === "down" ? null : parseContainment(d?.containment ?? null, jobs),
     disk: null,
     open_database: null,
+    drain: null,
   };
 }
 
@@ -217,6 +239,7 @@ export async function buildStatus(
   );
   const daemon = daemonReport(rows.daemon, now, fileErrors, config.jobs);
   if (disk) daemon.disk = diskReport(disk, rows.daemon?.logs_bytes ?? null);
+  daemon.drain = drainReport(await store.drain(), now);
   const nodes = nodeReports(rows.nodes, store.shared, daemon.state);
   const alive = runLiveness(rows.nodes, store.shared, store.node, runAlive);
   const differs = definitionsDiffer(
@@ -305,6 +328,7 @@ export function checkCode(s: StatusReport, config?: StatusConfig): CheckCode {
     (d.disk?.low_space ?? null) !== null ||
     (d.open_database ?? null) !== null ||
     (d.containment?.warnings.length ?? 0) > 0 ||
+    (d.drain ?? null) !== null ||
     brokenFile(d) ||
     (s.shared && nodeTrouble(s).length > 0)
   )
@@ -337,6 +361,7 @@ export function checkSummary(s: StatusReport, config?: StatusConfig): string {
     parts.unshift(brokenFileNotice(Date.parse(d.config_accepted_at), true));
   else if (d.config_error !== null)
     parts.push("config reload failed (the daemon runs the previous config)");
+  if (d.drain) parts.push(drainWarning(d.drain));
   if (d.http_error !== null) parts.push(`http endpoint down (${d.http_error})`);
   if (d.disk?.low_space) parts.push(d.disk.low_space);
   if ((d.open_database ?? null) !== null) parts.push(`open database: ${d.open_database}`);

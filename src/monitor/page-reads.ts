@@ -121,6 +121,7 @@ export class PageReads {
       runningRuns: (...a) => s.runningRuns(...a),
       history: (...a) => s.history(...a),
       jobReadings: (...a) => s.jobReadings(...a),
+      drain: () => s.drain(),
       jobHashes: async () => {
         const keep = this.version !== null;
         const hashes = (keep && this.hashes) || (await s.jobHashes());

@@ -16,6 +16,8 @@ import type {
   AcceptedConfig,
   AddJob,
   Alive,
+  ChainStart,
+  DrainRow,
   EventInput,
   Owner,
   ReserveOutcome,
@@ -27,6 +29,7 @@ import type {
 } from "./rows.js";
 import type { StatusJob, SummaryParses } from "./status-rows.js";
 import type { RunResult } from "../core/types.js";
+import * as chains from "./postgres/chains.js";
 import * as daemon from "./postgres/daemon.js";
 import * as events from "./postgres/events.js";
 import * as history from "./postgres/history.js";
@@ -191,8 +194,25 @@ export class PgStore extends PgMarkerStore implements Store {
     await this.c.write((q) => runs.revokeRun(q, runId));
   }
 
-  async finishRun(runId: number, result: RunResult) {
-    await this.finishRuns([{ runId, result }]);
+  async finishRun(runId: number, result: RunResult, chained?: readonly ChainStart[]) {
+    await this.finishRuns([{ runId, result, ...(chained ? { chains: chained } : {}) }]);
+  }
+
+  async pendingChains() {
+    return chains.pendingChains(this.c.one);
+  }
+
+  async settleChains(list: readonly { job: string; slot: number }[]) {
+    if (list.length === 0) return;
+    await this.c.write((q) => chains.settleChains(q, list));
+  }
+
+  async drain() {
+    return chains.drain(this.c.one);
+  }
+
+  async setDrain(d: DrainRow | null, now: number) {
+    await this.c.write((q) => chains.setDrain(q, d, now));
   }
 
   async finishRuns(list: readonly RunEnd[]) {

@@ -311,6 +311,42 @@ export interface RunProcess {
 export interface RunEnd {
   runId: number;
   result: RunResult;
+  /** Downstream starts (`then:`), written in the same transaction as the end, if it is recorded. */
+  chains?: readonly ChainStart[];
+}
+
+/** A downstream job's start for an upstream run's slot (`then:` / `then_on_failure:`). */
+export interface ChainStart {
+  job: string;
+  slot: number;
+  upstream: string;
+  upstreamRun: number;
+}
+
+/** A chain start not yet settled: its downstream slot has no disposition yet (or just got one). */
+export interface ChainRow {
+  job: string;
+  slot: number;
+  upstream: string;
+  upstream_run: number;
+  created_at: number;
+}
+
+/** What a chained run's history `reason` says it follows. */
+export const chainReason = (upstream: string, runId: number): string =>
+  `chained after ${upstream} run ${runId}`;
+
+/** The event a drain's start records. */
+export function drainDetail(d: DrainRow): string {
+  const until = d.until === null ? "" : ` until ${new Date(d.until).toISOString()}`;
+  return `drain (pause --all)${until}${d.reason === null ? "" : `: ${d.reason}`}`;
+}
+
+/** `cronvisor pause --all`: since when, until when (null: until `resume --all`), and why. */
+export interface DrainRow {
+  since: number;
+  until: number | null;
+  reason: string | null;
 }
 
 /** A job the daemon starts watching; `bootId` for an @reboot job (claims this boot's run). */

@@ -10,6 +10,7 @@ import type { StatusJob, SummaryParses } from "./status-rows.js";
 import { SqliteMarkerStore } from "./sqlite-marker-store.js";
 import * as daemon from "./sqlite/daemon.js";
 import * as history from "./sqlite/history.js";
+import * as chains from "./sqlite/chains.js";
 import * as status from "./sqlite/status.js";
 
 export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore {
@@ -65,6 +66,10 @@ export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore 
 
   async jobReadings(job: string, recentLimit: number, repeatLimit: number) {
     return this.c.read(() => status.jobReadings(this.c, job, recentLimit, repeatLimit));
+  }
+
+  async drain() {
+    return chains.drain(this.c);
   }
 
   async statusRows(list: readonly StatusJob[], recentLimit: number, parses?: SummaryParses) {

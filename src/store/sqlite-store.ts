@@ -11,6 +11,8 @@ import type {
   EventInput,
   Owner,
   ReserveRequest,
+  ChainStart,
+  DrainRow,
   RunEnd,
   RunProcess,
   SlotRecord,
@@ -26,6 +28,7 @@ import * as history from "./sqlite/history.js";
 import * as jobs from "./sqlite/jobs.js";
 import * as markers from "./sqlite/markers.js";
 import * as runs from "./sqlite/runs.js";
+import * as chains from "./sqlite/chains.js";
 import * as why from "./sqlite/why.js";
 
 export class SqliteStore extends SqliteStatusStore implements Store {
@@ -164,15 +167,32 @@ export class SqliteStore extends SqliteStatusStore implements Store {
     runs.revokeRun(this.c, runId);
   }
 
-  async finishRun(runId: number, result: RunResult) {
-    this.c.write(() => runs.finishRun(this.c, runId, result));
+  async finishRun(runId: number, result: RunResult, chained?: readonly ChainStart[]) {
+    await this.finishRuns([{ runId, result, ...(chained ? { chains: chained } : {}) }]);
   }
 
   async finishRuns(list: readonly RunEnd[]) {
     if (list.length === 0) return;
     this.c.write(() => {
-      for (const e of list) runs.finishRun(this.c, e.runId, e.result);
+      for (const e of list) {
+        const ended = runs.finishRun(this.c, e.runId, e.result);
+        // In the end's transaction: a daemon killed after it starts the chain after a restart.
+        if (ended && e.chains) chains.insertChains(this.c, e.chains, e.result.finishedAt);
+      }
     });
+  }
+
+  async pendingChains() {
+    return chains.pendingChains(this.c);
+  }
+
+  async settleChains(list: readonly { job: string; slot: number }[]) {
+    if (list.length === 0) return;
+    this.c.write(() => chains.settleChains(this.c, list));
+  }
+
+  async setDrain(d: DrainRow | null, now: number) {
+    this.c.write(() => chains.setDrain(this.c, d, now));
   }
 
   async recordDisposition(
