@@ -82,6 +82,13 @@ export class Runs {
     await startBatch(this.rt, batch, this.endings.push, (job, taken) =>
       this.tookOver(job.name, taken),
     );
+    // A fault hook (test/chains.test.js): killed after a chained run's start, before its chain
+    // start is settled; the restarted daemon finds its slot taken and starts no second run.
+    if (
+      process.env.CRONVISOR_FAULT === "die-before-chain-settle" &&
+      batch.writes.some((w) => w.p.trigger === "chained")
+    )
+      process.kill(process.pid, "SIGKILL");
     await this.settleChains(batch);
   }
 
