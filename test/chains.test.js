@@ -182,7 +182,7 @@ for (const e of ENGINES) {
     `${e.name}: pause --all drains (slots skipped with the reason, status WARNING, until ends it), resume --all ends it`,
     { skip: e.skip },
     async (t) => {
-      const { dir, cfg, q } = await e.setup(
+      const { cfg, q } = await e.setup(
         t,
         (dir) => `  tick:
     schedule: "* * * * * *"

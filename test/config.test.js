@@ -651,6 +651,9 @@ test("a minimal job gets every default", () => {
         hosts: null,
         leftovers: "kill",
         limits: { memoryBytes: null, cpuPercent: null, tasks: null, nofile: null },
+        then: [],
+        thenOnFailure: [],
+        blackouts: [],
         line: 2,
       },
     ],
@@ -670,6 +673,7 @@ test("the design's example config is read as documented", () => {
       "  - webhook: http://127.0.0.1:8080/hook",
       "  - command: /usr/local/bin/notify",
       "defaults: { timeout: 1h, overlap: skip }",
+      'blackouts: { xmas: "2026-12-24..2026-12-26", weekend: "Sat 00:00-06:00" }',
       "jobs:",
       "  enrich:",
       '    schedule: "0 2 * * *"',
@@ -693,6 +697,11 @@ test("the design's example config is read as documented", () => {
       "      repeat_limit: 3",
       "    log: { max_size: 10MB, keep_runs: 100 }",
       "    ping: https://hc-ping.com/UUID",
+      "    then: [report]",
+      "    then_on_failure: [cleanup]",
+      '    blackouts: [xmas, "Sun 02:00-04:00"]',
+      "  report: { schedule: '0 3 * * *', command: ./report.sh }",
+      "  cleanup: { schedule: '0 4 * * *', command: ./cleanup.sh }",
     ),
   );
   assert.equal(config.timezone, "UTC");
@@ -728,10 +737,19 @@ test("the design's example config is read as documented", () => {
       hosts: null,
       leftovers: "kill",
       limits: { memoryBytes: null, cpuPercent: null, tasks: null, nofile: null },
+      then: ["report"],
+      thenOnFailure: ["cleanup"],
+      blackouts: [
+        {
+          name: "xmas",
+          window: { kind: "dates", from: "2026-12-24 00:00", to: "2026-12-27 00:00" },
+        },
+        { name: "Sun 02:00-04:00", window: { kind: "weekly", days: [0], start: 120, end: 240 } },
+      ],
       line: undefined,
     },
   );
-  assert.equal(enrich.line, 12);
+  assert.equal(enrich.line, 13);
 });
 
 test("the many-hosts keys: store, password_file (relative to the file), node, lease, hosts", () => {

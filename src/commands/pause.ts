@@ -84,7 +84,7 @@ async function untilTime(text: string, zone: string, now: number): Promise<numbe
       `--until ${JSON.stringify(text)}: ${why} (e.g. --until 2h, --until 2026-12-27T06:00, --until 2026-12-27T05:00Z)`,
       EXIT.usage,
     );
-  let at: number | null = null;
+  let at: number | null;
   if (/^\d+(\.\d+)?\s*(ms|s|m|h|d)$/.test(text.trim())) {
     const { parseDuration } = await import("../core/duration.js");
     at = now + parseDuration(text.trim());

@@ -1,8 +1,9 @@
 // Starting and ending runs: the overlap decision applied to each run to start (into the caller's
 // batch, the job's queue, a `skipped` disposition, or a replace), and what follows an end
 // (retention, a retry, the next queued slot).
-import type { RunRow, TakenOver } from "../store/store.js";
+import type { DrainRow, RunRow, TakenOver } from "../store/store.js";
 import type { JobConfig } from "../core/types.js";
+import { adoptOrphans } from "./adopt.js";
 import { planBlocked } from "./blocked.js";
 import { planResume } from "./catchup.js";
 import { Endings } from "./endings.js";
@@ -31,6 +32,13 @@ export class Runs {
     const { rt } = this;
     if (rt.stopping) return;
     const name = st.cfg.name;
+    // The drain and blackouts before the overlap decision: a slot in a window is skipped for it.
+    // `pause --all` is written by another process: read once per batch (the tick's, or its own).
+    if (p.slot !== null && p.claimSlot) {
+      if (batch.drain === undefined) batch.drain = await this.readDrain();
+      const held = holdReason(st.cfg, p.slot, batch.drain, rt.now());
+      if (held !== null) return batch.record(st.cfg, p.slot, "skipped", held);
+    }
     const running = rt.runningOf(name);
     const d = decideOverlap(st.cfg.overlap, p, {
       running: running.map((a) => a.run.id),
@@ -101,15 +109,7 @@ export class Runs {
     const { rt } = this;
     const writes = batch.writes;
     if (!writes.some((w) => w.record === undefined)) return;
-    if (batch.drain === undefined) {
-      try {
-        batch.drain = await rt.store.drain();
-      } catch (e) {
-        // The write of the batch says what is wrong with the store; nothing is held meanwhile.
-        rt.log(`cronvisor: could not read the drain: ${(e as Error).message}`);
-        batch.drain = null;
-      }
-    }
+    if (batch.drain === undefined) batch.drain = await this.readDrain();
     const now = rt.now();
     for (let i = 0; i < writes.length; i++) {
       const w = writes[i] as TickWrite;
@@ -122,6 +122,16 @@ export class Runs {
         writes.splice(i--, 1);
         rt.log(`cronvisor: ${w.p.trigger} of ${w.job.name} not started: ${why}`);
       }
+    }
+  }
+
+  private async readDrain(): Promise<DrainRow | null> {
+    try {
+      return await this.rt.store.drain();
+    } catch (e) {
+      // The write of the batch says what is wrong with the store; nothing is held meanwhile.
+      this.rt.log(`cronvisor: could not read the drain: ${(e as Error).message}`);
+      return null;
     }
   }
 
@@ -273,6 +283,15 @@ export class Runs {
     } catch (e) {
       rt.log(`cronvisor: pruning logs to logs.max_total failed: ${(e as Error).message}`);
     }
+  }
+
+  /**
+   * Adopt or reap the runs no daemon watches (adopt.ts), then offer the chain starts waiting in
+   * the store: ones a killed daemon wrote and never started, or another node's runs wrote.
+   */
+  async adopt(batch: TickBatch): Promise<void> {
+    await adoptOrphans(this.rt, (row, job) => this.reaped(row, job, batch), this.ended);
+    await this.pollChains(batch);
   }
 
   /** An orphan recorded dead: its `interrupted` slot follows the job's catch-up policy. */

@@ -18,7 +18,6 @@ import { forNode, jobHashes } from "./nodes.js";
 import { packConfig } from "../core/config-record.js";
 import { keepRestartOnly, restartOnlyChanges } from "../core/restart-only.js";
 import type { Config, RunBroker } from "../core/types.js";
-import { adoptOrphans } from "./adopt.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, widenGap, type LateSlot } from "./due.js";
 import { writeHeartbeatFile } from "./heartbeat.js";
 import { collectGarbageSoon } from "./settle.js";
@@ -26,7 +25,6 @@ import { catchUp, watchJobs } from "./jobs.js";
 import { Runs } from "./runs.js";
 import { Runtime, type SupervisorHooks } from "./runtime.js";
 import { TickBatch } from "./starts.js";
-import { holdReason } from "./hold.js";
 import { scheduled, wakeAt, type JobState } from "./state.js";
 import { forceAll, stopRuns } from "./stop.js";
 import { recordMissed } from "./writes.js";
@@ -151,10 +149,8 @@ export class Supervisor {
     const batch = new TickBatch();
     try {
       runs.offerAll(await watchJobs(rt, rt.config, now, new Map()), batch);
-      await adoptOrphans(rt, (row, job) => runs.reaped(row, job, batch), runs.ended);
+      await runs.adopt(batch);
       runs.offerAll(await catchUp(rt, now), batch);
-      // Chain starts a killed daemon wrote with an upstream run's end, and never started.
-      await runs.pollChains(batch);
     } finally {
       await runs.flush(batch);
     }
@@ -227,8 +223,6 @@ export class Supervisor {
         if (slot === null || slot > now) continue;
         try {
           if (!st.cfg.paused) paused ??= await rt.store.pausedJobs();
-          // `pause --all` too is written by another process: read once per tick with a due slot.
-          if (batch.drain === undefined) batch.drain = await rt.store.drain();
           // Slots that came due while the store refused writes: recorded once a write works again.
           if (st.gap !== null) await this.recordGap(st, now);
           // Awaited only when there is something to wait for: 10,000 due jobs are not 10,000
@@ -276,12 +270,8 @@ export class Supervisor {
     if (plan.late) late.push(plan.late);
     for (const s of plan.missed)
       batch.record(cfg, s, "missed", "timer late (suspend or clock step)");
-    const held = holdReason(cfg, plan.fire, batch.drain ?? null, now);
     if (cfg.paused || paused.has(cfg.name)) {
       batch.record(cfg, plan.fire, "skipped", "paused");
-    } else if (held !== null) {
-      // Drained, or in a blackout window: skipped, and never caught up afterwards.
-      batch.record(cfg, plan.fire, "skipped", held);
     } else if (cfg.jitterMs > 0) {
       // The slot stays the nominal time; only the start moves (in a batch of its own).
       const p = scheduled(plan.fire);
@@ -307,9 +297,7 @@ export class Supervisor {
       await runs.retryUnrecorded();
       const batch = new TickBatch();
       try {
-        await adoptOrphans(rt, (row, job) => runs.reaped(row, job, batch), runs.ended);
-        // Chains another node's run (or an adopted run's end) wrote for this node's jobs.
-        await runs.pollChains(batch);
+        await runs.adopt(batch);
       } finally {
         await runs.flush(batch);
       }

@@ -3,7 +3,7 @@
 // store and prints. Its JSON field names are a public contract (README): rename none.
 import { nextSlotAt, prevSlotAt } from "../schedule/schedule.js";
 import { formatLocal, formatWall, gapAround } from "../schedule/zone.js";
-import { blackoutAt } from "../schedule/windows.js";
+import { chainedSentence, comingBlackout, heldSentence } from "./why-hold.js";
 import { utcBeside, type Target, type WhyJob } from "./why-time.js";
 import type { RunRow, SlotFacts } from "../store/store.js";
 import type { DaemonState } from "./health.js";
@@ -177,10 +177,7 @@ function ran(c: Ctx, disposition: "ran" | "running" | "caught_up"): Told {
   const last = runs[runs.length - 1] as RunRow;
   const sentences: string[] = [];
   const first = runs[0] as RunRow;
-  if (first.trigger === "chained" && first.reason?.startsWith("chained after "))
-    sentences.push(
-      `Started by a chain: ${first.reason.split(";")[0]} ended (its \`then:\` or \`then_on_failure:\` names ${c.job.name}), for the same slot.`,
-    );
+  sentences.push(...chainedSentence(c.job, first));
   if (first.trigger === "catchup")
     sentences.push(
       `The daemon was down at the slot: ${downWindow(c, c.f.firstAfter)}. When it started, catchup: ${c.job.catchup} ran the slot.`,
@@ -198,20 +195,13 @@ function skipped(c: Ctx): Told {
   const sentences: string[] = [];
   if (reason === "paused") sentences.push(pausedSentence(c));
   else if (reason?.startsWith("overlap") && c.f.holder) sentences.push(...heldBy(c, c.f.holder));
-  else if (reason?.startsWith("blackout ")) sentences.push(blackoutSentence(c, reason.slice(9)));
-  else if (reason?.startsWith("paused (maintenance"))
-    sentences.push(
-      `Skipped: the daemon was drained by \`cronvisor pause --all\`${reason === "paused (maintenance)" ? "" : ` (${reason.slice(8, -1)})`}: nothing new starts until \`cronvisor resume --all\` or the drain's --until; a slot skipped while drained is not caught up.`,
-    );
+  else if (reason !== null && heldSentence(c.job, reason) !== null)
+    sentences.push(heldSentence(c.job, reason) as string);
   else if (reason?.startsWith("lock held by node ")) {
     const later = c.f.runs.slice(1).map((r) => runSentence(c, r, false));
     sentences.push(...heldElsewhere(reason, c.job, later));
   } else sentences.push(`Skipped: ${reason ?? "no reason recorded"}.`);
   return { disposition: "skipped", runId: null, node: row.node, reason, sentences };
-}
-
-function blackoutSentence(c: { job: WhyJob }, name: string): string {
-  return `Skipped: the slot falls inside the blackout window ${name} (blackouts:, judged in ${c.job.timezone}); a slot in a blackout is never caught up afterwards.`;
 }
 
 function pausedSentence(c: Ctx): string {
@@ -366,11 +356,7 @@ function notDue(w: WhyInput, slot: number): Told {
   const sentences = [`Not due yet: the slot comes in ${formatDurationRounded(slot - w.now)}.`];
   if (w.job.paused || w.facts?.job?.paused === 1)
     sentences.push("The job is paused: unless it is resumed first, the slot will be skipped.");
-  const window = blackoutAt(w.job, slot);
-  if (window !== null)
-    sentences.push(
-      `The slot falls inside the blackout window ${window}: it will be skipped, and never caught up afterwards.`,
-    );
+  sentences.push(...comingBlackout(w.job, slot));
   if (w.daemon !== "running") sentences.push("The daemon is not running now.");
   return { disposition: "not_due", runId: null, reason: null, sentences };
 }

@@ -12,12 +12,9 @@ import type {
   AddJob,
   Alive,
   AttemptRow,
-  ChainRow,
-  ChainStart,
   ClaimOutcome,
   ClaimRow,
   DaemonRow,
-  DrainRow,
   EventInput,
   EventRow,
   HistoryRow,
@@ -44,6 +41,7 @@ import type {
   TimelineRow,
   TickWrite,
 } from "./rows.js";
+import type { ChainRow, ChainStart, DrainRow } from "./chain-rows.js";
 import type { JobReadings, StatusJob, StatusRows, SummaryParses } from "./status-rows.js";
 import type { RunResult } from "../core/types.js";
 

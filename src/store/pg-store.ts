@@ -11,13 +11,11 @@
 import type { Store } from "./interface.js";
 import type { PgConn, PgOpenOptions } from "./pg-connection.js";
 import { openPgConn } from "./pg-connection.js";
-import { PgMarkerStore } from "./pg-marker-store.js";
+import { PgChainStore } from "./pg-chain-store.js";
 import type {
   AcceptedConfig,
   AddJob,
   Alive,
-  ChainStart,
-  DrainRow,
   EventInput,
   Owner,
   ReserveOutcome,
@@ -29,7 +27,6 @@ import type {
 } from "./rows.js";
 import type { StatusJob, SummaryParses } from "./status-rows.js";
 import type { RunResult } from "../core/types.js";
-import * as chains from "./postgres/chains.js";
 import * as daemon from "./postgres/daemon.js";
 import * as events from "./postgres/events.js";
 import * as history from "./postgres/history.js";
@@ -41,7 +38,7 @@ import * as tick from "./postgres/tick.js";
 import * as why from "./postgres/why.js";
 import { defaultSelf, type NodeSelf } from "./rows.js";
 
-export class PgStore extends PgMarkerStore implements Store {
+export class PgStore extends PgChainStore implements Store {
   /** The log paths of the runs this store started, for their tails when they end. */
   private readonly logs = new runs.StartedLogs();
 
@@ -194,25 +191,8 @@ export class PgStore extends PgMarkerStore implements Store {
     await this.c.write((q) => runs.revokeRun(q, runId));
   }
 
-  async finishRun(runId: number, result: RunResult, chained?: readonly ChainStart[]) {
+  async finishRun(runId: number, result: RunResult, chained?: RunEnd["chains"]) {
     await this.finishRuns([{ runId, result, ...(chained ? { chains: chained } : {}) }]);
-  }
-
-  async pendingChains() {
-    return chains.pendingChains(this.c.one);
-  }
-
-  async settleChains(list: readonly { job: string; slot: number }[]) {
-    if (list.length === 0) return;
-    await this.c.write((q) => chains.settleChains(q, list));
-  }
-
-  async drain() {
-    return chains.drain(this.c.one);
-  }
-
-  async setDrain(d: DrainRow | null, now: number) {
-    await this.c.write((q) => chains.setDrain(q, d, now));
   }
 
   async finishRuns(list: readonly RunEnd[]) {

@@ -2,6 +2,7 @@
 // the store's compound writes. Types only, importing nothing but core: health, alerts and render
 // read rows without loading the SQL modules.
 import type { RunResult, RunStatus, Trigger } from "../core/types.js";
+import type { ChainStart } from "./chain-rows.js";
 
 export interface RunRow {
   id: number;
@@ -313,40 +314,6 @@ export interface RunEnd {
   result: RunResult;
   /** Downstream starts (`then:`), written in the same transaction as the end, if it is recorded. */
   chains?: readonly ChainStart[];
-}
-
-/** A downstream job's start for an upstream run's slot (`then:` / `then_on_failure:`). */
-export interface ChainStart {
-  job: string;
-  slot: number;
-  upstream: string;
-  upstreamRun: number;
-}
-
-/** A chain start not yet settled: its downstream slot has no disposition yet (or just got one). */
-export interface ChainRow {
-  job: string;
-  slot: number;
-  upstream: string;
-  upstream_run: number;
-  created_at: number;
-}
-
-/** What a chained run's history `reason` says it follows. */
-export const chainReason = (upstream: string, runId: number): string =>
-  `chained after ${upstream} run ${runId}`;
-
-/** The event a drain's start records. */
-export function drainDetail(d: DrainRow): string {
-  const until = d.until === null ? "" : ` until ${new Date(d.until).toISOString()}`;
-  return `drain (pause --all)${until}${d.reason === null ? "" : `: ${d.reason}`}`;
-}
-
-/** `cronvisor pause --all`: since when, until when (null: until `resume --all`), and why. */
-export interface DrainRow {
-  since: number;
-  until: number | null;
-  reason: string | null;
 }
 
 /** A job the daemon starts watching; `bootId` for an @reboot job (claims this boot's run). */

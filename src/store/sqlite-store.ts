@@ -11,14 +11,13 @@ import type {
   EventInput,
   Owner,
   ReserveRequest,
-  ChainStart,
-  DrainRow,
   RunEnd,
   RunProcess,
   SlotRecord,
   TickOutcome,
   TickWrite,
 } from "./rows.js";
+import type { DrainRow } from "./chain-rows.js";
 import type { RunResult } from "../core/types.js";
 import os from "node:os";
 import { defaultSelf, type NodeSelf } from "./rows.js";
@@ -167,7 +166,7 @@ export class SqliteStore extends SqliteStatusStore implements Store {
     runs.revokeRun(this.c, runId);
   }
 
-  async finishRun(runId: number, result: RunResult, chained?: readonly ChainStart[]) {
+  async finishRun(runId: number, result: RunResult, chained?: RunEnd["chains"]) {
     await this.finishRuns([{ runId, result, ...(chained ? { chains: chained } : {}) }]);
   }
 

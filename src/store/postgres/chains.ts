@@ -1,7 +1,7 @@
 // Chains and the drain on PostgreSQL: the same operations as ../sqlite/chains.ts. Table-group
 // functions: they run in their caller's transaction and never open one.
 import type { Q } from "../pg-connection.js";
-import { chainReason, drainDetail, type ChainRow, type DrainRow } from "../rows.js";
+import { chainReason, drainDetail, type ChainRow, type DrainRow } from "../chain-rows.js";
 import { insertEvent } from "./events.js";
 
 export async function pendingChains(q: Q): Promise<ChainRow[]> {

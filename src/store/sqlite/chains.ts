@@ -7,7 +7,7 @@ import {
   type ChainRow,
   type ChainStart,
   type DrainRow,
-} from "../rows.js";
+} from "../chain-rows.js";
 import { insertEvent } from "./events.js";
 
 /** Downstream starts, written with the upstream run's end (a start already written stays). */
