@@ -32,11 +32,11 @@ export class Runs {
     const { rt } = this;
     if (rt.stopping) return;
     const name = st.cfg.name;
-    // The drain and blackouts before the overlap decision: a slot in a window is skipped for it.
-    // `pause --all` is written by another process: read once per batch (the tick's, or its own).
+    // The drain (if the batch has read it) and blackouts come before the overlap decision: a slot
+    // in a window is skipped for it. Nothing awaited before the start is in the batch: start-up
+    // and takeovers offer without waiting, and flush() holds what this could not judge.
     if (p.slot !== null && p.claimSlot) {
-      if (batch.drain === undefined) batch.drain = await this.readDrain();
-      const held = holdReason(st.cfg, p.slot, batch.drain, rt.now());
+      const held = holdReason(st.cfg, p.slot, batch.drain ?? null, rt.now());
       if (held !== null) return batch.record(st.cfg, p.slot, "skipped", held);
     }
     const running = rt.runningOf(name);
@@ -123,6 +123,12 @@ export class Runs {
         rt.log(`cronvisor: ${w.p.trigger} of ${w.job.name} not started: ${why}`);
       }
     }
+  }
+
+  /** The tick's read of `cronvisor pause JOB` flags, and of the drain into its batch. */
+  async paused(batch: TickBatch): Promise<ReadonlySet<string>> {
+    if (batch.drain === undefined) batch.drain = await this.readDrain();
+    return this.rt.store.pausedJobs();
   }
 
   private async readDrain(): Promise<DrainRow | null> {

@@ -222,7 +222,7 @@ export class Supervisor {
         const slot = st.next;
         if (slot === null || slot > now) continue;
         try {
-          if (!st.cfg.paused) paused ??= await rt.store.pausedJobs();
+          if (!st.cfg.paused) paused ??= await runs.paused(batch); // and the drain, into the batch
           // Slots that came due while the store refused writes: recorded once a write works again.
           if (st.gap !== null) await this.recordGap(st, now);
           // Awaited only when there is something to wait for: 10,000 due jobs are not 10,000
