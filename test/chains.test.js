@@ -7,6 +7,8 @@ import path from "node:path";
 import { test } from "node:test";
 import {
   cli,
+  freePort,
+  request,
   rows,
   startDaemon,
   statusJson,
@@ -25,9 +27,10 @@ const ENGINES = [
     skip: false,
     async setup(t, jobs) {
       const dir = tmpdir(t);
-      const cfg = writeConfig(dir, `heartbeat: 1s\njobs:\n${jobs(dir)}`);
+      const port = await freePort();
+      const cfg = writeConfig(dir, `heartbeat: 1s\nhttp: 127.0.0.1:${port}\njobs:\n${jobs(dir)}`);
       const q = async (sql, ...args) => rows(dir, sql.replace(/\$\d+/g, "?"), ...args);
-      return { dir, cfg, q };
+      return { dir, cfg, q, port };
     },
   },
   {
@@ -37,7 +40,8 @@ const ENGINES = [
       const dir = tmpdir(t);
       const url = await freshDatabase();
       const raw = await rawClient(url, t);
-      const cfg = nodeConfig(dir, "n1", url, jobs(dir));
+      const port = await freePort();
+      const cfg = nodeConfig(dir, "n1", url, jobs(dir), "3s", `http: 127.0.0.1:${port}`);
       // BIGINT columns come back as strings from a raw client: numbers, as SQLite gives them.
       const q = async (sql, ...args) =>
         (await raw.query(sql, args)).rows.map((r) =>
@@ -48,7 +52,7 @@ const ENGINES = [
             ]),
           ),
         );
-      return { dir, cfg, q };
+      return { dir, cfg, q, port };
     },
   },
 ];
@@ -182,7 +186,7 @@ for (const e of ENGINES) {
     `${e.name}: pause --all drains (slots skipped with the reason, status WARNING, until ends it), resume --all ends it`,
     { skip: e.skip },
     async (t) => {
-      const { cfg, q } = await e.setup(
+      const { cfg, q, port } = await e.setup(
         t,
         (dir) => `  tick:
     schedule: "* * * * * *"
@@ -229,6 +233,15 @@ for (const e of ENGINES) {
         ),
         [],
       );
+      // The page says it beside its verdict.
+      await waitFor(async () => {
+        const page = await request(port, { path: "/" });
+        return (
+          /WARNING: drained since/.test(page.body) &&
+          /data-drain/.test(page.body) &&
+          /maintenance: db upgrade/.test(page.body)
+        );
+      }, "the page to show the drain");
       const why = cli(["why", "tick", "-c", cfg]);
       assert.match(why.stdout, /drained by `cronvisor pause --all` \(maintenance: db upgrade\)/);
       const r = cli(["resume", "--all", "-c", cfg]);
