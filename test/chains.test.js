@@ -82,8 +82,15 @@ for (const e of ENGINES) {
 `,
       );
       const d = startDaemon(t, cfg);
+      // The chained run's reason is noted when its chain start is settled, a transaction after its
+      // start: a quick run may end first, so wait for both.
       const ok = await waitFor(
-        async () => (await q("SELECT * FROM runs WHERE job = 'report' AND status = 'ok'"))[0],
+        async () =>
+          (
+            await q(
+              "SELECT * FROM runs WHERE job = 'report' AND status = 'ok' AND reason IS NOT NULL",
+            )
+          )[0],
         "a chained report run",
       );
       const up = (await q("SELECT * FROM runs WHERE job = 'extract' AND slot = $1", ok.slot))[0];
@@ -96,7 +103,12 @@ for (const e of ENGINES) {
       );
       fs.writeFileSync(path.join(dir, "fail"), "");
       const c = await waitFor(
-        async () => (await q("SELECT * FROM runs WHERE job = 'cleanup' AND status = 'ok'"))[0],
+        async () =>
+          (
+            await q(
+              "SELECT * FROM runs WHERE job = 'cleanup' AND status = 'ok' AND reason IS NOT NULL",
+            )
+          )[0],
         "a chained cleanup run after a failure",
       );
       const failed = (await q("SELECT * FROM runs WHERE job = 'extract' AND slot = $1", c.slot))[0];
