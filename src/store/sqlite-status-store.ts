@@ -10,7 +10,6 @@ import type { StatusJob, SummaryParses } from "./status-rows.js";
 import { SqliteMarkerStore } from "./sqlite-marker-store.js";
 import * as daemon from "./sqlite/daemon.js";
 import * as history from "./sqlite/history.js";
-import * as chains from "./sqlite/chains.js";
 import * as status from "./sqlite/status.js";
 
 export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore {
@@ -69,7 +68,7 @@ export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore 
   }
 
   async drain() {
-    return chains.drain(this.c);
+    return status.drain(this.c);
   }
 
   async statusRows(list: readonly StatusJob[], recentLimit: number, parses?: SummaryParses) {

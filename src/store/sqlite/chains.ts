@@ -44,13 +44,6 @@ export function settleChains(c: Conn, list: readonly { job: string; slot: number
   }
 }
 
-export function drain(c: Conn): DrainRow | null {
-  return (
-    (c.q("SELECT since, until, reason FROM drain WHERE id = 1").get() as DrainRow | undefined) ??
-    null
-  );
-}
-
 /** Set (or, with null, end) the drain, with an event saying so. */
 export function setDrain(c: Conn, d: DrainRow | null, now: number): void {
   if (d === null) {

@@ -23,6 +23,7 @@ import {
   summaryDigest,
   verdictsOf,
 } from "../summary.js";
+import type { DrainRow } from "../chain-rows.js";
 
 /**
  * One job's readings, by per-job queries. `recentLimit` 0: judged from the digest its row keeps
@@ -178,4 +179,12 @@ function statusRowsFromRuns(c: Conn, jobs: readonly StatusJob[], recentLimit: nu
     out.set(job.name, { ...r, last, lastFinished, markers: markerCount(c, job.name) });
   }
   return { daemon: daemonRow(c), nodes: nodes(c, Date.now()), jobs: out };
+}
+
+/** `cronvisor pause --all` as set (migration 012); status judges it against now. */
+export function drain(c: Conn): DrainRow | null {
+  return (
+    (c.q("SELECT since, until, reason FROM drain WHERE id = 1").get() as DrainRow | undefined) ??
+    null
+  );
 }
