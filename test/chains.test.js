@@ -119,6 +119,14 @@ for (const e of ENGINES) {
       const hist = JSON.parse(cli(["history", "cleanup", "-c", cfg, "--json"]).stdout);
       assert.equal(hist[0].trigger, "chained");
       assert.match(hist[0].reason, /^chained after extract run \d+/);
+      const why = JSON.parse(
+        cli(["why", "report", "-c", cfg, "--json", "--at", new Date(ok.slot).toISOString()]).stdout,
+      );
+      assert.equal(why.disposition, "ran");
+      assert.match(
+        why.explanation.join(" "),
+        new RegExp(`Started by a chain: chained after extract run ${up.id} ended`),
+      );
       // A failed upstream never starts `then:`; an ok one never `then_on_failure:`.
       const wrong = await q(
         `SELECT r.job, r.slot FROM runs r JOIN runs u ON u.job = 'extract' AND u.slot = r.slot
