@@ -220,7 +220,8 @@ const ROWS = [
   { args: ["run"], exit: 2, stderr: USAGE("missing required argument 'job'") },
   { args: ["run", "a", "b"], exit: 2, stderr: USAGE("too many arguments for 'run'") },
   { args: ["logs"], exit: 2, stderr: USAGE("missing required argument 'job'") },
-  { args: ["pause"], exit: 2, stderr: USAGE("missing required argument 'job'") },
+  // `pause [job]`: a job or --all (docs/chains-and-maintenance.md).
+  { args: ["pause"], exit: 2, stderr: /^pause: name a job, or give --all \(every job\)$/ },
   { args: ["resume", "a", "b"], exit: 2, stderr: USAGE("too many arguments for 'resume'") },
   { args: ["markers"], exit: 2, stderr: USAGE("missing required argument 'job'") },
   { args: ["unmark", "a"], exit: 2, stderr: USAGE("missing required argument 'key'") },

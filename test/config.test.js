@@ -662,6 +662,9 @@ test("a minimal job gets every default", () => {
         locks: [],
         group: null,
         priority: 0,
+        then: [],
+        thenOnFailure: [],
+        blackouts: [],
         line: 2,
       },
     ],
@@ -682,6 +685,7 @@ test("the design's example config is read as documented", () => {
       "  - command: /usr/local/bin/notify",
       "defaults: { timeout: 1h, overlap: skip }",
       "groups: { heavy: { max_running: 2 } }",
+      'blackouts: { xmas: "2026-12-24..2026-12-26", weekend: "Sat 00:00-06:00" }',
       "jobs:",
       "  enrich:",
       '    schedule: "0 2 * * *"',
@@ -711,6 +715,11 @@ test("the design's example config is read as documented", () => {
       "    locks: [db]",
       "    group: heavy",
       "    priority: 0",
+      "    then: [report]",
+      "    then_on_failure: [cleanup]",
+      '    blackouts: [xmas, "Sun 02:00-04:00"]',
+      "  report: { schedule: '0 3 * * *', command: ./report.sh }",
+      "  cleanup: { schedule: '0 4 * * *', command: ./cleanup.sh }",
     ),
   );
   assert.equal(config.timezone, "UTC");
@@ -757,6 +766,15 @@ test("the design's example config is read as documented", () => {
       locks: ["db"],
       group: "heavy",
       priority: 0,
+      then: ["report"],
+      thenOnFailure: ["cleanup"],
+      blackouts: [
+        {
+          name: "xmas",
+          window: { kind: "dates", from: "2026-12-24 00:00", to: "2026-12-27 00:00" },
+        },
+        { name: "Sun 02:00-04:00", window: { kind: "weekly", days: [0], start: 120, end: 240 } },
+      ],
       line: undefined,
     },
   );

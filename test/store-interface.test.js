@@ -42,6 +42,7 @@ test("migrations: one numbering, 001.. with no gap; a new store is at the last n
     "011_containment.sql",
     "012_idle_work.sql",
     "013_holds.sql",
+    "014_chains_drain.sql",
   ]);
   // A store at LATEST skips listing the folder: a new file with LATEST left behind would never run.
   assert.equal(LATEST, files.length, "bump LATEST in src/store/migrate.ts with a new migration");

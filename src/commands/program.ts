@@ -190,14 +190,28 @@ function markerCommands(program: Command): void {
 
 /** An operator's changes and tools: pause, resume, markers, unmark, backup, restore, import-crontab. */
 function operatorCommands(program: Command): void {
-  withConfig(program.command("pause <job>"))
-    .description("stop firing a job (its slots are recorded skipped); survives daemon restarts")
-    .addHelpText("after", example("cronvisor pause backup"))
-    .action(async (name: string, o: Opts) => (await import("./pause.js")).pause(name, o));
-  withConfig(program.command("resume <job>"))
-    .description("fire a paused job again")
-    .addHelpText("after", example("cronvisor resume backup"))
-    .action(async (name: string, o: Opts) => (await import("./pause.js")).resume(name, o));
+  type PauseOpts = Opts & { all?: boolean; until?: string; reason?: string };
+  withConfig(program.command("pause [job]"))
+    .description(
+      "stop firing a job (its slots are recorded skipped); --all drains: nothing new starts, running runs finish; survives daemon restarts",
+    )
+    .option("--all", "every job (drain); docs/chains-and-maintenance.md")
+    .option("--until <time>", "with --all: end the drain by itself (2h, or an ISO-8601 time)")
+    .option("--reason <text>", "with --all: said in status and in each skipped slot")
+    .addHelpText(
+      "after",
+      example('cronvisor pause backup\n  cronvisor pause --all --until 2h --reason "db upgrade"'),
+    )
+    .action(async (name: string | undefined, o: PauseOpts) =>
+      (await import("./pause.js")).pause(name, o),
+    );
+  withConfig(program.command("resume [job]"))
+    .description("fire a paused job again; --all ends the drain")
+    .option("--all", "end the drain of `pause --all`")
+    .addHelpText("after", example("cronvisor resume backup\n  cronvisor resume --all"))
+    .action(async (name: string | undefined, o: PauseOpts) =>
+      (await import("./pause.js")).resume(name, o),
+    );
 
   withConfig(program.command("markers <job>"))
     .description("list a job's done-markers (or a namespace no job owns any more); move them")

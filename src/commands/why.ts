@@ -27,12 +27,17 @@ export async function why(
     );
   const now = Date.now();
   const { explainWhy, resolveTarget } = await import("../health/why.js");
-  const target = resolveTarget(job, at, now);
+  let target = resolveTarget(job, at, now);
   const store = await openStoreOrEmpty(config);
   let facts: SlotFacts | null = null;
   let daemonRow: DaemonRow | null = null;
   try {
-    if (store && target.kind === "slot") facts = await store.slotFacts(job.name, target.slot);
+    // No slot of the job's schedule, but one a chain (`then:`) claimed for the job: that slot.
+    if (store && target.kind === "time" && target.at !== null) {
+      const f = await store.slotFacts(job.name, target.at);
+      if (f.claim !== null) [target, facts] = [{ kind: "slot", slot: target.at, note: null }, f];
+    }
+    if (store && target.kind === "slot") facts ??= await store.slotFacts(job.name, target.slot);
     else if (store) daemonRow = await store.daemon();
   } finally {
     await store?.close();

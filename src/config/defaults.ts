@@ -3,9 +3,18 @@
 // Relative paths are resolved against the config file's directory here, and nowhere else.
 import path from "node:path";
 import { parseDuration, parseSize } from "../core/duration.js";
-import type { AlertTarget, Catchup, Config, JobConfig, Leftovers, Overlap } from "../core/types.js";
+import type {
+  AlertTarget,
+  Catchup,
+  Config,
+  JobConfig,
+  Leftovers,
+  NamedWindow,
+  Overlap,
+} from "../core/types.js";
 import { JOB_KEYS, KEYS, type KeySpec } from "./keys.js";
 import type { Raw, RawJob } from "./nodes.js";
+import type { BlackoutRef, JobRef } from "./links.js";
 
 /** A key's default as a value (durations in ms); a section's is the map of its keys' defaults. */
 function defaultOf(spec: KeySpec): unknown {
@@ -51,14 +60,16 @@ export function resolveConfig(raw: Raw, file: string, hostTimezone: string): Con
       name,
       maxRunning: g.max_running as number,
     })),
-    jobs: (raw.jobs as RawJob[]).map((job) => resolveJob(job, defaults, { dir, timezone, env })),
+    jobs: (raw.jobs as RawJob[]).map((job) =>
+      resolveJob(job, defaults, { dir, timezone, env, windows: (raw.blackouts ?? {}) as Raw }),
+    ),
   };
 }
 
 function resolveJob(
   job: RawJob,
   defaults: Raw,
-  top: { dir: string; timezone: string; env: Record<string, string> },
+  top: { dir: string; timezone: string; env: Record<string, string>; windows: Raw },
 ): JobConfig {
   const own = job.raw;
   // The job's value, else the defaults', else the table's; maps merge key by key.
@@ -115,6 +126,13 @@ function resolveJob(
     locks: [...(pick("locks") as string[])].sort(),
     group: pick("group") as string | null,
     priority: pick("priority") as number,
+    then: (pick("then") as JobRef[]).map((r) => r.name),
+    thenOnFailure: (pick("then_on_failure") as JobRef[]).map((r) => r.name),
+    // A name is the top-level window of that name (links.ts checked that there is one).
+    blackouts: (pick("blackouts") as BlackoutRef[]).map((r) => ({
+      name: r.name,
+      window: r.window ?? (top.windows[r.name] as NamedWindow["window"]),
+    })),
     line: job.line,
   };
 }

@@ -24,7 +24,10 @@ export type KeyKind =
   | "alerts"
   | "section"
   | "defaults"
-  | "jobs";
+  | "jobs"
+  | "jobrefs"
+  | "blackouts"
+  | "windows";
 
 export interface KeySpec {
   kind: KeyKind;

@@ -2,7 +2,6 @@
 // purpose: the walk (walk.ts) validates against it, defaults.ts fills in from it and schema.ts
 // turns it into the JSON Schema, so the three cannot drift.
 import type { Catchup, Leftovers, Overlap } from "../core/types.js";
-
 import type { KeySpec } from "./key-spec.js";
 
 export type { KeyKind, KeySpec } from "./key-spec.js";
@@ -242,6 +241,21 @@ export const JOB_KEYS: Readonly<Record<string, KeySpec>> = {
     default: null,
     doc: "Healthchecks-style URL: URL/start when a run starts, URL on success, URL/fail on failure. Default: none.",
   },
+  then: {
+    kind: "jobrefs",
+    default: [],
+    doc: "Jobs started once for the same slot (trigger `chained`) when a run of this job ends ok. A job starts no chain that leads back to it.",
+  },
+  then_on_failure: {
+    kind: "jobrefs",
+    default: [],
+    doc: "Jobs started once for the same slot (trigger `chained`) when a run of this job fails (failed, timeout, spawn_failed) with no retry left.",
+  },
+  blackouts: {
+    kind: "blackouts",
+    default: [],
+    doc: 'Windows whose slots are skipped (never caught up): names from the top-level blackouts, or windows in the job\'s time zone ("Sat 00:00-06:00", "2026-12-24..2026-12-26").',
+  },
 };
 
 /** Every job key but schedule and command may have a default. */
@@ -352,6 +366,11 @@ export const KEYS: Readonly<Record<string, KeySpec>> = {
     default: [],
     keys: ALERT_KEYS,
     doc: "Where events go (failed timeout late stuck repeating idle interrupted recovered): each entry is {webhook: URL} or {command: STRING}.",
+  },
+  blackouts: {
+    kind: "windows",
+    default: {},
+    doc: 'Named blackout windows for jobs\' `blackouts:` lists: NAME: "YYYY-MM-DD..YYYY-MM-DD" (whole days), "YYYY-MM-DD HH:MM..YYYY-MM-DD HH:MM" or "[DAY[-DAY]] HH:MM-HH:MM", judged in each job\'s time zone.',
   },
   defaults: {
     kind: "defaults",

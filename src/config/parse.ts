@@ -17,6 +17,7 @@ import {
 import { reportUnknownGroups } from "./groups.js";
 import { rootUnknownKey } from "./suggest.js";
 import { readMap } from "./walk.js";
+import { checkLinks } from "./links.js";
 import { reportYamlErrors } from "./yaml-errors.js";
 
 export interface ParseResult {
@@ -62,6 +63,7 @@ export function parseConfig(
     raw = readMap(ctx, root, KEYS, "(root)", (key, value) => rootUnknownKey(key, value));
     if (raw !== BAD) reportUnknownGroups(ctx, root, raw);
     if (!root.has("jobs")) reportAt(ctx, rangeOf(root)[0], "(root)", "no jobs defined");
+    if (raw !== BAD) checkLinks(ctx, raw);
     if (raw !== BAD && typeof raw.password_file === "string" && typeof raw.store !== "string") {
       const key = root.items.find((p) => isScalar(p.key) && p.key.value === "password_file");
       report(

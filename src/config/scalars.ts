@@ -199,6 +199,12 @@ export function expected(spec: KeySpec): string {
       return "a map of job settings";
     case "jobs":
       return "a map of jobs by name";
+    case "jobrefs":
+      return "a list of job names, e.g. [report]";
+    case "blackouts":
+      return 'a list of blackout names or windows, e.g. [xmas, "Sat 00:00-06:00"]';
+    case "windows":
+      return 'a map of NAME: window, e.g. xmas: "2026-12-24..2026-12-26"';
   }
 }
 

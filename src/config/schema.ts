@@ -56,6 +56,34 @@ function keySchema(spec: KeySpec): JsonSchema {
 // Maps and lists whose every entry is commented out read as null; the validator takes that as empty.
 const MAP_OR_EMPTY = ["object", "null"];
 
+/** The kinds that name locks, groups, jobs and windows (keys.ts), and the maps that define them. */
+function linkSchema(spec: KeySpec): JsonSchema {
+  switch (spec.kind) {
+    case "name":
+      return { type: "string", pattern: LOCK_NAME_PATTERN };
+    case "names":
+      return { type: "array", items: { type: "string", pattern: LOCK_NAME_PATTERN } };
+    case "groups":
+      return {
+        type: MAP_OR_EMPTY,
+        propertyNames: { pattern: LOCK_NAME_PATTERN },
+        additionalProperties: objectSchema(spec.keys ?? {}),
+      };
+    case "jobrefs":
+      return { type: ["array", "null"], items: { type: "string", pattern: JOB_NAME_PATTERN } };
+    case "blackouts":
+      return { type: ["array", "null"], items: { type: "string", pattern: "\\S" } };
+    case "windows":
+      return {
+        type: MAP_OR_EMPTY,
+        propertyNames: { pattern: JOB_NAME_PATTERN },
+        additionalProperties: { type: "string", pattern: "\\S" },
+      };
+    default:
+      throw new Error(`not a name kind: ${spec.kind}`);
+  }
+}
+
 function valueSchema(spec: KeySpec): JsonSchema {
   switch (spec.kind) {
     case "string":
@@ -101,18 +129,8 @@ function valueSchema(spec: KeySpec): JsonSchema {
       return { type: "string", pattern: NODE_NAME_PATTERN };
     case "nodes":
       return { type: "array", minItems: 1, items: { type: "string", pattern: NODE_NAME_PATTERN } };
-    case "name":
-      return { type: "string", pattern: LOCK_NAME_PATTERN };
-    case "names":
-      return { type: "array", items: { type: "string", pattern: LOCK_NAME_PATTERN } };
     case "number":
       return { type: "number" };
-    case "groups":
-      return {
-        type: MAP_OR_EMPTY,
-        propertyNames: { pattern: LOCK_NAME_PATTERN },
-        additionalProperties: objectSchema(spec.keys ?? {}),
-      };
     case "alerts":
       // Each alert has exactly one of the keys.
       return {
@@ -126,6 +144,13 @@ function valueSchema(spec: KeySpec): JsonSchema {
           })),
         },
       };
+    case "name":
+    case "names":
+    case "groups":
+    case "jobrefs":
+    case "blackouts":
+    case "windows":
+      return linkSchema(spec);
     case "section":
     case "defaults":
       return { ...objectSchema(spec.keys ?? {}), type: MAP_OR_EMPTY };

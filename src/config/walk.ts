@@ -30,6 +30,7 @@ import {
 } from "./nodes.js";
 import { readLockNames } from "./groups.js";
 import { expected, isLockName, isNodeName, readScalar, type Fail } from "./scalars.js";
+import { readBlackoutList, readJobRefs, readWindowMap } from "./refs.js";
 import { jobUnknownKey, nearest, unknownKeyMessage } from "./suggest.js";
 
 type UnknownKeyMessage = (key: string, value: unknown) => string;
@@ -102,6 +103,12 @@ function readValue(ctx: Ctx, spec: KeySpec, value: unknown, key: Scalar, where: 
       return isSeq(node) ? readLockNames(ctx, node, where) : wrongType();
     case "groups":
       return isMap(node) ? readGroups(ctx, node, spec, where) : wrongType();
+    case "jobrefs":
+      return isSeq(node) ? readJobRefs(ctx, node, where) : wrongType();
+    case "blackouts":
+      return isSeq(node) ? readBlackoutList(ctx, node, where) : wrongType();
+    case "windows":
+      return isMap(node) ? readWindowMap(ctx, node, where) : wrongType();
   }
   return isScalar(node) ? readScalar(ctx, spec, node, fail, wrongType) : wrongType();
 }
@@ -115,8 +122,11 @@ function readEmpty(spec: KeySpec, fail: Fail, wrongType: () => typeof BAD): unkn
       return {}; // an empty block, e.g. every entry commented out
     case "alerts":
     case "names":
+    case "jobrefs":
+    case "blackouts":
       return [];
     case "groups":
+    case "windows":
       return {};
     case "jobs":
       return fail("no jobs defined");

@@ -12,7 +12,7 @@
 export type Overlap = "skip" | "queue" | "replace" | "allow";
 export type Catchup = "skip" | "once" | "all";
 export type Trigger =
-  "schedule" | "manual" | "catchup" | "retry" | "resume" | "reboot" | "backfill";
+  "schedule" | "manual" | "catchup" | "retry" | "resume" | "reboot" | "backfill" | "chained";
 
 /** Every status a history row can have. `skipped` and `missed` are slot dispositions with no process. */
 export type RunStatus =
@@ -111,9 +111,29 @@ export interface JobConfig {
   group: string | null;
   /** Among slots waiting for a group: the earlier slot first, then the higher `priority:`. */
   priority: number;
+  /** Jobs started for this run's slot when it ends ok (`then:`), or fails for good (`then_on_failure:`). */
+  then: string[];
+  thenOnFailure: string[];
+  /** Windows (named at the top level, or the job's own) whose slots are skipped (`blackouts:`). */
+  blackouts: NamedWindow[];
   /** 1-based line of the job's key in the config, for messages. */
   line: number;
 }
+
+/** A blackout window as the config names it: a top-level name, or its own text. */
+export interface NamedWindow {
+  name: string;
+  window: BlackoutWindow;
+}
+
+/**
+ * A blackout window in a job's zone (schedule/windows.ts): local dates (`from` inclusive, `to`
+ * exclusive, as `YYYY-MM-DD HH:MM`), or every week on `days` (0 = Sunday) from minute `start`
+ * of the day to minute `end` (the next day when `end <= start`).
+ */
+export type BlackoutWindow =
+  | { kind: "dates"; from: string; to: string }
+  | { kind: "weekly"; days: number[]; start: number; end: number };
 
 /**
  * What `status` reads of a job: its health, next slot, lock, and where it may run. The config

@@ -14,6 +14,7 @@ import { exited, interrupted, runResult, stopped, stopStatus } from "../core/res
 import type { JobConfig, RunResult } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
 import type { Active } from "./state.js";
+import { chainsAfter } from "./chains.js";
 
 /** How often adopted orphans (runs we did not spawn) are checked for their end. */
 const ADOPT_POLL_MS = 500;
@@ -106,13 +107,18 @@ function exitPending(rt: Runtime, r: RunRow): boolean {
 async function recordOrphanEnd(
   rt: Runtime,
   r: RunRow,
+  job: JobConfig | null,
   how: OrphanEnd,
   stoppedFor?: string,
 ): Promise<RunRow> {
   const file = exitFileFor(rt.config.stateDir, r.id);
-  const result = orphanResult(r, readExitFile(file), rt.now(), how, stoppedFor);
+  const now = rt.now();
+  const result = orphanResult(r, readExitFile(file), now, how, stoppedFor);
+  // An end that came while no daemon watched still starts its chain (in the end's transaction).
+  const next = rt.jobs.get(r.job)?.next ?? null;
+  const chains = job ? chainsAfter(job, r, result.status, next, now) : [];
   try {
-    await rt.store.finishRun(r.id, result);
+    await rt.store.finishRun(r.id, result, chains);
   } catch (e) {
     if (how === "found-dead") throw e;
     rt.log(`cronvisor: could not record adopted run ${r.id}: ${(e as Error).message}`);
@@ -161,7 +167,7 @@ export async function adoptOrphans(
       watchAdopted(rt, r, job, ended);
     } else if (action === "reap") {
       if (exitPending(rt, r)) continue;
-      const row = await recordOrphanEnd(rt, r, "found-dead");
+      const row = await recordOrphanEnd(rt, r, job, "found-dead");
       rt.broker?.unregister(r.id); // forgets the secret a previous daemon kept for it
       if (job) onReaped(row, job);
     }
@@ -196,7 +202,7 @@ function watchAdopted(
     rt.guard(async () => {
       let row = r;
       try {
-        row = await recordOrphanEnd(rt, r, "adopted", a.stoppedFor);
+        row = await recordOrphanEnd(rt, r, job, "adopted", a.stoppedFor);
       } finally {
         resolve(row); // stop() waits for this
       }

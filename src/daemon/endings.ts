@@ -7,6 +7,7 @@ import type { RunResult } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
 import type { Active } from "./state.js";
 import { recordEnds } from "./writes.js";
+import { chainsAfter } from "./chains.js";
 
 /** A run ended and is recorded (or, on a full disk, still `running`): retries, queued slots, retention. */
 export type Ended = (a: Active, row: RunRow) => Promise<void>;
@@ -17,6 +18,8 @@ export class Endings {
   constructor(
     private readonly rt: Runtime,
     private readonly ended: Ended,
+    /** Chain starts were written with the ends: start them (Runs.pollChains). */
+    private readonly chained: () => void,
   ) {}
 
   readonly push = (a: Active, result: RunResult, done: () => void): void => {
@@ -29,11 +32,19 @@ export class Endings {
     const batch = this.waiting;
     this.waiting = [];
     let recorded = true;
-    try {
-      await recordEnds(
-        rt.store,
-        batch.map(({ a, result }) => ({ runId: a.run.id, result })),
+    const now = rt.now();
+    const ends = batch.map(({ a, result }) => {
+      const chains = chainsAfter(
+        a.job,
+        a.run,
+        result.status,
+        rt.jobs.get(a.run.job)?.next ?? null,
+        now,
       );
+      return { runId: a.run.id, result, ...(chains.length > 0 ? { chains } : {}) };
+    });
+    try {
+      await recordEnds(rt.store, ends);
     } catch (e) {
       recorded = false;
       for (const { a } of batch) {
@@ -56,6 +67,11 @@ export class Endings {
         done(); // stop() and `replace` wait for this
       }
     }
+    if (!recorded || !ends.some((e) => e.chains)) return;
+    // A fault hook for the test of a daemon killed between an upstream run's end (its chain
+    // start written with it) and the chain's start (test/chains.test.js): started once after.
+    if (process.env.CRONVISOR_FAULT === "die-after-chain-end") process.kill(process.pid, "SIGKILL");
+    this.chained();
   }
 
   /** Retry recording the ends the store refused; the lock is free once they are recorded. */

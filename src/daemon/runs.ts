@@ -1,8 +1,9 @@
 // Starting and ending runs: the overlap decision applied to each run to start (into the caller's
 // batch, the job's queue, a `skipped` disposition, or a replace), and what follows an end
 // (retention, a retry, the next queued slot).
-import type { RunRow, TakenOver } from "../store/store.js";
+import type { DrainRow, RunRow, TakenOver } from "../store/store.js";
 import type { JobConfig } from "../core/types.js";
+import { adoptOrphans } from "./adopt.js";
 import { planBlocked } from "./blocked.js";
 import { planResume } from "./catchup.js";
 import { Endings } from "./endings.js";
@@ -11,14 +12,19 @@ import { decideOverlap } from "./overlap.js";
 import { planRetry } from "./retry.js";
 import type { Runtime } from "./runtime.js";
 import { startBatch, TickBatch } from "./starts.js";
-import type { Active, JobState, Pending } from "./state.js";
+import { holdReason } from "./hold.js";
+import type { TickWrite } from "./writes.js";
+import { chainedStart, type Active, type JobState, type Pending } from "./state.js";
 import { terminate } from "./stop.js";
 
 export class Runs {
   private readonly endings: Endings;
 
+  /** Chain starts offered and not yet settled (waiting in a queue, or in a batch being written). */
+  private readonly chained = new Set<string>();
+
   constructor(private readonly rt: Runtime) {
-    this.endings = new Endings(rt, this.ended);
+    this.endings = new Endings(rt, this.ended, () => rt.guard(() => this.pollChains(), "chains"));
   }
 
   /** Apply the overlap decision to a run to start: into the batch, the queue, skipped, or replace. */
@@ -26,6 +32,13 @@ export class Runs {
     const { rt } = this;
     if (rt.stopping) return;
     const name = st.cfg.name;
+    // The drain (if the batch has read it) and blackouts come before the overlap decision: a slot
+    // in a window is skipped for it. Nothing awaited before the start is in the batch: start-up
+    // and takeovers offer without waiting, and flush() holds what this could not judge.
+    if (p.slot !== null && p.claimSlot) {
+      const held = holdReason(st.cfg, p.slot, batch.drain ?? null, rt.now());
+      if (held !== null) return batch.record(st.cfg, p.slot, "skipped", held);
+    }
     // A slot of the job already waits for a lock or its group: this one cannot start before
     // it, and `queue` keeps one waiting (admit.ts).
     const waits = rt.waiting.reasonOf(name);
@@ -76,10 +89,104 @@ export class Runs {
     await this.flush(batch);
   }
 
-  flush(batch: TickBatch): Promise<void> {
-    return startBatch(this.rt, batch, this.endings.push, (job, taken) =>
+  /** Write and start a batch: held starts (drain, blackouts) become dispositions first. */
+  async flush(batch: TickBatch): Promise<void> {
+    await this.hold(batch);
+    await startBatch(this.rt, batch, this.endings.push, (job, taken) =>
       this.tookOver(job.name, taken),
     );
+    // A fault hook (test/chains.test.js): killed after a chained run's start, before its chain
+    // start is settled; the restarted daemon finds its slot taken and starts no second run.
+    if (
+      process.env.CRONVISOR_FAULT === "die-before-chain-settle" &&
+      batch.writes.some((w) => w.p.trigger === "chained")
+    )
+      process.kill(process.pid, "SIGKILL");
+    await this.settleChains(batch);
+  }
+
+  /**
+   * The drain and the jobs' blackouts, applied to every start of the batch, whatever offered it
+   * (a slot, a catch-up, a queued slot, a retry, a chain): a start that claims a slot is recorded
+   * `skipped` with the reason; one that does not (a retry, a resume) is not started.
+   */
+  private async hold(batch: TickBatch): Promise<void> {
+    const { rt } = this;
+    const writes = batch.writes;
+    if (!writes.some((w) => w.record === undefined)) return;
+    if (batch.drain === undefined) batch.drain = await this.readDrain();
+    const now = rt.now();
+    for (let i = 0; i < writes.length; i++) {
+      const w = writes[i] as TickWrite;
+      if (w.record !== undefined) continue;
+      const why = holdReason(w.job, w.p.slot, batch.drain, now);
+      if (why === null) continue;
+      if (w.p.claimSlot && w.p.slot !== null) {
+        writes[i] = { job: w.job, p: w.p, record: { status: "skipped", reason: why } };
+      } else {
+        writes.splice(i--, 1);
+        rt.log(`cronvisor: ${w.p.trigger} of ${w.job.name} not started: ${why}`);
+      }
+    }
+  }
+
+  /** The tick's read of `cronvisor pause JOB` flags, and of the drain into its batch. */
+  async paused(batch: TickBatch): Promise<ReadonlySet<string>> {
+    if (batch.drain === undefined) batch.drain = await this.readDrain();
+    return this.rt.store.pausedJobs();
+  }
+
+  private async readDrain(): Promise<DrainRow | null> {
+    try {
+      return await this.rt.store.drain();
+    } catch (e) {
+      // The write of the batch says what is wrong with the store; nothing is held meanwhile.
+      this.rt.log(`cronvisor: could not read the drain: ${(e as Error).message}`);
+      return null;
+    }
+  }
+
+  /**
+   * Chain starts (`then:`) waiting in the store for this node's jobs, offered like any start
+   * (overlap, drain, blackouts); a paused job's is recorded `skipped`. Into `batch`, or a batch
+   * of their own. Each is offered once; the store keeps it until its slot has a disposition.
+   */
+  async pollChains(batch?: TickBatch): Promise<void> {
+    const { rt } = this;
+    if (rt.stopping) return;
+    const key = (job: string, slot: number) => `${job}@${slot}`;
+    const fresh = (await rt.store.pendingChains()).filter(
+      (c) => rt.jobs.has(c.job) && !this.chained.has(key(c.job, c.slot)),
+    );
+    if (fresh.length === 0) return;
+    for (const c of fresh) this.chained.add(key(c.job, c.slot));
+    const paused = await rt.store.pausedJobs();
+    const own = batch ?? new TickBatch();
+    for (const c of fresh) {
+      const st = rt.jobs.get(c.job);
+      if (!st) continue;
+      if (st.cfg.paused || paused.has(c.job)) own.record(st.cfg, c.slot, "skipped", "paused");
+      else await this.offer(st, chainedStart(c.slot), own);
+    }
+    if (!batch) await this.flush(own);
+  }
+
+  /** The chain starts of a written batch: settled in the store if their slot has a disposition. */
+  private async settleChains(batch: TickBatch): Promise<void> {
+    if (this.chained.size === 0) return;
+    const done: { job: string; slot: number }[] = [];
+    for (const w of batch.writes) {
+      const k = `${w.job.name}@${w.p.slot}`;
+      if (w.p.slot !== null && this.chained.delete(k))
+        done.push({ job: w.job.name, slot: w.p.slot });
+    }
+    if (done.length === 0) return;
+    try {
+      await this.rt.store.settleChains(done);
+    } catch (e) {
+      // Looked at again by the next poll: its slot's disposition keeps it from running twice.
+      this.rt.log(`cronvisor: could not settle chain starts: ${(e as Error).message}`);
+    }
   }
 
   /** What waits for another run: jobs another node's run blocked, then slots waiting for holds. */
@@ -212,6 +319,15 @@ export class Runs {
     } catch (e) {
       rt.log(`cronvisor: pruning logs to logs.max_total failed: ${(e as Error).message}`);
     }
+  }
+
+  /**
+   * Adopt or reap the runs no daemon watches (adopt.ts), then offer the chain starts waiting in
+   * the store: ones a killed daemon wrote and never started, or another node's runs wrote.
+   */
+  async adopt(batch: TickBatch): Promise<void> {
+    await adoptOrphans(this.rt, (row, job) => this.reaped(row, job, batch), this.ended);
+    await this.pollChains(batch);
   }
 
   /** An orphan recorded dead: its `interrupted` slot follows the job's catch-up policy. */

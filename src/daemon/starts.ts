@@ -4,7 +4,7 @@
 // one spawn and the next.
 import { spawnRun } from "../run/execute.js";
 import type { RunHandle } from "../run/runner.js";
-import type { RunRow, TakenOver } from "../store/store.js";
+import type { DrainRow, RunRow, TakenOver } from "../store/store.js";
 import type { JobConfig, RunResult } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
 import { scheduled, type Active, type Pending } from "./state.js";
@@ -20,6 +20,8 @@ import { inTurn } from "./waiting.js";
  */
 export class TickBatch {
   readonly writes: TickWrite[] = [];
+  /** The drain as the tick read it (hold.ts); undefined: not read, the flush reads it. */
+  drain?: DrainRow | null;
   /** Jobs with a start here: a second start of one waits like one behind a running run. */
   private readonly starts = new Set<string>();
   /** The last disposition recorded, whose slot and record the next one may share. */

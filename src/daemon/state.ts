@@ -24,6 +24,11 @@ export function scheduled(slot: number): Pending {
   return { slot, claimSlot: true, trigger: "schedule", attempt: 1 };
 }
 
+/** A chained start (`then:`) for an upstream run's slot: the downstream job's claim of that slot. */
+export function chainedStart(slot: number): Pending {
+  return { slot, claimSlot: true, trigger: "chained", attempt: 1 };
+}
+
 /** A job's slots skipped for another node's run: when to look whether its lease has ended. */
 export interface Blocked {
   node: string;

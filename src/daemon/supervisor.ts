@@ -18,7 +18,6 @@ import { forNode, jobHashes } from "./nodes.js";
 import { packConfig } from "../core/config-record.js";
 import { keepRestartOnly, restartOnlyChanges } from "../core/restart-only.js";
 import type { Config, RunBroker } from "../core/types.js";
-import { adoptOrphans } from "./adopt.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, widenGap, type LateSlot } from "./due.js";
 import { writeHeartbeatFile } from "./heartbeat.js";
 import { collectGarbageSoon } from "./settle.js";
@@ -149,7 +148,7 @@ export class Supervisor {
     const batch = new TickBatch();
     try {
       runs.offerAll(await watchJobs(rt, rt.config, now, new Map()), batch);
-      await adoptOrphans(rt, (row, job) => runs.reaped(row, job, batch), runs.ended);
+      await runs.adopt(batch);
       runs.offerAll(await catchUp(rt, now), batch);
     } finally {
       await runs.flush(batch);
@@ -222,7 +221,7 @@ export class Supervisor {
         const slot = st.next;
         if (slot === null || slot > now) continue;
         try {
-          if (!st.cfg.paused) paused ??= await rt.store.pausedJobs();
+          if (!st.cfg.paused) paused ??= await runs.paused(batch); // and the drain, into the batch
           // Slots that came due while the store refused writes: recorded once a write works again.
           if (st.gap !== null) await this.recordGap(st, now);
           // Awaited only when there is something to wait for: 10,000 due jobs are not 10,000
@@ -297,7 +296,7 @@ export class Supervisor {
       await runs.retryUnrecorded();
       const batch = new TickBatch();
       try {
-        await adoptOrphans(rt, (row, job) => runs.reaped(row, job, batch), runs.ended);
+        await runs.adopt(batch);
         await runs.wakeWaiting(batch); // another node's run may have ended
       } finally {
         await runs.flush(batch);

@@ -54,6 +54,14 @@ export function renderStatus(r: StatusReport, detail: RunRow[], opts: RenderOpti
     lines.push(`  config error (the daemon keeps its previous config):`);
     for (const l of d.config_error.split("\n")) lines.push(`    ${printable(l)}`);
   }
+  if (d.drain) {
+    const until =
+      d.drain.until === null ? "until `cronvisor resume --all`" : `until ${short(d.drain.until)}`;
+    const why = d.drain.reason === null ? "" : ` (maintenance: ${printable(d.drain.reason)})`;
+    lines.push(
+      `  DRAINED since ${short(d.drain.since)} ${until}${why}: nothing new starts, slots are recorded skipped`,
+    );
+  }
   if (d.containment)
     lines.push(
       d.containment.mode === "cgroup"

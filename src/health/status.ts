@@ -13,6 +13,7 @@ import {
   type HealthWord,
 } from "./health.js";
 import { isAlive, runAlive } from "../core/proc.js";
+import { drainReport, drainWarning, type DrainReport } from "./drain.js";
 import { nextSlotAt } from "../schedule/schedule.js";
 import type {
   DaemonRow,
@@ -77,6 +78,8 @@ export interface DaemonReport {
    * its role without a credential (a WARNING); else null.
    */
   open_database: string | null;
+  /** `pause --all` in force: since when, until when (null: until `resume --all`), why; else null. */
+  drain: DrainReport | null;
 }
 
 export interface RunningReport {
@@ -201,6 +204,7 @@ export function daemonReport(
     containment: state === "down" ? null : parseContainment(d?.containment ?? null, jobs),
     disk: null,
     open_database: null,
+    drain: null,
   };
 }
 
@@ -223,6 +227,7 @@ export async function buildStatus(
   );
   const daemon = daemonReport(rows.daemon, now, fileErrors, config.jobs);
   if (disk) daemon.disk = diskReport(disk, rows.daemon?.logs_bytes ?? null);
+  daemon.drain = drainReport(await store.drain(), now);
   const nodes = nodeReports(rows.nodes, store.shared, daemon.state);
   const alive = runLiveness(rows.nodes, store.shared, store.node, runAlive);
   const differs = definitionsDiffer(
@@ -314,6 +319,7 @@ export function checkCode(s: StatusReport, config?: StatusConfig): CheckCode {
     (d.disk?.low_space ?? null) !== null ||
     (d.open_database ?? null) !== null ||
     (d.containment?.warnings.length ?? 0) > 0 ||
+    (d.drain ?? null) !== null ||
     brokenFile(d) ||
     (s.shared && nodeTrouble(s).length > 0)
   )
@@ -346,6 +352,7 @@ export function checkSummary(s: StatusReport, config?: StatusConfig): string {
     parts.unshift(brokenFileNotice(Date.parse(d.config_accepted_at), true));
   else if (d.config_error !== null)
     parts.push("config reload failed (the daemon runs the previous config)");
+  if (d.drain) parts.push(drainWarning(d.drain));
   if (d.http_error !== null) parts.push(`http endpoint down (${d.http_error})`);
   if (d.disk?.low_space) parts.push(d.disk.low_space);
   if ((d.open_database ?? null) !== null) parts.push(`open database: ${d.open_database}`);

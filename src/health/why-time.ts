@@ -26,7 +26,8 @@ export type WhyJob = Pick<
   | "catchupWindowMs"
   | "paused"
   | "log"
->;
+> &
+  Partial<Pick<JobConfig, "blackouts">>;
 
 /** What TIME names: one of the job's slots, or a time that is none (null: a local time in a DST gap). */
 export type Target =

@@ -3,6 +3,7 @@
 // store and prints. Its JSON field names are a public contract (README): rename none.
 import { nextSlotAt, prevSlotAt } from "../schedule/schedule.js";
 import { formatLocal, formatWall, gapAround } from "../schedule/zone.js";
+import { chainedSentence, comingBlackout, heldSentence } from "./why-hold.js";
 import { utcBeside, type Target, type WhyJob } from "./why-time.js";
 import type { RunRow, SlotFacts } from "../store/store.js";
 import type { DaemonState } from "./health.js";
@@ -176,7 +177,9 @@ function ran(c: Ctx, disposition: "ran" | "running" | "caught_up"): Told {
   const runs = c.f.runs;
   const last = runs[runs.length - 1] as RunRow;
   const sentences: string[] = [];
-  if ((runs[0] as RunRow).trigger === "catchup")
+  const first = runs[0] as RunRow;
+  sentences.push(...chainedSentence(c.job, first));
+  if (first.trigger === "catchup")
     sentences.push(
       `The daemon was down at the slot: ${downWindow(c, c.f.firstAfter)}. When it started, catchup: ${c.job.catchup} ran the slot.`,
     );
@@ -195,6 +198,8 @@ function skipped(c: Ctx): Told {
   if (reason === "paused") sentences.push(pausedSentence(c));
   else if (reason?.startsWith("overlap") && c.f.holder) sentences.push(...heldBy(c, c.f.holder));
   else if (held) sentences.push(...held);
+  else if (reason !== null && heldSentence(c.job, reason) !== null)
+    sentences.push(heldSentence(c.job, reason) as string);
   else if (reason?.startsWith("lock held by node ")) {
     const later = c.f.runs.slice(1).map((r) => runSentence(c, r, false));
     sentences.push(...heldElsewhere(reason, c.job, later));
@@ -354,6 +359,7 @@ function notDue(w: WhyInput, slot: number): Told {
   const sentences = [`Not due yet: the slot comes in ${formatDurationRounded(slot - w.now)}.`];
   if (w.job.paused || w.facts?.job?.paused === 1)
     sentences.push("The job is paused: unless it is resumed first, the slot will be skipped.");
+  sentences.push(...comingBlackout(w.job, slot));
   if (w.daemon !== "running") sentences.push("The daemon is not running now.");
   return { disposition: "not_due", runId: null, reason: null, sentences };
 }

@@ -53,6 +53,11 @@ function daemonPart(d: DaemonReport, zone: string): Markup {
     ? h`<dt>http</dt>
         <dd class="err">${d.http_error}</dd>`
     : "";
+  // `cronvisor pause --all`: said beside the verdict's WARNING, with its end and reason.
+  const drain = d.drain
+    ? h`<dt>drained</dt>
+        <dd class="err" data-drain="">since ${d.drain.since}, ${d.drain.until === null ? "until `cronvisor resume --all`" : `until ${d.drain.until}`}${d.drain.reason === null ? "" : ` (maintenance: ${d.drain.reason})`}: nothing new starts</dd>`
+    : "";
   return h`<dl class="daemon" aria-label="The daemon">
     <dt>daemon</dt>
     <dd>${state}</dd>
@@ -60,7 +65,7 @@ function daemonPart(d: DaemonReport, zone: string): Markup {
     <dd>${beat}</dd>
     <dt>running config</dt>
     <dd>${accepted}</dd>
-    ${reload}${fileErrors}${httpError}${diskPart(d)}${containmentPart(d)}
+    ${reload}${fileErrors}${httpError}${drain}${diskPart(d)}${containmentPart(d)}
   </dl>`;
 }
 

@@ -122,6 +122,7 @@ export class PageReads {
       history: (...a) => s.history(...a),
       jobReadings: (...a) => s.jobReadings(...a),
       holdsHeld: () => s.holdsHeld(),
+      drain: () => s.drain(),
       jobHashes: async () => {
         const keep = this.version !== null;
         const hashes = (keep && this.hashes) || (await s.jobHashes());

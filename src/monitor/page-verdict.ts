@@ -12,6 +12,7 @@ import {
   type JobReport,
   type StatusReport,
 } from "../health/status.js";
+import { drainWarning } from "../health/drain.js";
 import { EXIT } from "../core/exit.js";
 import type { Config } from "../core/types.js";
 
@@ -47,6 +48,7 @@ function warningParts(s: StatusReport): string[] {
     parts.unshift(brokenFileNotice(Date.parse(d.config_accepted_at), true));
   else if (d.config_error !== null)
     parts.push("config reload failed (the daemon runs the previous config)");
+  if (d.drain) parts.push(drainWarning(d.drain));
   if (d.http_error !== null) parts.push(`http endpoint down (${d.http_error})`);
   const differ = s.jobs.filter((j) => j.definition_differs_on.length > 0);
   if (differ.length > NAMES)

@@ -44,6 +44,7 @@ import type {
   TickWrite,
 } from "./rows.js";
 import type { MoveMarkers, MoveOutcome } from "./moved.js";
+import type { ChainRow, ChainStart, DrainRow } from "./chain-rows.js";
 import type { JobReadings, StatusJob, StatusRows, SummaryParses } from "./status-rows.js";
 import type { RunResult } from "../core/types.js";
 
@@ -95,6 +96,7 @@ export type StatusStore = Pick<
   | "jobReadings"
   | "statusRows"
   | "holdsHeld"
+  | "drain"
 > & {
   /**
    * A SQLite store opened `inPlace` (read where it lies, at rest): true when a writer has written
@@ -176,8 +178,19 @@ export interface Store extends MarkerStore {
   setRunProcesses(list: readonly RunProcess[]): Promise<void>;
   adoptRun(runId: number, owner: Owner): Promise<void>;
   revokeRun(runId: number): Promise<void>;
-  finishRun(runId: number, result: RunResult): Promise<void>;
+  /** `chains`: downstream starts written with the end (only if this call records it). */
+  finishRun(runId: number, result: RunResult, chains?: readonly ChainStart[]): Promise<void>;
   finishRuns(list: readonly RunEnd[]): Promise<void>;
+
+  // ---- chains (`then:`) and the drain (`pause --all`)
+  /** Chain starts whose downstream slot has no disposition yet (or had none when last looked). */
+  pendingChains(): Promise<ChainRow[]>;
+  /** The starts among `list` whose slot now has a disposition: noted on their run, and removed. */
+  settleChains(list: readonly { job: string; slot: number }[]): Promise<void>;
+  /** The drain as set (an expired `until` included: the caller judges it against now). */
+  drain(): Promise<DrainRow | null>;
+  /** Set the drain, or end it (null); recorded as an event. */
+  setDrain(d: DrainRow | null, now: number): Promise<void>;
   /** A slot that did not run (its job row ensured); false if it already had a disposition. */
   recordDisposition(
     job: string,

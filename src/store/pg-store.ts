@@ -11,7 +11,7 @@
 import type { Store } from "./interface.js";
 import type { PgConn, PgOpenOptions } from "./pg-connection.js";
 import { openPgConn } from "./pg-connection.js";
-import { PgMarkerStore } from "./pg-marker-store.js";
+import { PgChainStore } from "./pg-chain-store.js";
 import type {
   AcceptedConfig,
   AddJob,
@@ -39,7 +39,7 @@ import * as tick from "./postgres/tick.js";
 import * as why from "./postgres/why.js";
 import { defaultSelf, type NodeSelf } from "./rows.js";
 
-export class PgStore extends PgMarkerStore implements Store {
+export class PgStore extends PgChainStore implements Store {
   /** The log paths of the runs this store started, for their tails when they end. */
   private readonly logs = new runs.StartedLogs();
 
@@ -192,8 +192,8 @@ export class PgStore extends PgMarkerStore implements Store {
     await this.c.write((q) => runs.revokeRun(q, runId));
   }
 
-  async finishRun(runId: number, result: RunResult) {
-    await this.finishRuns([{ runId, result }]);
+  async finishRun(runId: number, result: RunResult, chained?: RunEnd["chains"]) {
+    await this.finishRuns([{ runId, result, ...(chained ? { chains: chained } : {}) }]);
   }
 
   async finishRuns(list: readonly RunEnd[]) {

@@ -3,6 +3,7 @@
 // read rows without loading the SQL modules.
 import type { RunResult, RunStatus, Trigger } from "../core/types.js";
 import type { Admission, HoldRequest } from "./hold-rows.js";
+import type { ChainStart } from "./chain-rows.js";
 
 export interface RunRow {
   id: number;
@@ -336,6 +337,8 @@ export interface RunProcess {
 export interface RunEnd {
   runId: number;
   result: RunResult;
+  /** Downstream starts (`then:`), written in the same transaction as the end, if it is recorded. */
+  chains?: readonly ChainStart[];
 }
 
 /** A job the daemon starts watching; `bootId` for an @reboot job (claims this boot's run). */

@@ -67,6 +67,10 @@ export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore 
     return this.c.read(() => status.jobReadings(this.c, job, recentLimit, repeatLimit));
   }
 
+  async drain() {
+    return status.drain(this.c);
+  }
+
   async statusRows(list: readonly StatusJob[], recentLimit: number, parses?: SummaryParses) {
     return this.c.read(() => status.statusRows(this.c, list, recentLimit, parses));
   }

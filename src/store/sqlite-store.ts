@@ -18,6 +18,7 @@ import type {
   TickWrite,
 } from "./rows.js";
 import type { MoveMarkers, MoveOutcome } from "./moved.js";
+import type { DrainRow } from "./chain-rows.js";
 import type { RunResult } from "../core/types.js";
 import os from "node:os";
 import { defaultSelf, type NodeSelf } from "./rows.js";
@@ -28,6 +29,7 @@ import * as history from "./sqlite/history.js";
 import * as jobs from "./sqlite/jobs.js";
 import * as markers from "./sqlite/markers.js";
 import * as runs from "./sqlite/runs.js";
+import * as chains from "./sqlite/chains.js";
 import * as why from "./sqlite/why.js";
 
 export class SqliteStore extends SqliteStatusStore implements Store {
@@ -166,15 +168,32 @@ export class SqliteStore extends SqliteStatusStore implements Store {
     runs.revokeRun(this.c, runId);
   }
 
-  async finishRun(runId: number, result: RunResult) {
-    this.c.write(() => runs.finishRun(this.c, runId, result));
+  async finishRun(runId: number, result: RunResult, chained?: RunEnd["chains"]) {
+    await this.finishRuns([{ runId, result, ...(chained ? { chains: chained } : {}) }]);
   }
 
   async finishRuns(list: readonly RunEnd[]) {
     if (list.length === 0) return;
     this.c.write(() => {
-      for (const e of list) runs.finishRun(this.c, e.runId, e.result);
+      for (const e of list) {
+        const ended = runs.finishRun(this.c, e.runId, e.result);
+        // In the end's transaction: a daemon killed after it starts the chain after a restart.
+        if (ended && e.chains) chains.insertChains(this.c, e.chains, e.result.finishedAt);
+      }
     });
+  }
+
+  async pendingChains() {
+    return chains.pendingChains(this.c);
+  }
+
+  async settleChains(list: readonly { job: string; slot: number }[]) {
+    if (list.length === 0) return;
+    this.c.write(() => chains.settleChains(this.c, list));
+  }
+
+  async setDrain(d: DrainRow | null, now: number) {
+    this.c.write(() => chains.setDrain(this.c, d, now));
   }
 
   async recordDisposition(

@@ -10,6 +10,7 @@ export { STORE_FILE, StoreError, storeFailure, storePath } from "./errors.js";
 export type { OpenOptions } from "./connection.js";
 export type * from "./rows.js";
 export type * from "./hold-rows.js";
+export type * from "./chain-rows.js";
 export type * from "./status-rows.js";
 export type { MarkerStore, StatusStore, Store } from "./interface.js";
 export type { PgOpenOptions } from "./pg-connection.js";

@@ -190,7 +190,10 @@ export async function finishRun(q: Q, runId: number, r: RunResult): Promise<Fini
   // first. One statement: the run's row, and its job's success stamps when it succeeded.
   const row = await q.get<Finished>(
     `WITH f AS (
-       UPDATE runs SET status = $1, reason = $2, exit_code = $3, signal = $4, finished_at = $5,
+       UPDATE runs SET status = $1,
+         reason = CASE WHEN trigger = 'chained' AND reason IS NOT NULL
+           THEN reason || COALESCE('; ' || $2::text, '') ELSE $2::text END,
+         exit_code = $3, signal = $4, finished_at = $5,
          duration_ms = $6, log_bytes = $7, cpu_s = $9, memory_peak_bytes = $10, revoked = 1
        WHERE id = $8 AND status = 'running'
        RETURNING id, job, status, log_path, node, started_at),
@@ -296,12 +299,21 @@ const RECORD_ENDS = `WITH l AS MATERIALIZED (
       $6::bigint[], $7::bigint[], $8::bigint[], $11::float8[], $12::bigint[])
     AS e(id, status, reason, exit_code, signal, finished_at, duration_ms, log_bytes, cpu_s,
       memory_peak_bytes)),
-  f AS (UPDATE runs SET status = e.status, reason = e.reason, exit_code = e.exit_code,
+  f AS (UPDATE runs SET status = e.status,
+      reason = CASE WHEN runs.trigger = 'chained' AND runs.reason IS NOT NULL
+        THEN runs.reason || COALESCE('; ' || e.reason, '') ELSE e.reason END,
+      exit_code = e.exit_code,
       signal = e.signal, finished_at = e.finished_at, duration_ms = e.duration_ms,
       log_bytes = e.log_bytes, cpu_s = e.cpu_s, memory_peak_bytes = e.memory_peak_bytes,
       revoked = 1
     FROM e WHERE runs.id = e.id AND runs.status = 'running' AND (SELECT n FROM l) >= 0
-    RETURNING runs.job, runs.status, runs.finished_at, runs.started_at),
+    RETURNING runs.id, runs.job, runs.status, runs.finished_at, runs.started_at),
+  c AS (INSERT INTO chains (job, slot, upstream, upstream_run, created_at)
+    SELECT u.job, u.slot, u.upstream, u.upstream_run, f.finished_at
+    FROM unnest($13::text[], $14::bigint[], $15::text[], $16::bigint[])
+      AS u(job, slot, upstream, upstream_run)
+    JOIN f ON f.id = u.upstream_run
+    ON CONFLICT (job, slot) DO NOTHING),
   j AS (UPDATE jobs SET last_success_at = GREATEST(COALESCE(last_success_at, 0), m.at),
       last_progress_at = GREATEST(COALESCE(last_progress_at, 0), m.at),
       idle_runs = jobs.idle_runs + (SELECT count(*) FROM f WHERE f.job = jobs.name
@@ -321,6 +333,7 @@ export interface LogTail {
 
 export async function recordEnds(q: Q, ends: readonly RunEnd[], tails: readonly LogTail[]) {
   const rs = ends.map((e) => e.result);
+  const chains = ends.flatMap((e) => e.chains ?? []);
   await q.run(RECORD_ENDS, [
     ends.map((e) => e.runId),
     rs.map((r) => r.status),
@@ -334,6 +347,12 @@ export async function recordEnds(q: Q, ends: readonly RunEnd[], tails: readonly 
     tails.map((t) => t.tail),
     rs.map((r) => r.cpuS),
     rs.map((r) => r.memoryPeakBytes),
+    // Chain starts, written only for the runs this statement ended (`f`): in the end's statement,
+    // so a daemon killed after it starts each after a restart, and never twice.
+    chains.map((ch) => ch.job),
+    chains.map((ch) => ch.slot),
+    chains.map((ch) => ch.upstream),
+    chains.map((ch) => ch.upstreamRun),
   ]);
 }
 

@@ -132,16 +132,22 @@ export function revokeRun(c: Conn, runId: number): void {
   c.q("UPDATE runs SET revoked = 1 WHERE id = ?").run(runId);
 }
 
-export function finishRun(c: Conn, runId: number, r: RunResult): void {
+/** Record a run's end; false if it was not running (its end is recorded already). */
+export function finishRun(c: Conn, runId: number, r: RunResult): boolean {
   // Only a running row is finished: a run recorded twice (adopter and owner racing) keeps the first.
+  // A chained run keeps what it follows (migration 012) ahead of why it ended.
   const info = c
     .q(
-      `UPDATE runs SET status = ?, reason = ?, exit_code = ?, signal = ?, finished_at = ?,
+      `UPDATE runs SET status = ?,
+         reason = CASE WHEN trigger = 'chained' AND reason IS NOT NULL
+           THEN reason || COALESCE('; ' || ?, '') ELSE ? END,
+         exit_code = ?, signal = ?, finished_at = ?,
          duration_ms = ?, log_bytes = ?, cpu_s = ?, memory_peak_bytes = ?, revoked = 1
        WHERE id = ? AND status = 'running'`,
     )
     .run(
       r.status,
+      r.reason,
       r.reason,
       r.exitCode,
       r.signal,
@@ -162,6 +168,7 @@ export function finishRun(c: Conn, runId: number, r: RunResult): void {
        WHERE name = (SELECT job FROM runs WHERE id = ?)`,
     ).run(r.finishedAt, r.finishedAt, runId, runId);
   }
+  return info.changes > 0;
 }
 
 /**

@@ -23,6 +23,7 @@ import {
   summaryDigest,
   verdictsOf,
 } from "../summary.js";
+import type { DrainRow } from "../chain-rows.js";
 
 /**
  * One job's readings, by per-job queries. `recentLimit` 0: judged from the digest its row keeps
@@ -190,4 +191,12 @@ export function holdsHeld(c: Conn): HeldRow[] {
        JOIN runs r ON r.id = h.run_id AND r.status = 'running' ORDER BY h.kind, h.name, r.id`,
     )
     .all() as HeldRow[];
+}
+
+/** `cronvisor pause --all` as set (migration 014); status judges it against now. */
+export function drain(c: Conn): DrainRow | null {
+  return (
+    (c.q("SELECT since, until, reason FROM drain WHERE id = 1").get() as DrainRow | undefined) ??
+    null
+  );
 }

@@ -1,0 +1,60 @@
+// Chains and the drain on SQLite (migration 012). Table-group functions: they run in their
+// caller's transaction and never open one.
+import type { Conn } from "../connection.js";
+import {
+  chainReason,
+  drainDetail,
+  type ChainRow,
+  type ChainStart,
+  type DrainRow,
+} from "../chain-rows.js";
+import { insertEvent } from "./events.js";
+
+/** Downstream starts, written with the upstream run's end (a start already written stays). */
+export function insertChains(c: Conn, list: readonly ChainStart[], now: number): void {
+  for (const ch of list)
+    c.q(
+      `INSERT INTO chains (job, slot, upstream, upstream_run, created_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT DO NOTHING`,
+    ).run(ch.job, ch.slot, ch.upstream, ch.upstreamRun, now);
+}
+
+/** Every chain start not yet settled, oldest first. */
+export function pendingChains(c: Conn): ChainRow[] {
+  return c.q("SELECT * FROM chains ORDER BY created_at, job").all() as ChainRow[];
+}
+
+/**
+ * The chain starts among `list` whose downstream slot now has a disposition: the chained run of
+ * that slot (if one started) says what it follows, and the start is gone. A start whose slot has
+ * none yet (its write failed, or it waits in a queue) stays for the next look.
+ */
+export function settleChains(c: Conn, list: readonly { job: string; slot: number }[]): void {
+  for (const { job, slot } of list) {
+    const ch = c.q("SELECT * FROM chains WHERE job = ? AND slot = ?").get(job, slot) as
+      ChainRow | undefined;
+    if (!ch) continue;
+    if (!c.q("SELECT 1 FROM slots WHERE job = ? AND slot = ?").get(job, slot)) continue;
+    const reason = chainReason(ch.upstream, ch.upstream_run);
+    c.q(
+      `UPDATE runs SET reason = CASE WHEN reason IS NULL THEN ? ELSE ? || '; ' || reason END
+       WHERE job = ? AND slot = ? AND trigger = 'chained'`,
+    ).run(reason, reason, job, slot);
+    c.q("DELETE FROM chains WHERE job = ? AND slot = ?").run(job, slot);
+  }
+}
+
+/** Set (or, with null, end) the drain, with an event saying so. */
+export function setDrain(c: Conn, d: DrainRow | null, now: number): void {
+  if (d === null) {
+    const had = c.q("DELETE FROM drain WHERE id = 1").run().changes > 0;
+    if (had) insertEvent(c, now, null, "resumed", "drain ended (resume --all)");
+    return;
+  }
+  c.q(
+    `INSERT INTO drain (id, since, until, reason) VALUES (1, ?, ?, ?)
+     ON CONFLICT (id) DO UPDATE SET since = excluded.since, until = excluded.until,
+       reason = excluded.reason`,
+  ).run(d.since, d.until, d.reason);
+  insertEvent(c, now, null, "paused", drainDetail(d));
+}
