@@ -778,7 +778,7 @@ test("the design's example config is read as documented", () => {
       line: undefined,
     },
   );
-  assert.equal(enrich.line, 13);
+  assert.equal(enrich.line, 14);
 });
 
 test("the many-hosts keys: store, password_file (relative to the file), node, lease, hosts", () => {
