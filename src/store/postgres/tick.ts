@@ -63,29 +63,43 @@ export async function writeTick(
     const c = claimOf(w);
     return c === null || (won.has(keyOf(c.job, c.slot)) && first.get(keyOf(c.job, c.slot)) === i);
   };
-  // A write whose slot was taken reads that slot's run last; else the last write is the last
-  // statement, and its COMMIT goes with it (Q.last) where its answer decides nothing more.
   const dups = items.some((w, i) => "reserve" in w && !wins(w, i));
   const out: (TickOutcome | null)[] = [];
   const disposed: Disposed[] = [];
-  const lastOf = (i: number) => whole && i === items.length - 1 && disposed.length === 0 && !dups;
+  const starts: { i: number; a: ReserveRequest; now: number }[] = [];
   for (const [i, w] of items.entries()) {
     if (!wins(w, i)) out.push(null);
     else if ("dispose" in w) {
       disposed.push({ ...w.dispose, at: w.now });
       out.push({ kind: "recorded", recorded: true });
     } else {
-      // The last write may take the COMMIT if its start cannot find the lock held: no lock
-      // asked for, or none of the job's runs was running under the lock (none started since by
-      // this batch either). Asked of the last item only: the walk back is over the whole batch.
-      const a = w.reserve;
-      const last =
-        lastOf(i) &&
-        (!a.lock ||
-          (idle.has(a.job) &&
-            !items.slice(0, i).some((x) => "reserve" in x && x.reserve.job === a.job)));
-      out.push(await reserveWon(q, a, node, disposed, last));
+      // The clock read once the lock is held (see ReserveRequest.now).
+      starts.push({ i, a: w.reserve, now: nowOf(w.reserve) });
+      out.push(null);
     }
+  }
+  // Every start sent at once (one round trip however many: the server runs them in order, so a
+  // second start of a job sees the first's run). The last may take the COMMIT with it if no
+  // start can find the lock held: no lock asked for, or none of the job's runs was running under
+  // the lock (and no earlier start of the job in this batch); and nothing follows (no
+  // disposition, no taken slot to read).
+  const sure = starts.every(
+    ({ a }, n) =>
+      !a.lock || (idle.has(a.job) && !starts.slice(0, n).some((x) => x.a.job === a.job)),
+  );
+  const commitWithLast = whole && sure && disposed.length === 0 && !dups;
+  const sent = starts.map(({ a, now }, n) =>
+    start(q, a, now, node, a.lock, commitWithLast && n === starts.length - 1),
+  );
+  const runs = await Promise.all(sent);
+  // A start that found the lock held: the running runs judged (a dead node's taken over), one
+  // job after another (rare: a run still running at its next slot).
+  for (const [n, { i, a, now }] of starts.entries()) {
+    const run = runs[n];
+    out[i] =
+      run !== undefined
+        ? { kind: "started", run: await withLogPath(q, a, run) }
+        : await reserveHeld(q, a, now, node, disposed);
   }
   await writeDispositions(q, disposed, node, whole && !dups);
   return fillDuplicates(q, items, out, whole);
@@ -159,8 +173,8 @@ async function claimAndLock(
  * Start the run in one statement: the fence bumped (and the slot stamp moved, and a new job's
  * first_seen_at set) on the job's row, unless a run of the job is running (when `guard`); the run
  * row inserted with its id and log path; the slot given its run. No row when a run is running.
- * The run's id is taken once `data_version` is held (`v`, which `n` waits for): in commit order,
- * as Q.order() would, without a round trip of its own.
+ * The run's id is taken once the job's row is written (`n` waits for `f`), so the transaction
+ * has its xid before the id: the readers' horizon rests on that (horizon.ts).
  */
 const START = `WITH f AS (
     UPDATE jobs SET fence = fence + 1, first_seen_at = COALESCE(first_seen_at, $5::bigint),
@@ -169,8 +183,7 @@ const START = `WITH f AS (
     WHERE name = $1::text AND NOT ($12::boolean AND EXISTS (
       SELECT 1 FROM runs WHERE job = $1::text AND status = 'running'))
     RETURNING fence),
-  v AS (UPDATE data_version SET n = n + 1 WHERE id = 1 RETURNING n),
-  n AS (SELECT nextval(pg_get_serial_sequence('runs', 'id')) AS id, fence FROM f, v),
+  n AS (SELECT nextval(pg_get_serial_sequence('runs', 'id')) AS id, fence FROM f),
   r AS (INSERT INTO runs (id, job, slot, trigger, status, attempt, started_at, fence, owner_pid,
       owner_start, progress_at, node, log_path)
     SELECT n.id, $1::text, $3::bigint, $4::text, 'running', $6::integer, $5::bigint, n.fence,
@@ -179,33 +192,39 @@ const START = `WITH f AS (
   s AS (UPDATE slots SET run_id = r.id FROM r WHERE slots.job = $1::text AND slots.slot = $2::bigint)
 SELECT * FROM r`;
 
-async function start(
+/** Send the start (not awaited: see writeTick); `last`: the COMMIT goes behind it. */
+function start(
   q: Q,
   a: ReserveRequest,
   now: number,
   node: string,
   guard: boolean,
   last = false,
-) {
+): Promise<RunRow | undefined> {
   const slot = a.claimSlot ? a.slot : null;
   const parts = logPathParts(a.logPath);
-  if (last && parts !== null) q.last(true);
-  const run = await q.get<RunRow>(START, [
-    a.job,
-    slot,
-    a.slot,
-    a.trigger,
-    now,
-    a.attempt,
-    a.owner.pid,
-    a.owner.start,
-    node,
-    parts?.[0] ?? null,
-    parts?.[1] ?? null,
-    guard,
-  ]);
-  q.ordered();
-  if (run === undefined || parts !== null) return run;
+  if (last && parts !== null) q.last();
+  return q
+    .send<RunRow>(START, [
+      a.job,
+      slot,
+      a.slot,
+      a.trigger,
+      now,
+      a.attempt,
+      a.owner.pid,
+      a.owner.start,
+      node,
+      parts?.[0] ?? null,
+      parts?.[1] ?? null,
+      guard,
+    ])
+    .then((rows) => rows[0]);
+}
+
+/** A run whose log path is not of the text-around-the-id shape: written by a second UPDATE. */
+async function withLogPath(q: Q, a: ReserveRequest, run: RunRow): Promise<RunRow> {
+  if (logPathParts(a.logPath) !== null) return run;
   const logPath = a.logPath(run.id);
   await q.run("UPDATE runs SET log_path = $1 WHERE id = $2", [logPath, run.id]);
   return { ...run, log_path: logPath };
@@ -228,23 +247,17 @@ export function logPathParts(logPath: (id: number) => string): [string, string] 
 }
 
 /**
- * A reservation whose slot (if any) this tick won, with its job row locked. `last`: it is the
- * transaction's last write and its start cannot find the lock held, so the start may take the
- * COMMIT with it.
+ * A reservation whose start found a run of its job running under the lock (its slot, if any,
+ * won, its job row locked): the running runs are judged; a dead holder's run is taken over and
+ * the run started, else the slot is recorded skipped.
  */
-async function reserveWon(
+async function reserveHeld(
   q: Q,
   a: ReserveRequest,
+  now: number,
   node: string,
   disposed: Disposed[],
-  last: boolean,
 ): Promise<ReserveOutcome> {
-  // The clock read once the lock is held (see ReserveRequest.now).
-  const now = nowOf(a);
-  // The common case, no run running: one statement. Else the running runs are judged first.
-  const run = await start(q, a, now, node, a.lock, last);
-  if (run !== undefined) return { kind: "started", run };
-  if (last) throw new Error(`the run of ${a.job} did not start, though no run of it was running`);
   const { held, tookOver } = await reapDeadHolders(q, a.job, now, a.holderAlive, node, a.owner);
   if (held) {
     const { holder, lease } = held;
@@ -258,7 +271,7 @@ async function reserveWon(
     }
     return lease ? { kind: "locked", holder, lease } : { kind: "locked", holder };
   }
-  const taken = (await start(q, a, now, node, false)) as RunRow;
+  const taken = await withLogPath(q, a, (await start(q, a, now, node, false)) as RunRow);
   return tookOver.length > 0
     ? { kind: "started", run: taken, tookOver }
     : { kind: "started", run: taken };
@@ -270,8 +283,7 @@ async function reserveWon(
  */
 async function writeDispositions(q: Q, d: readonly Disposed[], node: string, last: boolean) {
   if (d.length === 0) return;
-  await q.order();
-  if (last) q.last(false);
+  if (last) q.last();
   await q.run(
     `WITH d AS (
        SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[])
@@ -302,7 +314,7 @@ async function fillDuplicates(
   const dup = items.filter((w, i) => out[i] === null && "reserve" in w).map((w) => claimOf(w));
   const runOf = new Map<string, number | null>();
   if (dup.length > 0) {
-    if (last) q.last(false); // a read the outcomes only report
+    if (last) q.last(); // a read the outcomes only report
     const rows = await q.all<{ job: string; slot: number; run_id: number | null }>(
       `SELECT s.job, s.slot, s.run_id FROM slots s
        JOIN unnest($1::text[], $2::bigint[]) AS c(job, slot) ON s.job = c.job AND s.slot = c.slot`,
