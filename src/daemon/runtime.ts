@@ -1,6 +1,7 @@
 // What the daemon's parts share once it has started: the store (open and ours), the config, the
 // jobs and live runs, and the small helpers every part needs (hooks, timers, events). Created by
 // Supervisor.start() only, so the store is never null here.
+import { graceMs, Spread } from "./spread.js";
 import type { RunContext } from "../run/execute.js";
 import type { Spawner } from "../run/spawner.js";
 import type { JobConfig, Config, RunBroker, RunResult } from "../core/types.js";
@@ -47,6 +48,8 @@ export class Runtime {
   spawner: Spawner | null = null;
   /** The bytes the run logs take, and logs.max_total. */
   readonly logs: LogBudget;
+  /** On a shared store: which jobs' slots this node claims at once, and others' after a grace. */
+  readonly spread: Spread | null;
 
   constructor(
     readonly store: Store,
@@ -58,6 +61,12 @@ export class Runtime {
   ) {
     this.kept = new KeptWrites(log);
     this.logs = new LogBudget(config.stateDir, () => this.config.logsMaxTotalBytes);
+    this.spread = store.shared ? new Spread(store.node, graceMs(config.heartbeatMs)) : null;
+  }
+
+  /** How long after its slot this node claims a slot of the job (spread.ts): 0 for its own. */
+  delayOf(name: string): number {
+    return this.spread === null ? 0 : this.spread.delay(name, this.config.jobs);
   }
 
   get ctx(): RunContext {

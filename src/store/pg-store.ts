@@ -249,5 +249,4 @@ export class PgStore extends PgReadStore implements Store {
   }
 
   // ---- health, status and the monitor
-
 }

@@ -15,12 +15,8 @@ export async function insertEvent(
   await q.run(
     `INSERT INTO events (at, job, kind, detail)
      SELECT $1::bigint, $2::text, $3::text, $4::text FROM (SELECT pg_current_xact_id()) x`,
-    [
-    at,
-    job,
-    kind,
-    detail,
-  ]);
+    [at, job, kind, detail],
+  );
 }
 
 /** Newest first. */

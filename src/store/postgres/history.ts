@@ -2,13 +2,7 @@
 // Table-group functions: they run in their caller's transaction (a snapshot when the caller
 // opened one) and never open one.
 import type { Q } from "../pg-connection.js";
-import {
-  advance,
-  factsOf,
-  maxIdsWithFacts,
-  SNAPSHOT_COLUMNS,
-  type IdHorizon,
-} from "./horizon.js";
+import { advance, factsOf, maxIdsWithFacts, SNAPSHOT_COLUMNS, type IdHorizon } from "./horizon.js";
 import type { HistoryRow, RunFacts, RunRow, TimelineChanges, TimelineRow } from "../rows.js";
 
 type SnapshotRow = Parameters<typeof factsOf>[0];
@@ -190,7 +184,10 @@ export async function jobsChangedSince(
  * The newest run and event ids that are final (0 when there are none): read again a few times
  * while transactions that may hold lower ids are still in progress (each lasts milliseconds).
  */
-export async function maxIds(q: Q, horizon: IdHorizon): Promise<{ runId: number; eventId: number }> {
+export async function maxIds(
+  q: Q,
+  horizon: IdHorizon,
+): Promise<{ runId: number; eventId: number }> {
   let last = { runs: 0, events: 0 };
   for (let i = 0; i < 20; i++) {
     const earlier = horizon.before();
