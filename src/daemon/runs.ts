@@ -72,9 +72,7 @@ export class Runs {
   }
 
   flush(batch: TickBatch): Promise<void> {
-    return startBatch(this.rt, batch, this.endings.push, (job, taken) =>
-      this.tookOver(job.name, taken),
-    );
+    return startBatch(this.rt, batch, this.endings, (job, taken) => this.tookOver(job.name, taken));
   }
 
   /**

@@ -82,7 +82,7 @@ export class Runtime {
 
   /** The job's runs this daemon watches. */
   runningOf(name: string): Active[] {
-    return [...this.active.values()].filter((a) => a.run.job === name);
+    return [...this.active.values()].filter((a) => a.run.job === name && a.exited !== true);
   }
 
   hook(name: string, fn: (h: SupervisorHooks) => void): void {

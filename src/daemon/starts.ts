@@ -1,14 +1,16 @@
 // A tick's batch and how it starts: reserve every run (locks, slots, fences, rows) in one
 // transaction, commit, spawn each (all asked of the spawner at once), then record their pids in
 // a second transaction. Two fsyncs per tick however many jobs are due, and no store work between
-// one spawn and the next.
+// one spawn and the next. On a shared store the pids, and the ends of runs that exited since,
+// ride with the next tick's transaction instead (endings.ts): one fsync per tick.
 import { spawnRun } from "../run/execute.js";
 import type { RunHandle } from "../run/runner.js";
 import type { RunRow, TakenOver } from "../store/store.js";
 import type { JobConfig, RunResult } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
 import { scheduled, type Active, type Pending } from "./state.js";
-import { recordProcesses, writeTick, type TickWrite } from "./writes.js";
+import { writeTick, type TickWrite } from "./writes.js";
+import type { Endings } from "./endings.js";
 import { widenGap } from "./due.js";
 import { addBlocked } from "./blocked.js";
 
@@ -60,16 +62,18 @@ export type OnTakeOver = (job: JobConfig, taken: TakenOver[]) => void;
 export async function startBatch(
   rt: Runtime,
   batch: TickBatch,
-  onEnd: OnEnd,
+  endings: Endings,
   onTakeOver: OnTakeOver,
 ): Promise<void> {
   const writes = batch.writes;
   // A fenced node claims nothing: the nodes that hold their leases run and record these slots.
   if (writes.length === 0 || rt.fenced) return;
   let outcomes;
+  const riding = endings.take();
   try {
-    outcomes = await writeTick(rt.ctx, writes);
+    outcomes = await writeTick(rt.ctx, writes, riding?.riders);
   } catch (e) {
+    await riding?.settle(false);
     // The store refused the write (a full disk): these slots get their disposition later.
     for (const { job, p } of writes) {
       rt.log(`cronvisor: error handling slot: ${(e as Error).message} (job: ${job.name})`);
@@ -78,10 +82,11 @@ export async function startBatch(
     }
     return;
   }
+  await riding?.settle(true);
   const reserved = outcomes.flatMap((o) => (o.kind === "started" ? [o.run.id] : []));
   for (const id of reserved) rt.starting.add(id);
   try {
-    await spawnReserved(rt, writes, outcomes, onEnd, onTakeOver);
+    await spawnReserved(rt, writes, outcomes, endings, onTakeOver);
   } finally {
     for (const id of reserved) rt.starting.delete(id);
   }
@@ -92,7 +97,7 @@ async function spawnReserved(
   rt: Runtime,
   writes: readonly TickWrite[],
   outcomes: Awaited<ReturnType<typeof writeTick>>,
-  onEnd: OnEnd,
+  endings: Endings,
   onTakeOver: OnTakeOver,
 ): Promise<void> {
   const spawning: Promise<{ job: JobConfig; run: RunRow; handle: RunHandle }>[] = [];
@@ -137,13 +142,13 @@ async function spawnReserved(
   // pids (test/containment.test.js): the runs are found by their cgroup or pid file.
   if (process.env.CRONVISOR_FAULT === "die-before-pids" && started.length > 0)
     process.kill(process.pid, "SIGKILL");
-  await recordPids(rt, started);
+  await recordPids(rt, endings, started);
   for (const { job, run, handle } of started) {
     let done!: () => void;
     const a: Active = { run, job, handle, finished: new Promise<void>((r) => (done = r)) };
     rt.active.set(run.id, a);
     rt.hook("runStarted", (h) => h.runStarted?.(run, job));
-    void handle.done.then((result) => onEnd(a, result, done));
+    void handle.done.then((result) => endings.push(a, result, done));
   }
   // Once the new runs are watched: a catch-up of the slots a taken-over run blocked waits for them.
   for (const { job, taken } of tookOver) onTakeOver(job, taken);
@@ -151,6 +156,7 @@ async function spawnReserved(
 
 async function recordPids(
   rt: Runtime,
+  endings: Endings,
   started: { run: RunRow; handle: RunHandle }[],
 ): Promise<void> {
   const procs = [];
@@ -159,7 +165,7 @@ async function recordPids(
       procs.push({ runId: run.id, pid: h.pid, pidStart: h.pidStart, pgid: h.pgid });
   }
   try {
-    await recordProcesses(rt.store, procs);
+    await endings.addProcs(procs);
   } catch (e) {
     // The runs go on and this daemon watches them; only a restart in this state loses sight.
     rt.log(

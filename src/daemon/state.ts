@@ -96,4 +96,6 @@ export interface Active {
    * `killed` with this reason, whatever its exit file says (an own run's handle knows this itself).
    */
   stoppedFor?: string;
+  /** Its process exited; its end waits to be recorded (endings.ts): not running any more. */
+  exited?: boolean;
 }

@@ -2,7 +2,7 @@
 // transaction held across an await, which better-sqlite3 would commit at the first await).
 // Start-up and a tick's batch pay one fsync each, however many jobs.
 import { reservation, type RunContext } from "../run/execute.js";
-import type { HolderLease, RunRow, Store, TakenOver } from "../store/store.js";
+import type { HolderLease, Riders, RunRow, Store, TakenOver } from "../store/store.js";
 import type { JobConfig } from "../core/types.js";
 import type { Pending } from "./state.js";
 
@@ -75,7 +75,11 @@ export type TickOutcome =
   | { kind: "recorded" };
 
 /** Reserve every run (locks, slots, fences, rows) and record every disposition, in one transaction. */
-export async function writeTick(ctx: RunContext, writes: TickWrite[]): Promise<TickOutcome[]> {
+export async function writeTick(
+  ctx: RunContext,
+  writes: TickWrite[],
+  riders?: Riders,
+): Promise<TickOutcome[]> {
   const now = ctx.now();
   const outcomes = await ctx.store.reserveRuns(
     writes.map(({ job, p, record }) =>
@@ -83,6 +87,7 @@ export async function writeTick(ctx: RunContext, writes: TickWrite[]): Promise<T
         ? { dispose: { job: job.name, slot: p.slot as number, ...record }, now }
         : { reserve: reservation(ctx, job, p) },
     ),
+    riders,
   );
   return outcomes.map((o): TickOutcome => {
     if (o.kind === "started" || o.kind === "locked") return o;

@@ -22,6 +22,7 @@ import type {
   ReserveRequest,
   RunEnd,
   RunProcess,
+  Riders,
   SlotRecord,
   TickWrite,
 } from "./rows.js";
@@ -125,9 +126,19 @@ export class PgStore extends PgReadStore implements Store {
     return out as ReserveOutcome;
   }
 
-  async reserveRuns(items: readonly TickWrite[]) {
-    if (items.length === 0) return [];
-    const out = await this.c.write((q) => tick.writeTick(q, items, this.c.node, false, true));
+  async reserveRuns(items: readonly TickWrite[], riders?: Riders) {
+    const procs = riders?.procs ?? [];
+    const seen = new Set<number>();
+    const ends = (riders?.ends ?? []).filter((e) => !seen.has(e.runId) && seen.add(e.runId));
+    if (items.length === 0 && procs.length === 0 && ends.length === 0) return [];
+    const ids = ends.map((e) => e.runId);
+    const tails = ends.length > 0 ? await this.logs.tails(this.c.one, ids, this.c.node) : [];
+    // Pids alone (no tick came to take them): not fsync'd, as setRunProcesses.
+    const out = await this.c.write(
+      (q) => tick.writeTick(q, items, this.c.node, false, true, { procs, ends, tails }),
+      { unsynced: items.length === 0 && ends.length === 0 },
+    );
+    this.logs.forget(ids);
     this.logs.remember(out, this.c.node);
     return out;
   }

@@ -313,6 +313,16 @@ export interface RunEnd {
   result: RunResult;
 }
 
+/**
+ * Writes that wait for the next transaction to ride in (Store.reserveRuns): the pids of runs
+ * spawned and the ends of runs that exited since, recorded before the transaction's starts (so
+ * a start sees a run that exited as ended). On a shared store they cost no commit of their own.
+ */
+export interface Riders {
+  procs: readonly RunProcess[];
+  ends: readonly RunEnd[];
+}
+
 /** A job the daemon starts watching; `bootId` for an @reboot job (claims this boot's run). */
 export interface AddJob {
   name: string;

@@ -143,9 +143,10 @@ export async function setRunProcess(
   ]);
 }
 
-/** The processes of runs just spawned (a tick's starts): one statement. */
+/** The processes of runs just spawned (a tick's starts): one statement, sent (q.send). */
 export async function setRunProcesses(q: Q, list: readonly RunProcess[]) {
-  await q.run(
+  if (list.length === 0) return;
+  await q.send(
     `UPDATE runs SET pid = p.pid, pid_start = p.pid_start, pgid = p.pgid
      FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::integer[]) AS p(id, pid, pid_start, pgid)
      WHERE runs.id = p.id`,
@@ -318,9 +319,11 @@ export interface LogTail {
   tail: Buffer;
 }
 
+/** Sent (q.send): in a tick's transaction it goes out with the statements after it. */
 export async function recordEnds(q: Q, ends: readonly RunEnd[], tails: readonly LogTail[]) {
+  if (ends.length === 0) return;
   const rs = ends.map((e) => e.result);
-  await q.run(RECORD_ENDS, [
+  await q.send(RECORD_ENDS, [
     ends.map((e) => e.runId),
     rs.map((r) => r.status),
     rs.map((r) => r.reason),

@@ -14,13 +14,26 @@ import type { Q } from "../pg-connection.js";
 import type {
   ReserveOutcome,
   ReserveRequest,
+  Riders,
   RunRow,
   SlotRecord,
   TickOutcome,
   TickWrite,
 } from "../rows.js";
 import { lockJobs } from "./jobs.js";
-import { lockHeldReason, reapDeadHolders } from "./runs.js";
+import {
+  lockHeldReason,
+  reapDeadHolders,
+  recordEnds,
+  setRunProcesses,
+  type LogTail,
+} from "./runs.js";
+
+/** A tick's riders (rows.ts Riders), with the ends' log tails read before the transaction. */
+export interface TickRiders extends Riders {
+  tails: readonly LogTail[];
+}
+const NO_RIDERS: TickRiders = { procs: [], ends: [], tails: [] };
 
 const keyOf = (job: string, slot: number): string => `${job}\u0000${slot}`;
 const nowOf = (a: ReserveRequest): number => (typeof a.now === "function" ? a.now() : a.now);
@@ -43,6 +56,7 @@ export async function writeTick(
   node: string,
   makeJobs = false,
   whole = false,
+  riders: TickRiders = NO_RIDERS,
 ): Promise<TickOutcome[]> {
   const first = new Map<string, number>();
   const claims: { job: string; slot: number }[] = [];
@@ -58,7 +72,14 @@ export async function writeTick(
   const slotless = items.flatMap((w) =>
     "reserve" in w && claimOf(w) === null ? [w.reserve.job] : [],
   );
-  const { won, idle } = await claimAndLock(q, claims, make, slotless);
+  const riderIds = [...riders.procs.map((p) => p.runId), ...riders.ends.map((e) => e.runId)];
+  const { won, idle } = await claimAndLock(q, claims, make, slotless, riderIds);
+  // The riders first (their jobs are locked with the claims' jobs, in the one name order): a
+  // start below sees a run that exited as ended. Sent with the starts, one round trip.
+  const ridden = Promise.all([
+    setRunProcesses(q, riders.procs),
+    recordEnds(q, riders.ends, riders.tails),
+  ]);
   const wins = (w: TickWrite, i: number): boolean => {
     const c = claimOf(w);
     return c === null || (won.has(keyOf(c.job, c.slot)) && first.get(keyOf(c.job, c.slot)) === i);
@@ -92,6 +113,7 @@ export async function writeTick(
     start(q, a, now, node, a.lock, commitWithLast && n === starts.length - 1),
   );
   const runs = await Promise.all(sent);
+  await ridden;
   // A start that found the lock held: the running runs judged (a dead node's taken over), one
   // job after another (rare: a run still running at its next slot).
   for (const [n, { i, a, now }] of starts.entries()) {
@@ -129,15 +151,18 @@ async function claimAndLock(
   claims: readonly { job: string; slot: number }[],
   make: readonly string[],
   slotless: readonly string[],
+  riderIds: readonly number[],
 ): Promise<{ won: Set<string>; idle: Set<string> }> {
-  if (claims.length === 0 && slotless.length === 0) return { won: new Set(), idle: new Set() };
+  if (claims.length === 0 && slotless.length === 0 && riderIds.length === 0)
+    return { won: new Set(), idle: new Set() };
   const rows = await q.all<{ k: string; job: string; slot: number | null; idle: boolean | null }>(
     `WITH won AS (
        INSERT INTO slots (job, slot, run_id)
        SELECT job, slot, NULL FROM unnest($1::text[], $2::bigint[]) AS c(job, slot)
        ORDER BY job COLLATE "C", slot
        ON CONFLICT DO NOTHING RETURNING job, slot),
-     w AS (SELECT array_agg(job) || $4::text[] AS jobs FROM won),
+     w AS (SELECT array_agg(job) || $4::text[]
+         || ARRAY(SELECT job FROM runs WHERE id = ANY($5::bigint[])) AS jobs FROM won),
      made AS (
        INSERT INTO jobs (name) SELECT DISTINCT n FROM unnest($3::text[]) AS n, w
        WHERE n = ANY(w.jobs) ON CONFLICT (name) DO NOTHING RETURNING name),
@@ -157,6 +182,7 @@ async function claimAndLock(
       claims.map((c) => c.slot),
       [...new Set(make)],
       [...new Set(slotless)],
+      [...new Set(riderIds)],
     ],
   );
   const won = rows.filter((r) => r.k === "won");
