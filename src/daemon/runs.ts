@@ -6,6 +6,7 @@ import type { JobConfig } from "../core/types.js";
 import { planBlocked } from "./blocked.js";
 import { planResume } from "./catchup.js";
 import { Endings } from "./endings.js";
+import { YIELD_RETRY_MS } from "./spread.js";
 import type { Offer } from "./jobs.js";
 import { decideOverlap } from "./overlap.js";
 import { planRetry } from "./retry.js";
@@ -72,7 +73,13 @@ export class Runs {
   }
 
   flush(batch: TickBatch): Promise<void> {
-    return startBatch(this.rt, batch, this.endings, (job, taken) => this.tookOver(job.name, taken));
+    return startBatch(
+      this.rt,
+      batch,
+      this.endings,
+      (job, taken) => this.tookOver(job.name, taken),
+      (job, p) => void this.rt.later(YIELD_RETRY_MS, () => this.offerNow(job.name, p)),
+    );
   }
 
   /**

@@ -13,6 +13,7 @@
 // everywhere, a node that has not seen another's lease yet), a slot is claimed by two nodes
 // (one wins: the claim is the slot's unique key) or by none until the grace runs out.
 import { runsOn } from "../core/hosts.js";
+import { renewEveryMs } from "./lease.js";
 import type { JobConfig } from "../core/types.js";
 import type { NodeRow } from "../store/store.js";
 
@@ -35,6 +36,19 @@ export function liveNodes(rows: readonly NodeRow[], self: string): string[] {
 export function graceMs(heartbeatMs: number): number {
   return Math.max(200, Math.min(Math.floor(heartbeatMs / 2), 1_000));
 }
+
+/**
+ * A late claim of another node's slot gives way while a run of the job on a node that renewed
+ * its lease within this long holds the lock: that node is alive, and may only be late to record
+ * the run's end (it rides with its next tick: endings.ts). A node silent for longer is judged
+ * by the lock as before (its slots recorded skipped for its lease, then caught up).
+ */
+export function yieldMs(heartbeatMs: number, leaseMs: number): number {
+  return renewEveryMs(heartbeatMs, leaseMs) + 250;
+}
+
+/** How often a claim that gave way is tried again (until claimed, or the lease's time). */
+export const YIELD_RETRY_MS = 250;
 
 /** FNV-1a: a fast, stable hash of a job's name, for the order in which jobs are dealt. */
 function hash(s: string): number {

@@ -11,6 +11,7 @@ import type { Runtime } from "./runtime.js";
 import { scheduled, type Active, type Pending } from "./state.js";
 import { writeTick, type TickWrite } from "./writes.js";
 import type { Endings } from "./endings.js";
+import { yieldMs } from "./spread.js";
 import { widenGap } from "./due.js";
 import { addBlocked } from "./blocked.js";
 
@@ -24,7 +25,7 @@ export class TickBatch {
   /** Jobs with a start here: a second start of one waits like one behind a running run. */
   private readonly starts = new Set<string>();
   /** The last disposition recorded, whose slot and record the next one may share. */
-  private lastRecord: Required<TickWrite> | null = null;
+  private lastRecord: Required<Omit<TickWrite, "yieldMs">> | null = null;
 
   start(job: JobConfig, p: Pending): void {
     this.writes.push({ job, p });
@@ -59,15 +60,37 @@ export type OnEnd = (a: Active, result: RunResult, done: () => void) => void;
 /** A reservation took the job over from a dead node's run: the slots it blocked, to catch up. */
 export type OnTakeOver = (job: JobConfig, taken: TakenOver[]) => void;
 
+/** A late claim of another node's slot gave way to a live node's run: to try again. */
+export type OnYield = (job: JobConfig, p: Pending) => void;
+
+/**
+ * The scheduled slots of other nodes' jobs (claimed late: spread.ts) give way to a live node's
+ * run, for as long as a lease lasts after the slot; after that they are claimed as any.
+ */
+function markLate(rt: Runtime, writes: TickWrite[]): void {
+  if (rt.spread === null) return;
+  const { heartbeatMs, leaseMs } = rt.config;
+  const now = rt.now();
+  for (const w of writes) {
+    const { p } = w;
+    if (w.record !== undefined || !p.claimSlot || p.slot === null || p.trigger !== "schedule")
+      continue;
+    if (rt.delayOf(w.job.name) > 0 && now - p.slot < leaseMs)
+      w.yieldMs = yieldMs(heartbeatMs, leaseMs);
+  }
+}
+
 export async function startBatch(
   rt: Runtime,
   batch: TickBatch,
   endings: Endings,
   onTakeOver: OnTakeOver,
+  onYield: OnYield,
 ): Promise<void> {
   const writes = batch.writes;
   // A fenced node claims nothing: the nodes that hold their leases run and record these slots.
   if (writes.length === 0 || rt.fenced) return;
+  markLate(rt, writes);
   let outcomes;
   const riding = endings.take();
   try {
@@ -86,7 +109,7 @@ export async function startBatch(
   const reserved = outcomes.flatMap((o) => (o.kind === "started" ? [o.run.id] : []));
   for (const id of reserved) rt.starting.add(id);
   try {
-    await spawnReserved(rt, writes, outcomes, endings, onTakeOver);
+    await spawnReserved(rt, writes, outcomes, endings, onTakeOver, onYield);
   } finally {
     for (const id of reserved) rt.starting.delete(id);
   }
@@ -99,6 +122,7 @@ async function spawnReserved(
   outcomes: Awaited<ReturnType<typeof writeTick>>,
   endings: Endings,
   onTakeOver: OnTakeOver,
+  onYield: OnYield,
 ): Promise<void> {
   const spawning: Promise<{ job: JobConfig; run: RunRow; handle: RunHandle }>[] = [];
   const tookOver: { job: JobConfig; taken: TakenOver[] }[] = [];
@@ -123,6 +147,8 @@ async function spawnReserved(
           if (st) st.blocked = addBlocked(job, st.blocked, out.holder.id, out.lease, rt.now());
         }
       } else if (out.kind === "duplicate") {
+        // Gave way to a live node's run: tried again shortly (spread.ts).
+        if (out.yielded) return onYield(job, p);
         // On a shared store another node claiming a slot first is the normal case.
         if (rt.store.shared) return;
         rt.log(

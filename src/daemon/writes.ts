@@ -66,12 +66,14 @@ export interface TickWrite {
   job: JobConfig;
   p: Pending;
   record?: { status: "skipped" | "missed"; reason: string };
+  /** Another node's slot, claimed late: give way to a live node's run (ReserveRequest.yieldMs). */
+  yieldMs?: number;
 }
 
 export type TickOutcome =
   | { kind: "started"; run: RunRow; tookOver?: TakenOver[] }
   | { kind: "locked"; holder: RunRow; lease?: HolderLease }
-  | { kind: "duplicate" }
+  | { kind: "duplicate"; yielded?: boolean }
   | { kind: "recorded" };
 
 /** Reserve every run (locks, slots, fences, rows) and record every disposition, in one transaction. */
@@ -82,15 +84,16 @@ export async function writeTick(
 ): Promise<TickOutcome[]> {
   const now = ctx.now();
   const outcomes = await ctx.store.reserveRuns(
-    writes.map(({ job, p, record }) =>
+    writes.map(({ job, p, record, yieldMs }) =>
       record !== undefined
         ? { dispose: { job: job.name, slot: p.slot as number, ...record }, now }
-        : { reserve: reservation(ctx, job, p) },
+        : { reserve: { ...reservation(ctx, job, p), ...(yieldMs ? { yieldMs } : {}) } },
     ),
     riders,
   );
   return outcomes.map((o): TickOutcome => {
     if (o.kind === "started" || o.kind === "locked") return o;
+    if (o.kind === "duplicate" && o.yielded) return { kind: "duplicate", yielded: true };
     return { kind: o.kind };
   });
 }

@@ -252,12 +252,19 @@ export interface ReserveRequest {
   lock: boolean;
   holderAlive: (run: RunRow) => boolean;
   logPath: (runId: number) => string;
+  /**
+   * A shared store's claim of another node's job, made late (daemon/spread.ts): if a run of the
+   * job on another node that renewed its lease within this long (alive, perhaps only late to
+   * record the run's end) holds the lock, the slot is not claimed (outcome `duplicate`,
+   * `yielded`): that node records it, or this one tries again.
+   */
+  yieldMs?: number;
 }
 
 export type ReserveOutcome =
   | { kind: "started"; run: RunRow; tookOver?: TakenOver[] }
   | { kind: "locked"; holder: RunRow; lease?: HolderLease }
-  | { kind: "duplicate"; slotRunId: number | null };
+  | { kind: "duplicate"; slotRunId: number | null; yielded?: boolean };
 
 /**
  * The lease that keeps another node's run holding a job's lock (a shared store): the slots it

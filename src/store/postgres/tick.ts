@@ -20,6 +20,7 @@ import type {
   TickOutcome,
   TickWrite,
 } from "../rows.js";
+import { DB_NOW } from "./daemon.js";
 import { lockJobs } from "./jobs.js";
 import {
   lockHeldReason,
@@ -59,12 +60,12 @@ export async function writeTick(
   riders: TickRiders = NO_RIDERS,
 ): Promise<TickOutcome[]> {
   const first = new Map<string, number>();
-  const claims: { job: string; slot: number }[] = [];
+  const claims: Claim[] = [];
   items.forEach((w, i) => {
     const c = claimOf(w);
     if (c === null || first.has(keyOf(c.job, c.slot))) return;
     first.set(keyOf(c.job, c.slot), i);
-    claims.push(c);
+    claims.push({ ...c, yieldMs: "reserve" in w ? (w.reserve.yieldMs ?? null) : null });
   });
   const make = items.flatMap((w) =>
     "reserve" in w ? [w.reserve.job] : makeJobs ? [w.dispose.job] : [],
@@ -73,7 +74,7 @@ export async function writeTick(
     "reserve" in w && claimOf(w) === null ? [w.reserve.job] : [],
   );
   const riderIds = [...riders.procs.map((p) => p.runId), ...riders.ends.map((e) => e.runId)];
-  const { won, idle } = await claimAndLock(q, claims, make, slotless, riderIds);
+  const { won, idle } = await claimAndLock(q, claims, make, slotless, riderIds, node);
   // The riders first (their jobs are locked with the claims' jobs, in the one name order): a
   // start below sees a run that exited as ended. Sent with the starts, one round trip.
   const ridden = Promise.all([
@@ -127,6 +128,13 @@ export async function writeTick(
   return fillDuplicates(q, items, out, whole);
 }
 
+/** A slot to claim; `yieldMs`: not while a live node's run holds the job (ReserveRequest). */
+interface Claim {
+  job: string;
+  slot: number;
+  yieldMs: number | null;
+}
+
 function claimOf(w: TickWrite): { job: string; slot: number } | null {
   if ("dispose" in w) return { job: w.dispose.job, slot: w.dispose.slot };
   const a = w.reserve;
@@ -148,17 +156,22 @@ function claimOf(w: TickWrite): { job: string; slot: number } | null {
  */
 async function claimAndLock(
   q: Q,
-  claims: readonly { job: string; slot: number }[],
+  claims: readonly Claim[],
   make: readonly string[],
   slotless: readonly string[],
   riderIds: readonly number[],
+  node: string,
 ): Promise<{ won: Set<string>; idle: Set<string> }> {
   if (claims.length === 0 && slotless.length === 0 && riderIds.length === 0)
     return { won: new Set(), idle: new Set() };
   const rows = await q.all<{ k: string; job: string; slot: number | null; idle: boolean | null }>(
     `WITH won AS (
        INSERT INTO slots (job, slot, run_id)
-       SELECT job, slot, NULL FROM unnest($1::text[], $2::bigint[]) AS c(job, slot)
+       SELECT job, slot, NULL FROM unnest($1::text[], $2::bigint[], $6::bigint[]) AS c(job, slot, y)
+       WHERE c.y IS NULL OR NOT EXISTS (
+         SELECT 1 FROM runs r JOIN daemon d ON d.node = r.node
+         WHERE r.job = c.job AND r.status = 'running' AND r.node <> $7
+           AND d.renewed_at > ${DB_NOW} - c.y)
        ORDER BY job COLLATE "C", slot
        ON CONFLICT DO NOTHING RETURNING job, slot),
      w AS (SELECT array_agg(job) || $4::text[]
@@ -183,6 +196,8 @@ async function claimAndLock(
       [...new Set(make)],
       [...new Set(slotless)],
       [...new Set(riderIds)],
+      claims.map((c) => c.yieldMs),
+      node,
     ],
   );
   const won = rows.filter((r) => r.k === "won");
@@ -348,11 +363,15 @@ async function fillDuplicates(
     );
     for (const r of rows) runOf.set(keyOf(r.job, r.slot), r.run_id);
   }
+  // No slot row at all: nobody claimed it, this claim gave way to a live node's run (yieldMs).
   return items.map((w, i): TickOutcome => {
     const o = out[i];
     if (o !== null && o !== undefined) return o;
     if ("dispose" in w) return { kind: "recorded", recorded: false };
     const c = claimOf(w) as { job: string; slot: number };
-    return { kind: "duplicate", slotRunId: runOf.get(keyOf(c.job, c.slot)) ?? null };
+    const k = keyOf(c.job, c.slot);
+    return runOf.has(k) || w.reserve.yieldMs === undefined
+      ? { kind: "duplicate", slotRunId: runOf.get(k) ?? null }
+      : { kind: "duplicate", slotRunId: null, yielded: true };
   });
 }
