@@ -40,6 +40,7 @@ test("migrations: one numbering, 001.. with no gap; a new store is at the last n
     "009_summary_columns.sql",
     "010_operable_store.sql",
     "011_containment.sql",
+    "012_no_hot_row.sql",
   ]);
   // A store at LATEST skips listing the folder: a new file with LATEST left behind would never run.
   assert.equal(LATEST, files.length, "bump LATEST in src/store/migrate.ts with a new migration");
