@@ -1,10 +1,12 @@
-// A tick's writes on PostgreSQL (PgStore.reserveRuns, recordDispositions, reserveRun): a few
-// statements however many jobs are due, each a round trip (BEGIN goes with the first, and the
-// COMMIT of reserveRuns with the last where its answer decides nothing). Every tick takes its locks in one
+// A tick's writes on PostgreSQL (PgStore.reserveRuns, recordDispositions, reserveRun): a constant
+// number of round trips however many jobs are due (BEGIN goes with the claim; the starts, one
+// statement each, and the riders (the pids and ends of earlier runs) are all sent at once; the
+// COMMIT goes with the last where its answer decides nothing). Every tick takes its locks in one
 // order, so that the ticks of several nodes never deadlock: first the slots (one INSERT of all of
 // them, in (job, slot) order, claimed by their unique key), then the rows of the jobs it acts on
-// (a SELECT ... FOR UPDATE in name order, in the same statement: claimAndLock). A node whose slots were all taken by another
-// locks no job row and writes nothing more: a disposition reads nothing the job lock guards (its
+// and of the riders' runs (a SELECT ... FOR UPDATE in name order, in the same statement:
+// claimAndLock). A node whose slots were all taken by another (and with no riders)
+// locks no job row and writes nothing: a disposition reads nothing the job lock guards (its
 // slot is claimed by the unique key, and scanned_to only moves forward), so the job row is locked
 // only where this node records something on it, and ticks of three nodes wait on each other
 // only for the slots' commit. A reservation still checks the lock and bumps the fence under the
