@@ -6,7 +6,7 @@
 import { spawnRun } from "../run/execute.js";
 import type { RunHandle } from "../run/runner.js";
 import type { RunRow, TakenOver } from "../store/store.js";
-import type { JobConfig, RunResult } from "../core/types.js";
+import type { JobConfig } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
 import { scheduled, type Active, type Pending } from "./state.js";
 import { writeTick, type TickWrite } from "./writes.js";
@@ -53,9 +53,6 @@ export class TickBatch {
     return this.starts.has(name);
   }
 }
-
-/** A started run's result, handed on to be recorded (with others that end together). */
-export type OnEnd = (a: Active, result: RunResult, done: () => void) => void;
 
 /** A reservation took the job over from a dead node's run: the slots it blocked, to catch up. */
 export type OnTakeOver = (job: JobConfig, taken: TakenOver[]) => void;
