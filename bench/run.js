@@ -6,6 +6,7 @@
 //
 // NAME: per-run lateness scheduler idle throughput markers marks-daemon status page
 //       pg-claim nodes-paused failover (issue 14: PostgreSQL and several nodes; bench/nodes.js)
+//       nodes-spread pg-commits (issue 41: slots spread over nodes, commits per slot; bench/spread.js)
 //   (idle: CPU and RSS at 1,000 and RSS at 10,000 hourly jobs, with the NODE_OPTIONS of
 //   examples/cronvisor.service as the README says to run it, and RSS without them; markers: `mark KEY` without and
 //   through the daemon's broker, `mark --stdin`, the library)
@@ -31,6 +32,7 @@ import {
   ROOT,
 } from "./lib.js";
 import * as nodes from "./nodes.js";
+import * as spread from "./spread.js";
 import * as rows from "./rows.js";
 import * as pageRows from "./page.js";
 
@@ -61,6 +63,8 @@ const ALL = [
   "nodes-paused",
   "failover",
   "page",
+  "nodes-spread",
+  "pg-commits",
 ];
 const only = opt("only")?.split(",") ?? ALL;
 for (const n of only) {
@@ -87,6 +91,7 @@ const options = {
 };
 rows.configure(options);
 nodes.configure(options);
+spread.configure(options);
 pageRows.configure(options);
 
 process.on("SIGINT", () => {
@@ -143,6 +148,8 @@ const plan = {
   "pg-claim": () => nodes.pgClaim(),
   "nodes-paused": () => nodes.nodesPaused(),
   failover: () => nodes.failover(),
+  "nodes-spread": () => spread.nodesSpread(),
+  "pg-commits": () => spread.pgCommits(),
   page: () => pageRows.page(stamps),
 };
 

@@ -43,6 +43,7 @@ test("migrations: one numbering, 001.. with no gap; a new store is at the last n
     "012_idle_work.sql",
     "013_holds.sql",
     "014_chains_drain.sql",
+    "015_no_hot_row.sql",
   ]);
   // A store at LATEST skips listing the folder: a new file with LATEST left behind would never run.
   assert.equal(LATEST, files.length, "bump LATEST in src/store/migrate.ts with a new migration");

@@ -3,7 +3,7 @@
 import { nextSlot } from "../schedule/schedule.js";
 import { gapAround, localInstants, type ParsedTime } from "../schedule/zone.js";
 import type { JobConfig } from "../core/types.js";
-import type { SlotRun } from "../store/rows.js";
+import type { SlotRun } from "../store/store.js";
 
 /**
  * The instant an edge of the range names. A TIME without an offset is a local time of the job's

@@ -30,6 +30,19 @@ export function holdLease(rt: Runtime, renewedFrom: number, resumed: () => void)
     for (const a of rt.active.values())
       terminate(rt, a, reason, fenceGraceMs(a.job.killGraceMs, leaseMs));
   };
+  // The live nodes, read at once and after each renewal: the jobs are dealt again when the list
+  // changes (spread.ts), and (once started: `rearm`) the timer armed for the new delays. A
+  // failed read keeps the last list.
+  const spread = rt.spread;
+  const readNodes = async (rearm: boolean) => {
+    if (spread === null) return;
+    try {
+      if (spread.setNodes(await rt.store.nodes()) && rearm && !rt.fenced) resumed();
+    } catch {
+      // The renewal reports a store that does not answer.
+    }
+  };
+  void readNodes(false);
   const renew = async () => {
     if (renewing || rt.stopping) return;
     renewing = true;
@@ -40,6 +53,7 @@ export function holdLease(rt: Runtime, renewedFrom: number, resumed: () => void)
         // nodes may have taken its jobs over meanwhile, so its runs stop all the same.
         if (!rt.fenced && mustFence(last, from, leaseMs)) fence(from);
         last = from;
+        await readNodes(true);
         if (rt.fenced) {
           rt.fenced = false;
           rt.log(`cronvisor: node ${node} renewed its lease again; it runs jobs again`);

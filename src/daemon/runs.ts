@@ -7,6 +7,7 @@ import { adoptOrphans } from "./adopt.js";
 import { planBlocked } from "./blocked.js";
 import { planResume } from "./catchup.js";
 import { Endings } from "./endings.js";
+import { YIELD_RETRY_MS } from "./spread.js";
 import type { Offer } from "./jobs.js";
 import { decideOverlap } from "./overlap.js";
 import { planRetry } from "./retry.js";
@@ -92,8 +93,12 @@ export class Runs {
   /** Write and start a batch: held starts (drain, blackouts) become dispositions first. */
   async flush(batch: TickBatch): Promise<void> {
     await this.hold(batch);
-    await startBatch(this.rt, batch, this.endings.push, (job, taken) =>
-      this.tookOver(job.name, taken),
+    await startBatch(
+      this.rt,
+      batch,
+      this.endings,
+      (job, taken) => this.tookOver(job.name, taken),
+      (job, p) => void this.rt.later(YIELD_RETRY_MS, () => this.offerNow(job.name, p)),
     );
     // A fault hook (test/chains.test.js): killed after a chained run's start, before its chain
     // start is settled; the restarted daemon finds its slot taken and starts no second run.

@@ -1,6 +1,7 @@
 // What the daemon's parts share once it has started: the store (open and ours), the config, the
 // jobs and live runs, and the small helpers every part needs (hooks, timers, events). Created by
 // Supervisor.start() only, so the store is never null here.
+import { graceMs, Spread } from "./spread.js";
 import type { RunContext } from "../run/execute.js";
 import type { Spawner } from "../run/spawner.js";
 import type { JobConfig, Config, RunBroker, RunResult } from "../core/types.js";
@@ -51,6 +52,8 @@ export class Runtime {
   readonly logs: LogBudget;
   /** Slots waiting for a named lock or their group (waiting.ts). */
   readonly waiting = new Waiting();
+  /** On a shared store: which jobs' slots this node claims at once, and others' after a grace. */
+  readonly spread: Spread | null;
 
   constructor(
     readonly store: Store,
@@ -62,6 +65,12 @@ export class Runtime {
   ) {
     this.kept = new KeptWrites(log);
     this.logs = new LogBudget(config.stateDir, () => this.config.logsMaxTotalBytes);
+    this.spread = store.shared ? new Spread(store.node, graceMs(config.heartbeatMs)) : null;
+  }
+
+  /** How long after its slot this node claims a slot of the job (spread.ts): 0 for its own. */
+  delayOf(name: string): number {
+    return this.spread === null ? 0 : this.spread.delay(name, this.config.jobs);
   }
 
   get ctx(): RunContext {
@@ -82,7 +91,7 @@ export class Runtime {
 
   /** The job's runs this daemon watches. */
   runningOf(name: string): Active[] {
-    return [...this.active.values()].filter((a) => a.run.job === name);
+    return [...this.active.values()].filter((a) => a.run.job === name && a.exited !== true);
   }
 
   hook(name: string, fn: (h: SupervisorHooks) => void): void {

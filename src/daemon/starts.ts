@@ -1,14 +1,17 @@
 // A tick's batch and how it starts: reserve every run (locks, slots, fences, rows) in one
 // transaction, commit, spawn each (all asked of the spawner at once), then record their pids in
 // a second transaction. Two fsyncs per tick however many jobs are due, and no store work between
-// one spawn and the next.
+// one spawn and the next. On a shared store the pids, and the ends of runs that exited since,
+// ride with the next tick's transaction instead (endings.ts): one fsync per tick.
 import { spawnRun } from "../run/execute.js";
 import type { RunHandle } from "../run/runner.js";
 import type { DrainRow, RunRow, TakenOver } from "../store/store.js";
-import type { JobConfig, RunResult } from "../core/types.js";
+import type { JobConfig } from "../core/types.js";
 import type { Runtime } from "./runtime.js";
 import { scheduled, type Active, type Pending } from "./state.js";
-import { recordProcesses, writeTick, type TickWrite } from "./writes.js";
+import { writeTick, type TickWrite } from "./writes.js";
+import type { Endings } from "./endings.js";
+import { yieldMs } from "./spread.js";
 import { widenGap } from "./due.js";
 import { addBlocked } from "./blocked.js";
 import { inTurn } from "./waiting.js";
@@ -25,7 +28,7 @@ export class TickBatch {
   /** Jobs with a start here: a second start of one waits like one behind a running run. */
   private readonly starts = new Set<string>();
   /** The last disposition recorded, whose slot and record the next one may share. */
-  private lastRecord: Required<TickWrite> | null = null;
+  private lastRecord: Required<Omit<TickWrite, "yieldMs">> | null = null;
 
   start(job: JobConfig, p: Pending): void {
     this.writes.push({ job, p });
@@ -54,26 +57,47 @@ export class TickBatch {
   }
 }
 
-/** A started run's result, handed on to be recorded (with others that end together). */
-export type OnEnd = (a: Active, result: RunResult, done: () => void) => void;
-
 /** A reservation took the job over from a dead node's run: the slots it blocked, to catch up. */
 export type OnTakeOver = (job: JobConfig, taken: TakenOver[]) => void;
+
+/** A late claim of another node's slot gave way to a live node's run: to try again. */
+export type OnYield = (job: JobConfig, p: Pending) => void;
+
+/**
+ * The scheduled slots of other nodes' jobs (claimed late: spread.ts) give way to a live node's
+ * run, for as long as a lease lasts after the slot; after that they are claimed as any.
+ */
+function markLate(rt: Runtime, writes: TickWrite[]): void {
+  if (rt.spread === null) return;
+  const { heartbeatMs, leaseMs } = rt.config;
+  const now = rt.now();
+  for (const w of writes) {
+    const { p } = w;
+    if (w.record !== undefined || !p.claimSlot || p.slot === null || p.trigger !== "schedule")
+      continue;
+    if (rt.delayOf(w.job.name) > 0 && now - p.slot < leaseMs)
+      w.yieldMs = yieldMs(heartbeatMs, leaseMs);
+  }
+}
 
 export async function startBatch(
   rt: Runtime,
   batch: TickBatch,
-  onEnd: OnEnd,
+  endings: Endings,
   onTakeOver: OnTakeOver,
+  onYield: OnYield,
 ): Promise<void> {
   // Grouped starts in their turn (earlier slot, then higher priority): the first gets the room.
   const writes = inTurn(batch.writes);
   // A fenced node claims nothing: the nodes that hold their leases run and record these slots.
   if (writes.length === 0 || rt.fenced) return;
+  markLate(rt, writes);
   let outcomes;
+  const riding = endings.take();
   try {
-    outcomes = await writeTick(rt.ctx, writes);
+    outcomes = await writeTick(rt.ctx, writes, riding?.riders);
   } catch (e) {
+    await riding?.settle(false);
     // The store refused the write (a full disk): these slots get their disposition later.
     for (const { job, p } of writes) {
       rt.log(`cronvisor: error handling slot: ${(e as Error).message} (job: ${job.name})`);
@@ -82,10 +106,11 @@ export async function startBatch(
     }
     return;
   }
+  await riding?.settle(true);
   const reserved = outcomes.flatMap((o) => (o.kind === "started" ? [o.run.id] : []));
   for (const id of reserved) rt.starting.add(id);
   try {
-    await spawnReserved(rt, writes, outcomes, onEnd, onTakeOver);
+    await spawnReserved(rt, writes, outcomes, endings, onTakeOver, onYield);
   } finally {
     for (const id of reserved) rt.starting.delete(id);
   }
@@ -96,8 +121,9 @@ async function spawnReserved(
   rt: Runtime,
   writes: readonly TickWrite[],
   outcomes: Awaited<ReturnType<typeof writeTick>>,
-  onEnd: OnEnd,
+  endings: Endings,
   onTakeOver: OnTakeOver,
+  onYield: OnYield,
 ): Promise<void> {
   const spawning: Promise<{ job: JobConfig; run: RunRow; handle: RunHandle }>[] = [];
   const tookOver: { job: JobConfig; taken: TakenOver[] }[] = [];
@@ -127,6 +153,8 @@ async function spawnReserved(
         else if (p.slot === null || !p.claimSlot)
           rt.log(`cronvisor: ${p.trigger} of ${job.name} skipped: ${out.admission.reason}`);
       } else if (out.kind === "duplicate") {
+        // Gave way to a live node's run: tried again shortly (spread.ts).
+        if (out.yielded) return onYield(job, p);
         // On a shared store another node claiming a slot first is the normal case.
         if (rt.store.shared) return;
         rt.log(
@@ -146,13 +174,13 @@ async function spawnReserved(
   // pids (test/containment.test.js): the runs are found by their cgroup or pid file.
   if (process.env.CRONVISOR_FAULT === "die-before-pids" && started.length > 0)
     process.kill(process.pid, "SIGKILL");
-  await recordPids(rt, started);
+  await recordPids(rt, endings, started);
   for (const { job, run, handle } of started) {
     let done!: () => void;
     const a: Active = { run, job, handle, finished: new Promise<void>((r) => (done = r)) };
     rt.active.set(run.id, a);
     rt.hook("runStarted", (h) => h.runStarted?.(run, job));
-    void handle.done.then((result) => onEnd(a, result, done));
+    void handle.done.then((result) => endings.push(a, result, done));
   }
   // Once the new runs are watched: a catch-up of the slots a taken-over run blocked waits for them.
   for (const { job, taken } of tookOver) onTakeOver(job, taken);
@@ -160,6 +188,7 @@ async function spawnReserved(
 
 async function recordPids(
   rt: Runtime,
+  endings: Endings,
   started: { run: RunRow; handle: RunHandle }[],
 ): Promise<void> {
   const procs = [];
@@ -168,7 +197,7 @@ async function recordPids(
       procs.push({ runId: run.id, pid: h.pid, pidStart: h.pidStart, pgid: h.pgid });
   }
   try {
-    await recordProcesses(rt.store, procs);
+    await endings.addProcs(procs);
   } catch (e) {
     // The runs go on and this daemon watches them; only a restart in this state loses sight.
     rt.log(

@@ -55,11 +55,13 @@ export interface JobState {
   gap: Gap | null;
   /** Slots skipped for another node's run: looked at again when its lease ends (blocked.ts). */
   blocked: Blocked | null;
+  /** How long after its next slot this node handles it: another node's job (spread.ts). */
+  lag?: number;
 }
 
 /** When the job next needs the tick: its next slot, or the look at a blocking lease's end. */
-export function wakeAt(st: JobState): number {
-  const next = st.next ?? Infinity;
+export function wakeAt(st: JobState, delay = 0): number {
+  const next = (st.next ?? Infinity) + delay;
   return st.blocked !== null && st.blocked.at < next ? st.blocked.at : next;
 }
 
@@ -99,4 +101,6 @@ export interface Active {
    * `killed` with this reason, whatever its exit file says (an own run's handle knows this itself).
    */
   stoppedFor?: string;
+  /** Its process exited; its end waits to be recorded (endings.ts): not running any more. */
+  exited?: boolean;
 }

@@ -7,15 +7,14 @@ import { bootId, isAlive, startTimeOf } from "../core/proc.js";
 import { nextSlotAt } from "../schedule/schedule.js";
 import { daemonTrust, makeDirs } from "../core/safe-path.js";
 import os from "node:os";
-import { openStoreAt, storeTarget, StoreError, type AcceptedConfig } from "../store/store.js";
+import { openStoreAt, storeTarget, StoreError } from "../store/store.js";
 import { VERSION } from "../core/version.js";
 import { clearSpares } from "../run/spare.js";
 import { DRAIN_MS } from "../run/runner.js";
 import { Spawner } from "../run/spawner.js";
 import { containmentRecord, releaseBase, setupContainment, sweepCgroups } from "../run/cgroup.js";
 import { holdLease, type Lease } from "./hold-lease.js";
-import { forNode, jobHashes } from "./nodes.js";
-import { packConfig } from "../core/config-record.js";
+import { accepted, forNode, jobHashes } from "./nodes.js";
 import { keepRestartOnly, restartOnlyChanges } from "../core/restart-only.js";
 import type { Config, RunBroker } from "../core/types.js";
 import { clockSteppedBack, gapSlots, lateEvents, planDue, widenGap, type LateSlot } from "./due.js";
@@ -51,15 +50,6 @@ export interface SupervisorOptions {
    * and before any run starts. A rejection stops the start.
    */
   broker?: (stateDir: string) => Promise<RunBroker>;
-}
-
-/**
- * The record of a config the daemon runs, for commands whose config file is broken: a Config as
- * the state dir's config cache keeps it, packed (core/config-record.ts), read back by
- * commands/running-config.ts.
- */
-function accepted(config: Config, hash: string | null | undefined, at: number): AcceptedConfig {
-  return { json: packConfig(config), hash: hash ?? null, at };
 }
 
 export class DaemonBusyError extends Error {}
@@ -142,7 +132,7 @@ export class Supervisor {
     clearSpares(cfg.stateDir); // an earlier daemon's, which it held in memory only
     // The lease is renewed from now on, not once start-up is done: adoption and catch-up can take
     // longer than the two thirds of a short lease after which a node fences itself.
-    if (store.shared) this.lease = holdLease(rt, renewedFrom, () => this.arm());
+    if (store.shared) this.lease = holdLease(rt, renewedFrom, () => this.timer && this.arm());
     writeHeartbeatFile(cfg.stateDir, now);
     // The runs start-up starts (@reboot, resumes, catch-ups) go in one batch.
     const batch = new TickBatch();
@@ -187,7 +177,7 @@ export class Supervisor {
     if (this.timer) clearTimeout(this.timer);
     let due = Infinity;
     // A linear scan: with 10,000 jobs this is microseconds, and it keeps reload trivially right.
-    for (const st of rt.jobs.values()) if (wakeAt(st) < due) due = wakeAt(st);
+    for (const st of rt.jobs.values()) due = Math.min(due, wakeAt(st, st.lag));
     // A fenced node handles no slot until its lease is renewed (then arm() is called at once).
     if (rt.fenced) due = this.now() + FENCED_SLEEP_MS;
     const delay = Math.max(0, Math.min(due - this.now(), MAX_SLEEP_MS));
@@ -214,19 +204,21 @@ export class Supervisor {
         this.lastWake = now;
       }
       this.lastWake = Math.max(this.lastWake, now);
-      // `cronvisor pause` writes the store from another process: read it once per tick that
-      // fires a job the config does not pause.
+      // `cronvisor pause` writes the store from another process: read once per tick that needs it.
       let paused: ReadonlySet<string> | null = null;
       for (const st of rt.jobs.values()) {
-        const slot = st.next;
-        if (slot === null || slot > now) continue;
+        // Another node's job: handled `lag` late, as if by a clock that far behind (spread.ts);
+        // set as a slot is handled, so the slots of a job changing owner never come bunched.
+        const [slot, lag] = [st.next, st.lag ?? 0];
+        if (slot === null || slot + lag > now) continue;
+        st.lag = rt.delayOf(st.cfg.name);
         try {
           if (!st.cfg.paused) paused ??= await runs.paused(batch); // and the drain, into the batch
           // Slots that came due while the store refused writes: recorded once a write works again.
           if (st.gap !== null) await this.recordGap(st, now);
           // Awaited only when there is something to wait for: 10,000 due jobs are not 10,000
           // microtask turns before the batch, and its time, are written.
-          const offered = this.due(st, now, batch, late, paused ?? NONE_PAUSED);
+          const offered = this.due(st, now - lag, batch, late, paused ?? NONE_PAUSED);
           if (offered !== null) await offered;
         } catch (e) {
           this.log(`cronvisor: error handling slot: ${(e as Error).message} (job: ${st.cfg.name})`);

@@ -2,7 +2,7 @@
 // transaction held across an await, which better-sqlite3 would commit at the first await).
 // Start-up and a tick's batch pay one fsync each, however many jobs.
 import { reservation, type RunContext } from "../run/execute.js";
-import type { HolderLease, RunRow, Store, TakenOver } from "../store/store.js";
+import type { HolderLease, Riders, RunRow, Store, TakenOver } from "../store/store.js";
 import type { JobConfig } from "../core/types.js";
 import type { Pending } from "./state.js";
 
@@ -66,27 +66,35 @@ export interface TickWrite {
   job: JobConfig;
   p: Pending;
   record?: { status: "skipped" | "missed"; reason: string };
+  /** Another node's slot, claimed late: give way to a live node's run (ReserveRequest.yieldMs). */
+  yieldMs?: number;
 }
 
 export type TickOutcome =
   | { kind: "started"; run: RunRow; tookOver?: TakenOver[] }
   | { kind: "locked"; holder: RunRow; lease?: HolderLease }
   | { kind: "held"; admission: { kind: "wait" | "skip"; reason: string } }
-  | { kind: "duplicate" }
+  | { kind: "duplicate"; yielded?: boolean }
   | { kind: "recorded" };
 
 /** Reserve every run (locks, slots, fences, rows) and record every disposition, in one transaction. */
-export async function writeTick(ctx: RunContext, writes: TickWrite[]): Promise<TickOutcome[]> {
+export async function writeTick(
+  ctx: RunContext,
+  writes: TickWrite[],
+  riders?: Riders,
+): Promise<TickOutcome[]> {
   const now = ctx.now();
   const outcomes = await ctx.store.reserveRuns(
-    writes.map(({ job, p, record }) =>
+    writes.map(({ job, p, record, yieldMs }) =>
       record !== undefined
         ? { dispose: { job: job.name, slot: p.slot as number, ...record }, now }
-        : { reserve: reservation(ctx, job, p) },
+        : { reserve: { ...reservation(ctx, job, p), ...(yieldMs ? { yieldMs } : {}) } },
     ),
+    riders,
   );
   return outcomes.map((o): TickOutcome => {
     if (o.kind === "started" || o.kind === "locked" || o.kind === "held") return o;
+    if (o.kind === "duplicate" && o.yielded) return { kind: "duplicate", yielded: true };
     return { kind: o.kind };
   });
 }

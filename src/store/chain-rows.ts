@@ -1,4 +1,4 @@
-// The rows of chains and the drain (migration 012), and the texts both engines write for them.
+// The rows of chains and the drain (migration 014), and the texts both engines write for them.
 
 /** A downstream job's start for an upstream run's slot (`then:` / `then_on_failure:`). */
 export interface ChainStart {

@@ -1,4 +1,4 @@
-// The row types of named locks and concurrency groups (docs/locks.md, migration 012), beside
+// The row types of named locks and concurrency groups (docs/locks.md, migration 013), beside
 // rows.ts (store.ts re-exports both): what a reservation asks to hold, what it found, and the
 // decision it asks for (daemon/admit.ts makes it). Types only, importing nothing.
 

@@ -32,11 +32,10 @@ import type {
   RunEnd,
   RunFacts,
   RunProcess,
+  Riders,
   RunningConfig,
   RunRow,
-  SlotFacts,
   SlotRecord,
-  SlotRun,
   TakenOver,
   TickOutcome,
   TimelineChanges,
@@ -44,6 +43,7 @@ import type {
   TickWrite,
 } from "./rows.js";
 import type { MoveMarkers, MoveOutcome } from "./moved.js";
+import type { SlotFacts, SlotRun } from "./why-rows.js";
 import type { ChainRow, ChainStart, DrainRow } from "./chain-rows.js";
 import type { JobReadings, StatusJob, StatusRows, SummaryParses } from "./status-rows.js";
 import type { RunResult } from "../core/types.js";
@@ -166,8 +166,11 @@ export interface Store extends MarkerStore {
   // ---- runs, slots and the per-job lock
   /** Take the lock and the slot, bump the fence, insert the `running` row: one transaction. */
   reserveRun(req: ReserveRequest): Promise<ReserveOutcome>;
-  /** A tick's reservations and dispositions in one transaction, outcomes in the same order. */
-  reserveRuns(items: readonly TickWrite[]): Promise<TickOutcome[]>;
+  /**
+   * A tick's reservations and dispositions in one transaction, outcomes in the same order; the
+   * `riders` (pids, ends) first, in the same transaction where the engine can (PostgreSQL).
+   */
+  reserveRuns(items: readonly TickWrite[], riders?: Riders): Promise<TickOutcome[]>;
   /**
    * Take a job over from another node whose lease ran out while its run held the job's lock: the
    * run recorded `fenced`, the slots it blocked returned; or the lease still holding the lock. A

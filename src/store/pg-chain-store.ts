@@ -1,11 +1,11 @@
-// Chains and the drain on PostgreSQL (migration 012): a layer of PgStore of their own, between
-// the marker path and the rest. Each method is one transaction or one statement.
+// Chains and the drain on PostgreSQL (migration 014): a layer of PgStore of their own, between
+// the reads and the rest. Each method is one transaction or one statement.
 import type { PgConn } from "./pg-connection.js";
-import { PgMarkerStore } from "./pg-marker-store.js";
+import { PgReadStore } from "./pg-read-store.js";
 import type { DrainRow } from "./chain-rows.js";
 import * as chains from "./postgres/chains.js";
 
-export class PgChainStore extends PgMarkerStore {
+export class PgChainStore extends PgReadStore {
   protected constructor(c: PgConn) {
     super(c);
   }

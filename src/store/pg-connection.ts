@@ -6,9 +6,10 @@
 // in their caller's transaction, never opening one. A write runs at READ COMMITTED and makes its
 // checks safe under concurrency with row locks taken first (the job row FOR UPDATE, see
 // postgres/lock.ts) and unique keys with ON CONFLICT; a read that must see one snapshot runs at
-// REPEATABLE READ. Every write transaction bumps the `data_version` counter (as its last
-// statement, or before it inserts runs or events: Q.order), so `dataVersion()` changes when any
-// connection commits.
+// REPEATABLE READ. No row is written by every transaction (no global counter: its row lock, held
+// until the commit is on disk, would make the writers of all nodes commit one at a time); a
+// transaction that wins nothing writes nothing, and so is no fsync'd commit. Readers that follow
+// new rows by id find which ids are final by the snapshot (postgres/horizon.ts).
 import fs from "node:fs";
 import os from "node:os";
 import pg from "pg";
@@ -17,7 +18,7 @@ import { migrationFilesIn } from "./migrate.js";
 
 const DIR = new URL("./migrations/postgresql/", import.meta.url);
 /** The number of the newest migration: the same as SQLite's LATEST (one numbering). */
-export const PG_LATEST = 14;
+export const PG_LATEST = 15;
 /** The advisory lock key that serialises two processes migrating one database. */
 const MIGRATE_LOCK = 0x63767372; // "cvsr"
 
@@ -28,24 +29,19 @@ export interface Q {
   /** Rows changed. */
   run(sql: string, params?: readonly unknown[]): Promise<number>;
   /**
-   * Take this transaction's place in the commit order before it inserts runs or events: the
-   * `data_version` row is bumped (once per transaction) and so held until the commit. Ids are
-   * taken from their sequences when a row is inserted, not when it commits; taken under this
-   * row's lock they are in commit order, so a reader that has seen id N (the monitor's
-   * `runsAfter` and `jobsChangedSince` cursors) never has a lower one commit after. Taken after
-   * the transaction's job-row locks (never a job row waited for while holding it).
-   */
-  order(): Promise<void>;
-  /** The statement just run bumped `data_version` itself (as order() would): no second bump. */
-  ordered(): void;
-  /**
    * The next statement is this transaction's last: its COMMIT is sent right behind it, without
    * waiting for its answer (one round trip for both). So the caller must decide nothing on that
-   * answer: what the statement does is final, and no statement may follow it. `bumps`: the
-   * statement bumps `data_version` itself (else the COMMIT does). If the statement fails, the
-   * COMMIT finds the transaction aborted and rolls it back. Outside a transaction: nothing.
+   * answer: what the statement does is final, and no statement may follow it. If the statement
+   * fails, the COMMIT finds the transaction aborted and rolls it back. Outside a transaction:
+   * nothing.
    */
-  last(bumps: boolean): void;
+  last(): void;
+  /**
+   * Send the statement without waiting for the answers of those sent before it (the pool's
+   * clients pipeline): a batch of them is one round trip. For statements whose answers decide
+   * nothing about what is sent next.
+   */
+  send<T>(sql: string, params?: readonly unknown[]): Promise<T[]>;
 }
 
 export interface PgOpenOptions {
@@ -89,12 +85,10 @@ function named(sql: string, params?: readonly unknown[]): pg.QueryConfig {
 
 /** A transaction's state, as its statements see it. */
 interface TxState {
-  /** data_version was bumped (or need not be). */
-  ordered: boolean;
   /** The BEGIN sent and not yet awaited: the first statement goes out behind it (see PgConn.tx). */
   began?: Promise<unknown>;
-  /** Q.last was called: the next statement takes the COMMIT with it (`bumps`: it bumps). */
-  last?: { bumps: boolean };
+  /** Q.last was called: the next statement takes the COMMIT with it. */
+  last?: boolean;
   /** The COMMIT sent behind the last statement, for PgConn.tx to await. */
   committed?: Promise<unknown>;
 }
@@ -106,9 +100,8 @@ function runner(c: pg.Pool | pg.PoolClient, where?: string, tx?: TxState): Q {
     const began = tx?.began;
     if (tx !== undefined) tx.began = undefined;
     if (tx?.last !== undefined) {
-      tx.committed = c.query(tx.ordered || tx.last.bumps ? "COMMIT" : `${BUMP}; COMMIT`);
+      tx.committed = c.query("COMMIT");
       tx.committed.catch(() => {}); // awaited by PgConn.tx once the statement answered
-      tx.ordered = true;
       tx.last = undefined;
     }
     try {
@@ -131,22 +124,16 @@ function runner(c: pg.Pool | pg.PoolClient, where?: string, tx?: TxState): Q {
       (await query(sql, params)).rows[0] as T | undefined,
     run: async (sql: string, params?: readonly unknown[]) =>
       (await query(sql, params)).rowCount ?? 0,
-    order: async () => {
-      // Outside a write transaction (the pool's one statement) there is no commit to order.
-      if (tx === undefined || tx.ordered) return;
-      await query(BUMP);
-      tx.ordered = true;
+    last: () => {
+      if (tx !== undefined) tx.last = true;
     },
-    ordered: () => {
-      if (tx !== undefined) tx.ordered = true;
-    },
-    last: (bumps: boolean) => {
-      if (tx !== undefined) tx.last = { bumps };
+    send: <T>(sql: string, params?: readonly unknown[]) => {
+      const p = query(sql, params).then((r) => r.rows as T[]);
+      p.catch(() => {}); // the caller awaits it; a failure aborts the transaction anyway
+      return p;
     },
   };
 }
-
-const BUMP = "UPDATE data_version SET n = n + 1 WHERE id = 1";
 
 /**
  * The StoreError an error of pg means, naming the store (never its password): a lost or refused
@@ -186,24 +173,23 @@ export class PgConn {
 
   /** fn as one write transaction on one client; COMMIT, or ROLLBACK on any error. */
   write<T>(fn: (q: Q) => Promise<T>, opts: { unsynced?: boolean } = {}): Promise<T> {
-    return this.tx("BEGIN", fn, opts.unsynced ?? false, true);
+    return this.tx("BEGIN", fn, opts.unsynced ?? false);
   }
 
   /**
    * fn as one write transaction on a connection of its own: the lease's renewal, which must not
    * wait behind a tick's writes for a pooled connection (a node that renews late is taken over).
-   * Not fsync'd and not counted in data_version (whose row every other write holds until its
-   * commit is on disk): a renewal lost in a crash only makes the lease look older, which is the
-   * safe way to be wrong.
+   * Not fsync'd: a renewal lost in a crash only makes the lease look older, which is the safe way
+   * to be wrong.
    */
   beat<T>(fn: (q: Q) => Promise<T>): Promise<T> {
     this.beatPool ??= this.newPool(1);
-    return this.tx("BEGIN", fn, true, false, this.beatPool);
+    return this.tx("BEGIN", fn, true, this.beatPool);
   }
 
   /** fn with every read in it seeing one snapshot. */
   read<T>(fn: (q: Q) => Promise<T>): Promise<T> {
-    return this.tx("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", fn, false, false);
+    return this.tx("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", fn, false);
   }
 
   async close(): Promise<void> {
@@ -216,7 +202,6 @@ export class PgConn {
     begin: string,
     fn: (q: Q) => Promise<T>,
     unsynced: boolean,
-    bump: boolean,
     pool: pg.Pool = this.pool,
   ): Promise<T> {
     let client: pg.PoolClient;
@@ -234,12 +219,12 @@ export class PgConn {
       // answer, and the two are one round trip (the statement awaits it: runner).
       const began = client.query(unsynced ? `${begin}; SET LOCAL synchronous_commit = off` : begin);
       began.catch(() => {}); // awaited by the first statement, or below
-      const tx: TxState = { ordered: !bump, began };
+      const tx: TxState = { began };
       const out = await fn(runner(client, undefined, tx));
       await began;
-      // Last, so the counter row is locked only for the commit itself (unless order() took it);
-      // or sent already, behind the last statement (Q.last).
-      await (tx.committed ?? client.query(tx.ordered ? "COMMIT" : `${BUMP}; COMMIT`));
+      // Or sent already, behind the last statement (Q.last). A transaction that wrote nothing
+      // (no xid) commits without a WAL record: no fsync.
+      await (tx.committed ?? client.query("COMMIT"));
       return out;
     } catch (e) {
       try {
@@ -350,9 +335,6 @@ async function migrate(conn: PgConn, opts: PgOpenOptions, where: string): Promis
     const q = runner(client);
     await q.run(`CREATE TABLE IF NOT EXISTS schema_version (
       id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)`);
-    await q.run(`CREATE TABLE IF NOT EXISTS data_version (
-      id INTEGER PRIMARY KEY CHECK (id = 1), n BIGINT NOT NULL)`);
-    await q.run("INSERT INTO data_version (id, n) VALUES (1, 0) ON CONFLICT DO NOTHING");
     const v = (await schemaVersion(q)) ?? 0;
     if (v > files.length) throw newer(where, v, files.length);
     for (const f of files.slice(v)) await client.query(fs.readFileSync(new URL(f, DIR), "utf8"));

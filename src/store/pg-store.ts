@@ -22,21 +22,17 @@ import type {
   ReserveRequest,
   RunEnd,
   RunProcess,
+  Riders,
   SlotRecord,
   TickWrite,
 } from "./rows.js";
-import type { StatusJob, SummaryParses } from "./status-rows.js";
 import type { RunResult } from "../core/types.js";
 import * as daemon from "./postgres/daemon.js";
 import * as events from "./postgres/events.js";
-import * as history from "./postgres/history.js";
 import * as jobs from "./postgres/jobs.js";
-import * as markers from "./postgres/markers.js";
 import * as reconcile from "./postgres/reconcile.js";
 import * as runs from "./postgres/runs.js";
-import * as status from "./postgres/status.js";
 import * as tick from "./postgres/tick.js";
-import * as why from "./postgres/why.js";
 import { defaultSelf, type NodeSelf } from "./rows.js";
 
 export class PgStore extends PgChainStore implements Store {
@@ -56,24 +52,8 @@ export class PgStore extends PgChainStore implements Store {
 
   // ---- the daemon rows (one per node)
 
-  async daemon() {
-    return daemon.daemonRow(this.c.one, this.c.node);
-  }
-
-  async runningConfig() {
-    return daemon.runningConfig(this.c.one, this.c.node);
-  }
-
-  async nodes() {
-    return daemon.nodes(this.c.one);
-  }
-
   async setJobHashes(hashes: ReadonlyMap<string, string>) {
     await this.c.write((q) => daemon.setJobHashes(q, this.c.node, hashes));
-  }
-
-  async jobHashes() {
-    return daemon.jobHashes(this.c.one);
   }
 
   async claimDaemon(
@@ -115,14 +95,6 @@ export class PgStore extends PgChainStore implements Store {
 
   // ---- jobs
 
-  async job(name: string) {
-    return jobs.jobRow(this.c.one, name);
-  }
-
-  async allJobs() {
-    return jobs.allJobs(this.c.one);
-  }
-
   async ensureJob(name: string, now: number) {
     return this.c.write((q) => jobs.ensureJob(q, name, now));
   }
@@ -133,10 +105,6 @@ export class PgStore extends PgChainStore implements Store {
 
   async setPaused(name: string, paused: boolean, now: number) {
     await this.c.write((q) => jobs.setPaused(q, name, paused, now));
-  }
-
-  async pausedJobs() {
-    return jobs.pausedJobs(this.c.one);
   }
 
   async setScannedTo(name: string, at: number) {
@@ -158,9 +126,19 @@ export class PgStore extends PgChainStore implements Store {
     return out as ReserveOutcome;
   }
 
-  async reserveRuns(items: readonly TickWrite[]) {
-    if (items.length === 0) return [];
-    const out = await this.c.write((q) => tick.writeTick(q, items, this.c.node, false, true));
+  async reserveRuns(items: readonly TickWrite[], riders?: Riders) {
+    const procs = riders?.procs ?? [];
+    const seen = new Set<number>();
+    const ends = (riders?.ends ?? []).filter((e) => !seen.has(e.runId) && seen.add(e.runId));
+    if (items.length === 0 && procs.length === 0 && ends.length === 0) return [];
+    const ids = ends.map((e) => e.runId);
+    const tails = ends.length > 0 ? await this.logs.tails(this.c.one, ids, this.c.node) : [];
+    // Pids alone (no tick came to take them): not fsync'd, as setRunProcesses.
+    const out = await this.c.write(
+      (q) => tick.writeTick(q, items, this.c.node, false, true, { procs, ends, tails }),
+      { unsynced: items.length === 0 && ends.length === 0 },
+    );
+    this.logs.forget(ids);
     this.logs.remember(out, this.c.node);
     return out;
   }
@@ -175,13 +153,19 @@ export class PgStore extends PgChainStore implements Store {
 
   async setRunProcesses(list: readonly RunProcess[]) {
     if (list.length === 0) return;
-    await this.c.write(async (q) => {
-      await runs.lockRunJobs(
-        q,
-        list.map((p) => p.runId),
-      );
-      await runs.setRunProcesses(q, list);
-    });
+    // Not fsync'd (no commit of its own to wait for: the next synced commit, often the runs'
+    // ends, takes it to disk). Lost in a crash, a run is still found by its cgroup or pid file
+    // (run/cgroup.ts), as when the daemon dies between a spawn and this record.
+    await this.c.write(
+      async (q) => {
+        await runs.lockRunJobs(
+          q,
+          list.map((p) => p.runId),
+        );
+        await runs.setRunProcesses(q, list);
+      },
+      { unsynced: true },
+    );
   }
 
   async adoptRun(runId: number, owner: Owner) {
@@ -245,53 +229,16 @@ export class PgStore extends PgChainStore implements Store {
   }
 
   async pruneRuns(job: string, keep: number) {
+    // Nothing to delete (the common case): one read, no transaction, nothing written (a row
+    // lock is a write: an fsync'd commit for nothing).
+    if (!(await runs.hasPrunable(this.c.one, job, keep))) return [];
     return this.c.write(async (q) => {
       await jobs.lockJobs(q, [job]);
       return runs.pruneRuns(q, job, keep);
     });
   }
 
-  // ---- reading runs
-  async run(id: number) {
-    return history.runRow(this.c.one, id);
-  }
-  async logTail(runId: number) {
-    return runs.logTail(this.c.one, runId);
-  }
-  async slotFacts(job: string, slot: number) {
-    return this.c.read((q) => why.slotFacts(q, job, slot, this.c.node));
-  }
-  async slotRuns(job: string, from: number, to: number) {
-    return this.c.read((q) => why.slotRuns(q, job, from, to));
-  }
-  async runningRuns(job?: string) {
-    return history.runningRuns(this.c.one, job);
-  }
-  async history(job: string | null, limit: number) {
-    return history.history(this.c.one, job, limit);
-  }
-  async lastRun(job: string) {
-    return history.lastRun(this.c.one, job);
-  }
-  async historyRow(id: number) {
-    return history.historyRow(this.c.one, id);
-  }
-  async recentFinished(job: string, limit: number) {
-    return history.recentFinished(this.c.one, job, limit);
-  }
-
   // ---- the marker path
-
-  async isMarked(job: string, key: string) {
-    return markers.isMarked(this.c.one, job, key);
-  }
-
-  async claimHolder(job: string, key: string) {
-    return markers.claimHolder(this.c.one, job, key);
-  }
-  async markers(job: string) {
-    return markers.markers(this.c.one, job);
-  }
 
   async removeMarker(job: string, key: string, now: number, by: string) {
     return this.c.write((q) => reconcile.removeMarker(q, job, key, now, by));
@@ -301,30 +248,10 @@ export class PgStore extends PgChainStore implements Store {
     return this.c.write((q) => reconcile.moveMarkers(q, m, this.c.node));
   }
 
-  async markerCount(job: string) {
-    return markers.markerCount(this.c.one, job);
-  }
-
-  async markerCounts() {
-    return markers.markerCounts(this.c.one);
-  }
-
-  async repeatingKeys(job: string, limit: number) {
-    return markers.repeatingKeys(this.c.one, job, limit);
-  }
-
   // ---- events and alert state
 
   async event(at: number, job: string | null, kind: string, detail: string | null) {
     await this.c.write((q) => events.insertEvent(q, at, job, kind, detail));
-  }
-
-  async events(job: string | null, limit: number) {
-    return events.events(this.c.one, job, limit);
-  }
-
-  async alertState(job: string) {
-    return events.alertState(this.c.one, job);
   }
 
   async setAlertState(job: string, active: string, now: number) {
@@ -332,69 +259,4 @@ export class PgStore extends PgChainStore implements Store {
   }
 
   // ---- health, status and the monitor
-
-  async jobReadings(job: string, recentLimit: number, repeatLimit: number) {
-    return this.c.read((q) => status.jobReadings(q, job, recentLimit, repeatLimit));
-  }
-
-  async statusRows(list: readonly StatusJob[], recentLimit: number, parses?: SummaryParses) {
-    return this.c.read((q) => status.statusRows(q, list, recentLimit, this.c.node, parses));
-  }
-  async holdsHeld() {
-    return status.holdsHeld(this.c.one);
-  }
-
-  async repeatingKeysSince(job: string, limit: number, since: number) {
-    return markers.repeatingKeysSince(this.c.one, job, limit, since);
-  }
-
-  async repeatingKeysAll(limit: number) {
-    return markers.repeatingKeysAll(this.c.one, limit);
-  }
-
-  async runsAfter(job: string, afterId: number, limit: number) {
-    return history.runsAfter(this.c.one, job, afterId, limit);
-  }
-
-  async runsRunningOrFinishedSince(job: string, since: number) {
-    return history.runsRunningOrFinishedSince(this.c.one, job, since);
-  }
-
-  async timelines(jobs: readonly string[], since: number) {
-    // One statement: one snapshot.
-    return history.timelines(this.c.one, jobs, since);
-  }
-
-  async timelineChanges(
-    jobs: readonly string[],
-    since: number,
-    afterId: number,
-    ids: readonly number[],
-  ) {
-    return history.timelineChanges(this.c.one, jobs, since, afterId, ids);
-  }
-
-  async maxRunId(job: string) {
-    return history.maxRunId(this.c.one, job);
-  }
-
-  async jobsChangedSince(runId: number, eventId: number) {
-    return this.c.read((q) => history.jobsChangedSince(q, runId, eventId));
-  }
-
-  async maxIds() {
-    return history.maxIds(this.c.one);
-  }
-
-  async jobsAttemptedSince(since: number) {
-    return markers.jobsAttemptedSince(this.c.one, since);
-  }
-
-  async dataVersion() {
-    return history.dataVersion(this.c.one);
-  }
-
-  async jobGauges() {
-    return jobs.jobGauges(this.c.one);
-  }
 }

@@ -266,6 +266,13 @@ export interface ReserveRequest {
   logPath: (runId: number) => string;
   /** Named locks and a group to hold besides the job's lock (docs/locks.md); absent: none. */
   holds?: HoldRequest;
+  /**
+   * A shared store's claim of another node's job, made late (daemon/spread.ts): if a run of the
+   * job on another node that renewed its lease within this long (alive, perhaps only late to
+   * record the run's end) holds the lock, the slot is not claimed (outcome `duplicate`,
+   * `yielded`): that node records it, or this one tries again.
+   */
+  yieldMs?: number;
 }
 
 /** A running run's hold on a named lock or a group, with the run (status reads these). */
@@ -276,7 +283,7 @@ export type ReserveOutcome =
   | { kind: "locked"; holder: RunRow; lease?: HolderLease }
   /** A named lock or the group refused it (HoldRequest.admit): waiting, or skipped. */
   | { kind: "held"; admission: Exclude<Admission, { kind: "start" }> }
-  | { kind: "duplicate"; slotRunId: number | null };
+  | { kind: "duplicate"; slotRunId: number | null; yielded?: boolean };
 
 /**
  * The lease that keeps another node's run holding a job's lock (a shared store): the slots it
@@ -300,13 +307,6 @@ export interface TakenOver {
   slots: number[];
   /** Taken over before the lease's end: that node's daemon and the run died on this machine. */
   diedHere: boolean;
-}
-
-/** What the runs of one slot came to: one of them `ok`, and their highest attempt. */
-export interface SlotRun {
-  slot: number;
-  ok: boolean;
-  attempt: number;
 }
 
 /** A slot that did not run: `skipped` (overlap, paused) or `missed` (daemon down). */
@@ -341,6 +341,16 @@ export interface RunEnd {
   chains?: readonly ChainStart[];
 }
 
+/**
+ * Writes that wait for the next transaction to ride in (Store.reserveRuns): the pids of runs
+ * spawned and the ends of runs that exited since, recorded before the transaction's starts (so
+ * a start sees a run that exited as ended). On a shared store they cost no commit of their own.
+ */
+export interface Riders {
+  procs: readonly RunProcess[];
+  ends: readonly RunEnd[];
+}
+
 /** A job the daemon starts watching; `bootId` for an @reboot job (claims this boot's run). */
 export interface AddJob {
   name: string;
@@ -360,35 +370,6 @@ export type ClaimOutcome =
   | { kind: "stale" }
   /** A live process holds the claim: the `once` itself, or (`by: "command"`) its command. */
   | { kind: "held"; holder: ClaimRow; by: "once" | "command" };
-
-// ---- what `why` reads ----------------------------------------------------------------------
-
-/** The store's facts about one slot of one job, read in one snapshot (Store.slotFacts). */
-export interface SlotFacts {
-  job: JobRow | null;
-  daemon: DaemonRow | null;
-  /**
-   * The slot's claim: the slots table keeps it after the runs are pruned. `run_id` is the slot's
-   * first run, or null when it was a disposition with no process; null: never claimed.
-   */
-  claim: { run_id: number | null } | null;
-  /** Rows of this slot, oldest first: its one disposition, or its runs (first, retries, resumes). */
-  runs: RunRow[];
-  /** A run of the job (of another slot, or none) running when the slot was decided: the lock holder. */
-  holder: RunRow | null;
-  /** The job's runs running now, oldest first. */
-  running: RunRow[];
-  /** The job's last `paused` or `resumed` event at or before the slot was decided. */
-  pause: EventRow | null;
-  /** For a missed slot: the catch-up runs of the start that recorded it, oldest first. */
-  catchUps: RunRow[];
-  /** The job's first `missed` event after the slot (a long downtime's slots counted, not listed). */
-  missedEvent: EventRow | null;
-  /** The newest time any row or event records at or before the slot (the daemon's last sign). */
-  lastBefore: number | null;
-  /** The oldest time any run or event records after the slot (a restarted daemon's first sign). */
-  firstAfter: number | null;
-}
 
 /** A NodeSelf for a claim that names none (tests, tools): this machine, no boot id. */
 export function defaultSelf(name: string): NodeSelf {

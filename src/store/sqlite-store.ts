@@ -13,6 +13,7 @@ import type {
   ReserveRequest,
   RunEnd,
   RunProcess,
+  Riders,
   SlotRecord,
   TickOutcome,
   TickWrite,
@@ -136,7 +137,12 @@ export class SqliteStore extends SqliteStatusStore implements Store {
     return { held: null, tookOver: [] };
   }
 
-  async reserveRuns(items: readonly TickWrite[]) {
+  async reserveRuns(items: readonly TickWrite[], riders?: Riders) {
+    // The daemon folds writes into a tick's only on a shared store: here, each its own write.
+    if (riders !== undefined) {
+      await this.setRunProcesses(riders.procs);
+      await this.finishRuns(riders.ends);
+    }
     if (items.length === 0) return [];
     return this.c.write(() =>
       items.map((w): TickOutcome => {

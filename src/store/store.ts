@@ -12,6 +12,7 @@ export type * from "./rows.js";
 export type * from "./hold-rows.js";
 export type * from "./chain-rows.js";
 export type * from "./status-rows.js";
+export type * from "./why-rows.js";
 export type { MarkerStore, StatusStore, Store } from "./interface.js";
 export type { PgOpenOptions } from "./pg-connection.js";
 

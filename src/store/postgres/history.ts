@@ -2,7 +2,10 @@
 // Table-group functions: they run in their caller's transaction (a snapshot when the caller
 // opened one) and never open one.
 import type { Q } from "../pg-connection.js";
+import { advance, factsOf, maxIdsWithFacts, SNAPSHOT_COLUMNS, type IdHorizon } from "./horizon.js";
 import type { HistoryRow, RunFacts, RunRow, TimelineChanges, TimelineRow } from "../rows.js";
+
+type SnapshotRow = Parameters<typeof factsOf>[0];
 
 const HISTORY_COLUMNS = `id, job, slot, trigger, status, reason, exit_code, signal, attempt, started_at,
   finished_at, duration_ms, markers_new, markers_skipped, pid, log_path, node, cpu_s,
@@ -92,33 +95,39 @@ export async function timelines(
 /**
  * What the timelines of `jobs` gained and lost since a read that saw the runs up to `afterId`
  * (see SQLite's): the rows inserted since, the rows of `ids` again, each job's count of rows
- * finished at or after `since`, and the newest run id. One statement: one snapshot. (Run ids
- * are taken in commit order, `Q.order`, so no row committed later has an id below `afterId`.)
+ * finished at or after `since`, and the id up to which the next read may start (the newest id
+ * seen, held back to the final ones: horizon.ts). One statement: one snapshot.
  */
 export async function timelineChanges(
   q: Q,
+  horizon: IdHorizon,
   jobs: readonly string[],
   since: number,
   afterId: number,
   ids: readonly number[],
 ): Promise<TimelineChanges> {
-  const rows = await q.all<TimelineRow & { job: string; kind: string; n: number }>(
-    `SELECT 'row' AS kind, 0::bigint AS n, job, ${TIMELINE_COLUMNS} FROM runs
+  const earlier = horizon.before();
+  const rows = await q.all<
+    TimelineRow & { job: string; kind: string; n: number; f: SnapshotRow | null }
+  >(
+    `SELECT 'row' AS kind, 0::bigint AS n, job, ${TIMELINE_COLUMNS}, NULL::json AS f FROM runs
      WHERE (id > $1 AND job = ANY($2)) OR id = ANY($3)
      UNION ALL
      SELECT 'count', COUNT(*), job, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL FROM runs WHERE job = ANY($2) AND finished_at >= $4 GROUP BY job
+       NULL, NULL, NULL FROM runs WHERE job = ANY($2) AND finished_at >= $4 GROUP BY job
      UNION ALL
      SELECT 'max', COALESCE(MAX(id), 0), '', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL FROM runs
+       NULL, NULL, NULL, (SELECT row_to_json(s) FROM (SELECT ${SNAPSHOT_COLUMNS}) s) FROM runs
      ORDER BY id NULLS LAST`,
     [afterId, jobs, ids, since],
   );
   const out: TimelineChanges = { rows: new Map(), finished: new Map(), maxId: 0 };
-  for (const { kind, n, job, ...row } of rows) {
+  for (const { kind, n, job, f, ...row } of rows) {
     if (kind === "count") out.finished.set(job, n);
-    else if (kind === "max") out.maxId = n;
-    else {
+    else if (kind === "max") {
+      const final = horizon.learn(earlier, factsOf(f as SnapshotRow), { runs: n, events: 0 });
+      out.maxId = advance(afterId, n, final.runs);
+    } else {
       const at = out.rows.get(job);
       if (at) at.push(row);
       else out.rows.set(job, [row]);
@@ -136,39 +145,59 @@ export async function maxRunId(q: Q, job: string): Promise<number> {
   return r?.n ?? 0;
 }
 
-/** Jobs with rows newer than the given run and event ids, and the newest ids (see SQLite's). */
+/**
+ * Jobs with rows newer than the given run and event ids, and the ids the next call may start
+ * from (the newest seen, held back to the final ones: horizon.ts, so a row that commits later
+ * with a lower id is still found). One statement: one snapshot.
+ */
 export async function jobsChangedSince(
   q: Q,
+  horizon: IdHorizon,
   runId: number,
   eventId: number,
 ): Promise<{ jobs: Set<string>; runId: number; eventId: number }> {
-  const runs = await q.all<{ job: string; m: number }>(
-    "SELECT job, MAX(id) AS m FROM runs WHERE id > $1 GROUP BY job",
-    [runId],
-  );
-  const events = await q.all<{ job: string | null; m: number }>(
-    "SELECT job, MAX(id) AS m FROM events WHERE id > $1 GROUP BY job",
-    [eventId],
+  const earlier = horizon.before();
+  const rows = await q.all<{ k: string; job: string | null; m: number; f: SnapshotRow | null }>(
+    `SELECT 'r' AS k, job, MAX(id) AS m, NULL::json AS f FROM runs WHERE id > $1 GROUP BY job
+     UNION ALL SELECT 'e', job, MAX(id), NULL FROM events WHERE id > $2 GROUP BY job
+     UNION ALL SELECT 'f', NULL, 0, (SELECT row_to_json(s) FROM (SELECT ${SNAPSHOT_COLUMNS}) s)`,
+    [runId, eventId],
   );
   const jobs = new Set<string>();
-  for (const r of runs) {
-    jobs.add(r.job);
-    runId = Math.max(runId, r.m);
+  const seen = { runs: runId, events: eventId };
+  let facts: SnapshotRow | null = null;
+  for (const r of rows) {
+    if (r.k === "f") facts = r.f;
+    else if (r.job !== null) jobs.add(r.job);
+    if (r.k === "r") seen.runs = Math.max(seen.runs, r.m);
+    if (r.k === "e") seen.events = Math.max(seen.events, r.m);
   }
-  for (const e of events) {
-    if (e.job !== null) jobs.add(e.job);
-    eventId = Math.max(eventId, e.m);
-  }
-  return { jobs, runId, eventId };
+  const final = horizon.learn(earlier, factsOf(facts as SnapshotRow), seen);
+  return {
+    jobs,
+    runId: advance(runId, seen.runs, final.runs),
+    eventId: advance(eventId, seen.events, final.events),
+  };
 }
 
-/** The newest run and event ids (0 when there are none). */
-export async function maxIds(q: Q): Promise<{ runId: number; eventId: number }> {
-  const r = await q.get<{ runId: number; eventId: number }>(
-    `SELECT (SELECT COALESCE(MAX(id), 0) FROM runs) AS "runId",
-            (SELECT COALESCE(MAX(id), 0) FROM events) AS "eventId"`,
-  );
-  return r ?? { runId: 0, eventId: 0 };
+/**
+ * The newest run and event ids that are final (0 when there are none): read again a few times
+ * while transactions that may hold lower ids are still in progress (each lasts milliseconds).
+ */
+export async function maxIds(
+  q: Q,
+  horizon: IdHorizon,
+): Promise<{ runId: number; eventId: number }> {
+  let last = { runs: 0, events: 0 };
+  for (let i = 0; i < 20; i++) {
+    const earlier = horizon.before();
+    const { seen, facts } = await maxIdsWithFacts(q);
+    const final = horizon.learn(earlier, facts, seen);
+    last = { runs: Math.min(seen.runs, final.runs), events: Math.min(seen.events, final.events) };
+    if (final.runs >= seen.runs && final.events >= seen.events) break;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  return { runId: last.runs, eventId: last.events };
 }
 
 /** Changes when another connection commits (the status page's poll). */

@@ -1,4 +1,4 @@
-// Named locks and concurrency groups on PostgreSQL (docs/locks.md, migration 012): the same
+// Named locks and concurrency groups on PostgreSQL (docs/locks.md, migration 013): the same
 // operations as ../sqlite/holds.ts, with the judgement of another node's run by its lease. Takers
 // of one name serialise on a transaction-scoped advisory lock per name (`lockHoldNames`), taken
 // by a tick before any row lock, all at once and in name order, so two ticks never wait on each
@@ -6,7 +6,7 @@
 // in their caller's transaction and never open one.
 import type { Q } from "../pg-connection.js";
 import type { HoldFacts, HoldRequest, LockHolder } from "../hold-rows.js";
-import type { Owner, RunRow, TickWrite } from "../rows.js";
+import type { Owner, ReserveOutcome, ReserveRequest, RunRow, TickWrite } from "../rows.js";
 import { fenced, interrupted, runResult } from "../../core/result.js";
 import { leaseLeft } from "./daemon.js";
 import { finishRun } from "./runs.js";
@@ -120,4 +120,30 @@ export async function takeHolds(q: Q, runId: number, h: HoldRequest): Promise<vo
      SELECT k, n, $3::bigint FROM unnest($1::text[], $2::text[]) AS t(k, n)`,
     [kinds, names, runId],
   );
+}
+
+/**
+ * The named locks and group of a reservation, judged and admitted (HoldRequest.admit): null to
+ * start, else the refusal; a skipped slot's disposition goes to `skip` (the batch's), and a waiting one's
+ * claim is given back (its run starts later, when the hold is free, and claims it then).
+ */
+export async function admitHolds(
+  q: Q,
+  a: ReserveRequest,
+  h: HoldRequest,
+  now: number,
+  node: string,
+  skip: (reason: string) => void,
+): Promise<ReserveOutcome | null> {
+  const admission = h.admit(await judgeHolds(q, h, now, a.holderAlive, node, a.owner));
+  if (admission.kind === "start") return null;
+  if (a.claimSlot && a.slot !== null) {
+    if (admission.kind === "skip") skip(admission.reason);
+    else
+      await q.run("DELETE FROM slots WHERE job = $1 AND slot = $2 AND run_id IS NULL", [
+        a.job,
+        a.slot,
+      ]);
+  }
+  return { kind: "held", admission };
 }

@@ -135,8 +135,6 @@ export async function setRunProcess(
   pidStart: string | null,
   pgid: number,
 ) {
-  // data_version before the run's row, as a takeover that ends a dead holder holds it (tick.ts).
-  await q.order();
   await q.run("UPDATE runs SET pid = $1, pid_start = $2, pgid = $3 WHERE id = $4", [
     pid,
     pidStart,
@@ -145,9 +143,10 @@ export async function setRunProcess(
   ]);
 }
 
-/** The processes of runs just spawned (a tick's starts): one statement. */
+/** The processes of runs just spawned (a tick's starts): one statement, sent (q.send). */
 export async function setRunProcesses(q: Q, list: readonly RunProcess[]) {
-  await q.run(
+  if (list.length === 0) return;
+  await q.send(
     `UPDATE runs SET pid = p.pid, pid_start = p.pid_start, pgid = p.pgid
      FROM unnest($1::bigint[], $2::integer[], $3::text[], $4::integer[]) AS p(id, pid, pid_start, pgid)
      WHERE runs.id = p.id`,
@@ -162,8 +161,6 @@ export async function setRunProcesses(q: Q, list: readonly RunProcess[]) {
 
 /** A restarted daemon (or another owner) takes over supervising a live orphan. */
 export async function adoptRun(q: Q, runId: number, owner: Owner) {
-  // data_version before the run's row, as a takeover that ends a dead holder holds it (tick.ts).
-  await q.order();
   await q.run("UPDATE runs SET owner_pid = $1, owner_start = $2 WHERE id = $3", [
     owner.pid,
     owner.start,
@@ -173,8 +170,6 @@ export async function adoptRun(q: Q, runId: number, owner: Owner) {
 
 /** Revoke the run's fence: its marker writes are refused from now on. */
 export async function revokeRun(q: Q, runId: number) {
-  // data_version before the run's row, as a takeover that ends a dead holder holds it (tick.ts).
-  await q.order();
   await q.run("UPDATE runs SET revoked = 1 WHERE id = $1", [runId]);
 }
 
@@ -220,11 +215,21 @@ export async function finishRun(q: Q, runId: number, r: RunResult): Promise<Fini
 }
 
 /** Delete finished runs beyond the newest `keep` of a job; returns their log paths. */
+const PRUNABLE = `FROM runs WHERE job = $1 AND status != 'running'
+  AND id < (SELECT MIN(id) FROM (SELECT id FROM runs WHERE job = $1 ORDER BY id DESC LIMIT $2) t)`;
+
+/** Whether pruneRuns would delete anything: a read, so a prune of nothing writes nothing. */
+export async function hasPrunable(q: Q, job: string, keep: number): Promise<boolean> {
+  const r = await q.get<{ any: boolean }>(`SELECT EXISTS (SELECT 1 ${PRUNABLE}) AS any`, [
+    job,
+    keep,
+  ]);
+  return r?.any === true;
+}
+
 export async function pruneRuns(q: Q, job: string, keep: number): Promise<string[]> {
   const old = await q.all<{ id: number; log_path: string | null }>(
-    `SELECT id, log_path FROM runs WHERE job = $1 AND status != 'running'
-     AND id < (SELECT MIN(id) FROM (SELECT id FROM runs WHERE job = $1 ORDER BY id DESC LIMIT $2) t)
-     ORDER BY id`,
+    `SELECT id, log_path ${PRUNABLE} ORDER BY id`,
     [job, keep],
   );
   if (old.length === 0) return [];
@@ -284,12 +289,12 @@ export class StartedLogs {
 /**
  * Record these runs' ends and keep the given log tails, as one statement (atomic by itself: no
  * transaction, so no COMMIT round trip). In the order a write transaction takes its
- * locks (see Q.order): the runs' job rows locked in name order (`l`, an aggregate, so that every
+ * locks (tick.ts): the runs' job rows locked in name order (`l`, an aggregate, so that every
  * row is locked before the runs are touched, which the one-time filters on `l` wait for), then
  * each running run of the list ended (a run ended already, by an adopter or a takeover, keeps its
  * first end: under READ COMMITTED the UPDATE re-checks `status` on a row changed since its
- * snapshot), its job's success stamps moved when it succeeded, the tails kept, and data_version
- * bumped last. `ends` has each run once.
+ * snapshot), its job's success stamps moved when it succeeded, the tails kept,  `ends` has each run
+ * once.
  */
 const RECORD_ENDS = `WITH l AS MATERIALIZED (
     SELECT count(*) AS n FROM (SELECT 1 FROM jobs
@@ -324,17 +329,19 @@ const RECORD_ENDS = `WITH l AS MATERIALIZED (
     SELECT u.id, u.tail FROM unnest($9::bigint[], $10::bytea[]) AS u(id, tail)
     WHERE (SELECT n FROM l) >= 0 AND EXISTS (SELECT 1 FROM runs WHERE runs.id = u.id)
     ON CONFLICT (run_id) DO NOTHING)
-UPDATE data_version SET n = n + 1 WHERE id = 1 AND (SELECT count(*) FROM f) >= 0`;
+SELECT count(*) FROM f`;
 
 export interface LogTail {
   runId: number;
   tail: Buffer;
 }
 
+/** Sent (q.send): in a tick's transaction it goes out with the statements after it. */
 export async function recordEnds(q: Q, ends: readonly RunEnd[], tails: readonly LogTail[]) {
+  if (ends.length === 0) return;
   const rs = ends.map((e) => e.result);
   const chains = ends.flatMap((e) => e.chains ?? []);
-  await q.run(RECORD_ENDS, [
+  await q.send(RECORD_ENDS, [
     ends.map((e) => e.runId),
     rs.map((r) => r.status),
     rs.map((r) => r.reason),

@@ -1,28 +1,40 @@
-// A tick's writes on PostgreSQL (PgStore.reserveRuns, recordDispositions, reserveRun): a few
-// statements however many jobs are due, each a round trip (BEGIN goes with the first, and the
-// COMMIT of reserveRuns with the last where its answer decides nothing). Every tick takes its locks in one
-// order, so that the ticks of several nodes never deadlock: first the slots (one INSERT of all of
-// them, in (job, slot) order, claimed by their unique key), then the rows of the jobs it acts on
-// (a SELECT ... FOR UPDATE in name order, in the same statement: claimAndLock). A node whose slots were all taken by another
-// locks no job row and writes nothing more: a disposition reads nothing the job lock guards (its
-// slot is claimed by the unique key, and scanned_to only moves forward), so the job row is locked
-// only where this node records something on it, and ticks of three nodes wait on each other
-// only for the slots' commit. A reservation still checks the lock and bumps the fence under the
-// job's row lock, in the same transaction as its slot. Table-group functions: they run in their
-// caller's transaction and never open one.
+// A tick's writes on PostgreSQL (PgStore.reserveRuns, recordDispositions, reserveRun): a constant
+// number of round trips however many jobs are due (BEGIN goes with the claim; the starts, one
+// statement each, and the riders (the pids and ends of earlier runs) are all sent at once; the
+// COMMIT goes with the last where its answer decides nothing). Every tick takes its locks in one
+// order, so that the ticks of several nodes never deadlock: named locks' and groups' advisory
+// locks (holds.ts), then the slots (one INSERT, in (job, slot) order, claimed by their unique
+// key), then the rows of the jobs it acts on and of the riders' runs (FOR UPDATE in name order,
+// in the same statement: claimAndLock). A node whose slots were all taken by another (and with no
+// riders) locks no job row and writes nothing. A reservation still checks the lock and bumps the
+// fence under the job's row lock, in the same transaction as its slot. Table-group functions:
+// they run in their caller's transaction and never open one.
 import type { Q } from "../pg-connection.js";
-import type { HoldRequest } from "../hold-rows.js";
 import type {
   ReserveOutcome,
   ReserveRequest,
+  Riders,
   RunRow,
   SlotRecord,
   TickOutcome,
   TickWrite,
 } from "../rows.js";
-import { holdKeys, judgeHolds, lockHoldNames, takeHolds } from "./holds.js";
+import { DB_NOW } from "./daemon.js";
+import { admitHolds, holdKeys, lockHoldNames, takeHolds } from "./holds.js";
 import { lockJobs } from "./jobs.js";
-import { lockHeldReason, reapDeadHolders } from "./runs.js";
+import {
+  lockHeldReason,
+  reapDeadHolders,
+  recordEnds,
+  setRunProcesses,
+  type LogTail,
+} from "./runs.js";
+
+/** A tick's riders (rows.ts Riders), with the ends' log tails read before the transaction. */
+export interface TickRiders extends Riders {
+  tails: readonly LogTail[];
+}
+const NO_RIDERS: TickRiders = { procs: [], ends: [], tails: [] };
 
 const keyOf = (job: string, slot: number): string => `${job}\u0000${slot}`;
 const nowOf = (a: ReserveRequest): number => (typeof a.now === "function" ? a.now() : a.now);
@@ -45,14 +57,15 @@ export async function writeTick(
   node: string,
   makeJobs = false,
   whole = false,
+  riders: TickRiders = NO_RIDERS,
 ): Promise<TickOutcome[]> {
   const first = new Map<string, number>();
-  const claims: { job: string; slot: number }[] = [];
+  const claims: Claim[] = [];
   items.forEach((w, i) => {
     const c = claimOf(w);
     if (c === null || first.has(keyOf(c.job, c.slot))) return;
     first.set(keyOf(c.job, c.slot), i);
-    claims.push(c);
+    claims.push({ ...c, yieldMs: "reserve" in w ? (w.reserve.yieldMs ?? null) : null });
   });
   const make = items.flatMap((w) =>
     "reserve" in w ? [w.reserve.job] : makeJobs ? [w.dispose.job] : [],
@@ -60,40 +73,72 @@ export async function writeTick(
   const slotless = items.flatMap((w) =>
     "reserve" in w && claimOf(w) === null ? [w.reserve.job] : [],
   );
+  const riderIds = [...riders.procs.map((p) => p.runId), ...riders.ends.map((e) => e.runId)];
   // Named locks and groups first, before any row lock (postgres/holds.ts).
   await lockHoldNames(q, holdKeys(items));
-  const { won, idle } = await claimAndLock(q, claims, make, slotless);
+  const { won, idle } = await claimAndLock(q, claims, make, slotless, riderIds, node);
+  // The riders first (their jobs are locked with the claims' jobs, in the one name order): a
+  // start below sees a run that exited as ended. Sent with the starts, one round trip.
+  const ridden = Promise.all([
+    setRunProcesses(q, riders.procs),
+    recordEnds(q, riders.ends, riders.tails),
+  ]);
   const wins = (w: TickWrite, i: number): boolean => {
     const c = claimOf(w);
     return c === null || (won.has(keyOf(c.job, c.slot)) && first.get(keyOf(c.job, c.slot)) === i);
   };
-  // A write whose slot was taken reads that slot's run last; else the last write is the last
-  // statement, and its COMMIT goes with it (Q.last) where its answer decides nothing more.
   const dups = items.some((w, i) => "reserve" in w && !wins(w, i));
   const out: (TickOutcome | null)[] = [];
   const disposed: Disposed[] = [];
-  const lastOf = (i: number) => whole && i === items.length - 1 && disposed.length === 0 && !dups;
+  const starts: { i: number; a: ReserveRequest; now: number }[] = [];
+  // With named locks or a group, the job's lock is judged first, then the holds, then the start,
+  // one after another (admitHolds): after the others.
+  const judged: { i: number; a: ReserveRequest; now: number }[] = [];
   for (const [i, w] of items.entries()) {
     if (!wins(w, i)) out.push(null);
     else if ("dispose" in w) {
       disposed.push({ ...w.dispose, at: w.now });
       out.push({ kind: "recorded", recorded: true });
     } else {
-      // The last write may take the COMMIT if its start cannot find the lock held: no lock
-      // asked for, or none of the job's runs was running under the lock (none started since by
-      // this batch either). Asked of the last item only: the walk back is over the whole batch.
-      const a = w.reserve;
-      const last =
-        lastOf(i) &&
-        !a.holds &&
-        (!a.lock ||
-          (idle.has(a.job) &&
-            !items.slice(0, i).some((x) => "reserve" in x && x.reserve.job === a.job)));
-      out.push(await reserveWon(q, a, node, disposed, last));
+      // The clock read once the lock is held (see ReserveRequest.now).
+      (w.reserve.holds ? judged : starts).push({ i, a: w.reserve, now: nowOf(w.reserve) });
+      out.push(null);
     }
   }
+  // Every start sent at once (one round trip however many: the server runs them in order, so a
+  // second start of a job sees the first's run). The last may take the COMMIT with it if no
+  // start can find the lock held: no lock asked for, or none of the job's runs was running under
+  // the lock (and no earlier start of the job in this batch); and nothing follows (no
+  // disposition, no taken slot to read).
+  const sure = starts.every(
+    ({ a }, n) =>
+      !a.lock || (idle.has(a.job) && !starts.slice(0, n).some((x) => x.a.job === a.job)),
+  );
+  const commitWithLast = whole && sure && judged.length === 0 && disposed.length === 0 && !dups;
+  const sent = starts.map(({ a, now }, n) =>
+    start(q, a, now, node, a.lock, commitWithLast && n === starts.length - 1),
+  );
+  const runs = await Promise.all(sent);
+  await ridden;
+  // A start that found the lock held: the running runs judged (a dead node's taken over), one
+  // job after another (rare: a run still running at its next slot).
+  for (const [n, { i, a, now }] of starts.entries()) {
+    const run = runs[n];
+    out[i] =
+      run !== undefined
+        ? { kind: "started", run: await withLogPath(q, a, run) }
+        : await reserveJudged(q, a, now, node, disposed);
+  }
+  for (const { i, a, now } of judged) out[i] = await reserveJudged(q, a, now, node, disposed);
   await writeDispositions(q, disposed, node, whole && !dups);
   return fillDuplicates(q, items, out, whole);
+}
+
+/** A slot to claim; `yieldMs`: not while a live node's run holds the job (ReserveRequest). */
+interface Claim {
+  job: string;
+  slot: number;
+  yieldMs: number | null;
 }
 
 function claimOf(w: TickWrite): { job: string; slot: number } | null {
@@ -117,18 +162,26 @@ function claimOf(w: TickWrite): { job: string; slot: number } | null {
  */
 async function claimAndLock(
   q: Q,
-  claims: readonly { job: string; slot: number }[],
+  claims: readonly Claim[],
   make: readonly string[],
   slotless: readonly string[],
+  riderIds: readonly number[],
+  node: string,
 ): Promise<{ won: Set<string>; idle: Set<string> }> {
-  if (claims.length === 0 && slotless.length === 0) return { won: new Set(), idle: new Set() };
+  if (claims.length === 0 && slotless.length === 0 && riderIds.length === 0)
+    return { won: new Set(), idle: new Set() };
   const rows = await q.all<{ k: string; job: string; slot: number | null; idle: boolean | null }>(
     `WITH won AS (
        INSERT INTO slots (job, slot, run_id)
-       SELECT job, slot, NULL FROM unnest($1::text[], $2::bigint[]) AS c(job, slot)
+       SELECT job, slot, NULL FROM unnest($1::text[], $2::bigint[], $6::bigint[]) AS c(job, slot, y)
+       WHERE c.y IS NULL OR NOT EXISTS (
+         SELECT 1 FROM runs r JOIN daemon d ON d.node = r.node
+         WHERE r.job = c.job AND r.status = 'running' AND r.node <> $7
+           AND d.renewed_at > ${DB_NOW} - c.y)
        ORDER BY job COLLATE "C", slot
        ON CONFLICT DO NOTHING RETURNING job, slot),
-     w AS (SELECT array_agg(job) || $4::text[] AS jobs FROM won),
+     w AS (SELECT array_agg(job) || $4::text[]
+         || ARRAY(SELECT job FROM runs WHERE id = ANY($5::bigint[])) AS jobs FROM won),
      made AS (
        INSERT INTO jobs (name) SELECT DISTINCT n FROM unnest($3::text[]) AS n, w
        WHERE n = ANY(w.jobs) ON CONFLICT (name) DO NOTHING RETURNING name),
@@ -148,6 +201,9 @@ async function claimAndLock(
       claims.map((c) => c.slot),
       [...new Set(make)],
       [...new Set(slotless)],
+      [...new Set(riderIds)],
+      claims.map((c) => c.yieldMs),
+      node,
     ],
   );
   const won = rows.filter((r) => r.k === "won");
@@ -164,8 +220,8 @@ async function claimAndLock(
  * Start the run in one statement: the fence bumped (and the slot stamp moved, and a new job's
  * first_seen_at set) on the job's row, unless a run of the job is running (when `guard`); the run
  * row inserted with its id and log path; the slot given its run. No row when a run is running.
- * The run's id is taken once `data_version` is held (`v`, which `n` waits for): in commit order,
- * as Q.order() would, without a round trip of its own.
+ * The run's id is taken once the job's row is written (`n` waits for `f`), so the transaction
+ * has its xid before the id: the readers' horizon rests on that (horizon.ts).
  */
 const START = `WITH f AS (
     UPDATE jobs SET fence = fence + 1, first_seen_at = COALESCE(first_seen_at, $5::bigint),
@@ -174,8 +230,7 @@ const START = `WITH f AS (
     WHERE name = $1::text AND NOT ($12::boolean AND EXISTS (
       SELECT 1 FROM runs WHERE job = $1::text AND status = 'running'))
     RETURNING fence),
-  v AS (UPDATE data_version SET n = n + 1 WHERE id = 1 RETURNING n),
-  n AS (SELECT nextval(pg_get_serial_sequence('runs', 'id')) AS id, fence FROM f, v),
+  n AS (SELECT nextval(pg_get_serial_sequence('runs', 'id')) AS id, fence FROM f),
   r AS (INSERT INTO runs (id, job, slot, trigger, status, attempt, started_at, fence, owner_pid,
       owner_start, progress_at, node, log_path)
     SELECT n.id, $1::text, $3::bigint, $4::text, 'running', $6::integer, $5::bigint, n.fence,
@@ -184,34 +239,40 @@ const START = `WITH f AS (
   s AS (UPDATE slots SET run_id = r.id FROM r WHERE slots.job = $1::text AND slots.slot = $2::bigint)
 SELECT * FROM r`;
 
-async function start(
+/** Send the start (not awaited: see writeTick); `last`: the COMMIT goes behind it. */
+function start(
   q: Q,
   a: ReserveRequest,
   now: number,
   node: string,
   guard: boolean,
   last = false,
-) {
+): Promise<RunRow | undefined> {
   const slot = a.claimSlot ? a.slot : null;
   const parts = logPathParts(a.logPath);
-  if (last && parts !== null) q.last(true);
-  const run = await q.get<RunRow>(START, [
-    a.job,
-    slot,
-    a.slot,
-    a.trigger,
-    now,
-    a.attempt,
-    a.owner.pid,
-    a.owner.start,
-    node,
-    parts?.[0] ?? null,
-    parts?.[1] ?? null,
-    guard,
-    a.stamp !== false,
-  ]);
-  q.ordered();
-  if (run === undefined || parts !== null) return run;
+  if (last && parts !== null) q.last();
+  return q
+    .send<RunRow>(START, [
+      a.job,
+      slot,
+      a.slot,
+      a.trigger,
+      now,
+      a.attempt,
+      a.owner.pid,
+      a.owner.start,
+      node,
+      parts?.[0] ?? null,
+      parts?.[1] ?? null,
+      guard,
+      a.stamp !== false,
+    ])
+    .then((rows) => rows[0]);
+}
+
+/** A run whose log path is not of the text-around-the-id shape: written by a second UPDATE. */
+async function withLogPath(q: Q, a: ReserveRequest, run: RunRow): Promise<RunRow> {
+  if (logPathParts(a.logPath) !== null) return run;
   const logPath = a.logPath(run.id);
   await q.run("UPDATE runs SET log_path = $1 WHERE id = $2", [logPath, run.id]);
   return { ...run, log_path: logPath };
@@ -234,25 +295,17 @@ export function logPathParts(logPath: (id: number) => string): [string, string] 
 }
 
 /**
- * A reservation whose slot (if any) this tick won, with its job row locked. `last`: it is the
- * transaction's last write and its start cannot find the lock held, so the start may take the
- * COMMIT with it.
+ * A reservation judged step by step (slot won, job row locked): its start found the lock held, or
+ * it has named locks or a group. The running runs are judged (a dead holder's taken over), then
+ * its holds (admitHolds); the run starts, or the slot is skipped (or, waiting, given back).
  */
-async function reserveWon(
+async function reserveJudged(
   q: Q,
   a: ReserveRequest,
+  now: number,
   node: string,
   disposed: Disposed[],
-  last: boolean,
 ): Promise<ReserveOutcome> {
-  // The clock read once the lock is held (see ReserveRequest.now).
-  const now = nowOf(a);
-  // The common case, no run running: one statement. Else the running runs are judged first.
-  // With named locks or a group, the job's lock is judged first and then the holds, before the
-  // start (see admitHolds).
-  const run = a.holds ? undefined : await start(q, a, now, node, a.lock, last);
-  if (run !== undefined) return { kind: "started", run };
-  if (last) throw new Error(`the run of ${a.job} did not start, though no run of it was running`);
   const { held, tookOver } = a.lock
     ? await reapDeadHolders(q, a.job, now, a.holderAlive, node, a.owner)
     : { held: null, tookOver: [] };
@@ -275,47 +328,17 @@ async function reserveWon(
     return lease ? { kind: "locked", holder, lease } : { kind: "locked", holder };
   }
   if (a.holds) {
-    const refused = await admitHolds(q, a, a.holds, now, node, disposed);
+    const refused = await admitHolds(q, a, a.holds, now, node, (reason) => {
+      if (a.slot !== null)
+        disposed.push({ job: a.job, slot: a.slot, status: "skipped", reason, at: now });
+    });
     if (refused) return refused;
   }
-  const taken = (await start(q, a, now, node, false)) as RunRow;
+  const taken = await withLogPath(q, a, (await start(q, a, now, node, false)) as RunRow);
   if (a.holds) await takeHolds(q, taken.id, a.holds);
   return tookOver.length > 0
     ? { kind: "started", run: taken, tookOver }
     : { kind: "started", run: taken };
-}
-
-/**
- * The named locks and group of a reservation, judged and admitted (HoldRequest.admit): null to
- * start, else the refusal; a skipped slot's disposition joins the batch's, and a waiting one's
- * claim is given back (its run starts later, when the hold is free, and claims it then).
- */
-async function admitHolds(
-  q: Q,
-  a: ReserveRequest,
-  h: HoldRequest,
-  now: number,
-  node: string,
-  disposed: Disposed[],
-): Promise<ReserveOutcome | null> {
-  const admission = h.admit(await judgeHolds(q, h, now, a.holderAlive, node, a.owner));
-  if (admission.kind === "start") return null;
-  if (a.claimSlot && a.slot !== null) {
-    if (admission.kind === "skip")
-      disposed.push({
-        job: a.job,
-        slot: a.slot,
-        status: "skipped",
-        reason: admission.reason,
-        at: now,
-      });
-    else
-      await q.run("DELETE FROM slots WHERE job = $1 AND slot = $2 AND run_id IS NULL", [
-        a.job,
-        a.slot,
-      ]);
-  }
-  return { kind: "held", admission };
 }
 
 /**
@@ -324,8 +347,7 @@ async function admitHolds(
  */
 async function writeDispositions(q: Q, d: readonly Disposed[], node: string, last: boolean) {
   if (d.length === 0) return;
-  await q.order();
-  if (last) q.last(false);
+  if (last) q.last();
   await q.run(
     `WITH d AS (
        SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[])
@@ -356,7 +378,7 @@ async function fillDuplicates(
   const dup = items.filter((w, i) => out[i] === null && "reserve" in w).map((w) => claimOf(w));
   const runOf = new Map<string, number | null>();
   if (dup.length > 0) {
-    if (last) q.last(false); // a read the outcomes only report
+    if (last) q.last(); // a read the outcomes only report
     const rows = await q.all<{ job: string; slot: number; run_id: number | null }>(
       `SELECT s.job, s.slot, s.run_id FROM slots s
        JOIN unnest($1::text[], $2::bigint[]) AS c(job, slot) ON s.job = c.job AND s.slot = c.slot`,
@@ -364,11 +386,15 @@ async function fillDuplicates(
     );
     for (const r of rows) runOf.set(keyOf(r.job, r.slot), r.run_id);
   }
+  // No slot row at all: nobody claimed it, this claim gave way to a live node's run (yieldMs).
   return items.map((w, i): TickOutcome => {
     const o = out[i];
     if (o !== null && o !== undefined) return o;
     if ("dispose" in w) return { kind: "recorded", recorded: false };
     const c = claimOf(w) as { job: string; slot: number };
-    return { kind: "duplicate", slotRunId: runOf.get(keyOf(c.job, c.slot)) ?? null };
+    const k = keyOf(c.job, c.slot);
+    return runOf.has(k) || w.reserve.yieldMs === undefined
+      ? { kind: "duplicate", slotRunId: runOf.get(k) ?? null }
+      : { kind: "duplicate", slotRunId: null, yielded: true };
   });
 }

@@ -2,7 +2,8 @@
 // Table-group functions: they run in their caller's transaction (a snapshot: PgStore reads them
 // in one) and never open one.
 import type { Q } from "../pg-connection.js";
-import type { EventRow, RunRow, SlotFacts, SlotRun } from "../rows.js";
+import type { EventRow, RunRow } from "../rows.js";
+import type { SlotFacts, SlotRun } from "../why-rows.js";
 import { daemonRow } from "./daemon.js";
 import { runningRuns } from "./history.js";
 import { jobRow } from "./jobs.js";

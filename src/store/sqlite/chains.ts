@@ -1,4 +1,4 @@
-// Chains and the drain on SQLite (migration 012). Table-group functions: they run in their
+// Chains and the drain on SQLite (migration 014). Table-group functions: they run in their
 // caller's transaction and never open one.
 import type { Conn } from "../connection.js";
 import {

@@ -1,4 +1,4 @@
-// Named locks and concurrency groups (docs/locks.md, migration 012): what a reservation finds of
+// Named locks and concurrency groups (docs/locks.md, migration 013): what a reservation finds of
 // the holds it asks for, and taking them for the run it starts. Called by reserveRun next to the
 // job's lock, in its caller's BEGIN IMMEDIATE (which serialises every taker: the judgement and
 // the take are one step). A hold is released by its run's end (no longer `running`): no write.

@@ -135,7 +135,7 @@ export function revokeRun(c: Conn, runId: number): void {
 /** Record a run's end; false if it was not running (its end is recorded already). */
 export function finishRun(c: Conn, runId: number, r: RunResult): boolean {
   // Only a running row is finished: a run recorded twice (adopter and owner racing) keeps the first.
-  // A chained run keeps what it follows (migration 012) ahead of why it ended.
+  // A chained run keeps what it follows (migration 014) ahead of why it ended.
   const info = c
     .q(
       `UPDATE runs SET status = ?,

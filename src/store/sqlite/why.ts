@@ -3,7 +3,8 @@
 // first signs around it. Table-group functions: they run in their caller's transaction (a
 // snapshot: SqliteStore reads them in one) and never open one.
 import type { Conn } from "../connection.js";
-import type { EventRow, RunRow, SlotFacts, SlotRun } from "../rows.js";
+import type { EventRow, RunRow } from "../rows.js";
+import type { SlotFacts, SlotRun } from "../why-rows.js";
 import { daemonRow } from "./daemon.js";
 import { runningRuns } from "./history.js";
 import { jobRow } from "./jobs.js";
