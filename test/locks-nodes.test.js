@@ -40,8 +40,15 @@ test(
       "both nodes ran under the lock and the group, and slots were refused for each",
       45_000,
       200,
-    ).catch((e) => {
-      throw new Error(`${e.message}\n${ds.map((d) => d.err).join("\n---\n")}`);
+    ).catch(async (e) => {
+      const all = await runs(raw, "true");
+      const seen = all
+        .map(
+          (r) =>
+            `${r.id} ${r.job} ${r.node} ${r.status} slot=${r.slot} start=${r.started_at} end=${r.finished_at} ${r.reason ?? ""}`,
+        )
+        .join("\n");
+      throw new Error(`${e.message}\n${seen}\n${ds.map((d) => d.err).join("\n---\n")}`);
     });
     const st = JSON.parse(cli(["status", "-c", cfgs[0], "--json"]).stdout);
     assert.deepEqual(

@@ -48,7 +48,10 @@ export class Endings {
     // (it is recorded before any start that transaction makes).
     if (this.folds) a.exited = true;
     this.waiting.push({ a, result, done });
-    this.soon();
+    // A run that held named locks or a group slot is recorded at once: until its end is, the
+    // other nodes see them taken, and this node, recording it with its next tick's start, would
+    // take them again first every time (test/locks-nodes.test.js).
+    this.soon(a.job.locks.length > 0 || a.job.group !== null);
   };
 
   /** The pids of runs just spawned: at once, or (shared store) with the next transaction. */
@@ -59,13 +62,14 @@ export class Endings {
     this.soon();
   }
 
-  private soon(): void {
-    if (this.timer !== null) return;
+  private soon(now = false): void {
+    if (this.timer !== null && !now) return;
+    if (this.timer !== null) clearTimeout(this.timer);
     const flush = () => {
       this.timer = null;
       this.rt.guard(() => this.flush());
     };
-    if (this.folds && !this.rt.stopping) this.timer = setTimeout(flush, FOLD_MS);
+    if (this.folds && !this.rt.stopping && !now) this.timer = setTimeout(flush, FOLD_MS);
     else if (this.waiting.length + this.procs.length > 0) {
       this.timer = setTimeout(flush, 0);
     }
