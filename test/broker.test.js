@@ -21,6 +21,7 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
+import { needsNow } from "./needs.js";
 
 const NODE_DIR = path.dirname(process.execPath);
 
@@ -96,9 +97,9 @@ test("a user: job and a root job: mark, check, once, progress and mark --stdin t
   const user = testUser();
   // Skipped, with testUser's or userCli's reason, only when not root, where root cannot create
   // the user, or where that user cannot run node; in CI never.
-  if (user.skip) return t.skip(user.skip);
+  if (needsNow(t, user.skip)) return;
   const copy = userCli(user);
-  if (copy.skip) return t.skip(copy.skip);
+  if (needsNow(t, copy.skip)) return;
   const { dir, out } = workDir(t, user);
   const job = script(dir, "job.sh", ALL_COMMANDS);
   const cfg = writeConfig(
@@ -206,9 +207,9 @@ test("the Node library in a user: job and a root job goes through the broker, sy
   const user = testUser();
   // Skipped, with testUser's or userCli's reason, only when not root, where root cannot create
   // the user, or where that user cannot run node; in CI never.
-  if (user.skip) return t.skip(user.skip);
+  if (needsNow(t, user.skip)) return;
   const copy = userCli(user);
-  if (copy.skip) return t.skip(copy.skip);
+  if (needsNow(t, copy.skip)) return;
   const { dir, out } = workDir(t, user);
   const job = script(dir, "job.mjs", libraryJob(path.join(copy.bin, "..", "dist", "index.js")));
   const cfg = writeConfig(
@@ -289,9 +290,9 @@ test("check as a user who cannot read the store exits 69, never 1 (not marked)",
   const user = testUser();
   // Skipped, with testUser's or userCli's reason, only when not root, where root cannot create
   // the user, or where that user cannot run node; in CI never.
-  if (user.skip) return t.skip(user.skip);
+  if (needsNow(t, user.skip)) return;
   const copy = userCli(user);
-  if (copy.skip) return t.skip(copy.skip);
+  if (needsNow(t, copy.skip)) return;
   const { dir } = workDir(t);
   const cfg = writeConfig(dir, `jobs:\n  a:\n    schedule: "0 0 1 1 *"\n    command: "true"\n`);
   assert.equal(cli(["run", "a", "-c", cfg]).code, 0); // the store exists, root's, 0700
@@ -435,9 +436,9 @@ test("a manual `cronvisor run` of a user: job with no daemon running serves its 
   const user = testUser();
   // Skipped, with testUser's or userCli's reason, only when not root, where root cannot create
   // the user, or where that user cannot run node; in CI never.
-  if (user.skip) return t.skip(user.skip);
+  if (needsNow(t, user.skip)) return;
   const copy = userCli(user);
-  if (copy.skip) return t.skip(copy.skip);
+  if (needsNow(t, copy.skip)) return;
   const { dir, out } = workDir(t, user);
   const job = script(dir, "job.sh", ALL_COMMANDS);
   const cfg = writeConfig(

@@ -24,6 +24,7 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
+import { needsNow } from "./needs.js";
 
 /** Every `* * * * * *` slot of `job` between its first and last has exactly one disposition. */
 function assertEverySlotOnce(stateDir, job) {
@@ -38,7 +39,7 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
     if (d) await killDaemon(d);
   });
   // Skipped only where a tmpfs cannot be mounted (not root, or a sandbox that forbids mount).
-  if (disk.skip) return t.skip(disk.skip);
+  if (needsNow(t, disk.skip)) return;
   const { root, mnt } = disk;
   const state = path.join(mnt, "state");
   const cfg = writeConfig(
@@ -110,9 +111,9 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
 });
 
 test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays up, failures are spawn_failed naming EMFILE, every slot has one disposition, and the end of the burst recovers", async (t) => {
-  if (spawnSync("prlimit", ["--version"]).status !== 0)
-    // Skipped only without prlimit: the EMFILE fault needs it to lower the fd limit.
-    return t.skip("prlimit (util-linux) is not installed");
+  // Skipped only without prlimit: the EMFILE fault needs it to lower the fd limit.
+  const noPrlimit = spawnSync("prlimit", ["--version"]).status !== 0;
+  if (needsNow(t, noPrlimit && "prlimit (util-linux) is not installed")) return;
   const dir = tmpdir(t);
   const state = path.join(dir, ".cronvisor");
   const jobs = Array.from({ length: 30 }, (_, i) => `j${String(i + 1).padStart(2, "0")}`);

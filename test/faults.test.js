@@ -21,6 +21,7 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
+import { needs } from "./needs.js";
 
 /**
  * Every slot of `job` from its first to its last recorded one has exactly one disposition (a
@@ -306,7 +307,7 @@ const FAKETIME_LIB = [
 test(
   "wall clock stepped +1 h and back (libfaketime): late and clock events, passed-over slots missed, no slot twice, runs continue",
   // Skipped only without libfaketime; .ci/run installs the Debian package faketime.
-  { skip: FAKETIME_LIB ? false : "libfaketime is not installed (Debian package faketime)" },
+  needs(FAKETIME_LIB ? false : "libfaketime is not installed (Debian package faketime)"),
   async (t) => {
     const dir = tmpdir(t);
     const state = path.join(dir, ".cronvisor");
