@@ -32,9 +32,11 @@ const IMPORTERS = {
   },
   health: from("monitor", "commands"),
   config: from("commands"),
-  daemon: from("monitor", "commands"), // monitor implements the supervisor's hooks
+  daemon: from("commands"), // commands/ hands monitor/'s hooks to the supervisor
   markers: from("commands", "."),
-  monitor: from("commands"),
+  // The observers' contract (SupervisorHooks, types only) lives with its implementer: the daemon
+  // imports that one file, and monitor/ never imports daemon/.
+  monitor: { ...from("commands"), daemon: ["hooks.ts"] },
   crontab: from("commands"),
   commands: {}, // only bin/ (outside src/) loads the CLI
   ".": {}, // nothing imports the library entry
