@@ -24,6 +24,7 @@ import {
   userCli,
   waitFor,
   writeConfig,
+  readStore,
 } from "./helpers.js";
 import { needs, needsNow } from "./needs.js";
 
@@ -234,7 +235,7 @@ async function quiet(pid) {
   return last;
 }
 
-const beatAt = (state) => query(state, "SELECT heartbeat_at FROM daemon")[0]?.heartbeat_at ?? 0;
+const beatAt = (state) => readStore(state).daemon()?.heartbeat_at ?? 0;
 
 /** The victim marks `count` keys one by one during an attack: each answered 0 within MARK_MS. */
 async function marksSucceed(v, prefix, count) {

@@ -23,6 +23,7 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  readStore,
 } from "./helpers.js";
 import { needsNow } from "./needs.js";
 
@@ -48,7 +49,7 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
   );
   d = spawnCli(["daemon", "-c", cfg]);
   await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE status = 'ok'").length >= 2,
+    () => readStore(state).runs({ status: "ok" }).length >= 2,
     "runs before the disk fills",
   );
   // Fill it between two slots (slots are on even seconds), so no run is half-way through.
@@ -56,7 +57,7 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
     () =>
       Date.now() % 2000 > 1100 &&
       Date.now() % 2000 < 1500 &&
-      query(state, "SELECT * FROM runs WHERE status = 'running'").length === 0,
+      readStore(state).runs({ status: "running" }).length === 0,
     "a quiet moment between slots",
     10_000,
     10,
@@ -169,7 +170,7 @@ test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays 
   assert.ok(alive(d.pid) && d.exitCode === null, "the daemon stays up");
   await stopDaemon(d);
 
-  const failed = query(state, "SELECT * FROM runs WHERE status = 'spawn_failed'");
+  const failed = readStore(state).runs({ status: "spawn_failed" });
   for (const r of failed) {
     assert.match(
       r.reason,
@@ -221,7 +222,7 @@ test("2 GB of output with log.max_size 1MB: the daemon's RSS stays bounded, the 
     () => {
       maxKb = Math.max(maxKb, rssKb());
       samples++;
-      return query(state, "SELECT * FROM runs WHERE id = 1 AND status != 'running'")[0];
+      return readStore(state).ended({ id: 1 })[0];
     },
     "the 2 GB run's end",
     90_000,

@@ -16,6 +16,7 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  readStore,
 } from "./helpers.js";
 import { needsNow } from "./needs.js";
 
@@ -38,7 +39,10 @@ test("a run that ends while the state dir is full is recorded once space returns
   );
   d = spawnCli(["daemon", "-c", cfg]);
   const run = await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+    () =>
+      readStore(state)
+        .runs({ status: "running" })
+        .filter((r) => r.pid !== null)[0],
     "a running run",
   );
   pgid = run.pgid;
@@ -51,7 +55,7 @@ test("a run that ends while the state dir is full is recorded once space returns
   fs.rmSync(path.join(mnt, "filler"));
   const freedAt = Date.now();
   const ended = await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE id = ? AND status != 'running'", run.id)[0],
+    () => readStore(state).ended({ id: run.id })[0],
     "the end recorded after space returned",
   );
   assert.equal(ended.status, "ok");

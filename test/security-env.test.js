@@ -17,6 +17,7 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  readStore,
 } from "./helpers.js";
 import { needsNow } from "./needs.js";
 
@@ -100,7 +101,7 @@ test("root: a user: job's LD_PRELOAD from its own env_file loads into its proces
   const d = startDaemon(t, cfg);
   const state = path.join(s.dir, ".cronvisor");
   await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE job = 'app' AND status != 'running'")[0],
+    () => readStore(state).ended({ job: "app" })[0],
     "the daemon's run of app to end",
     30_000,
   );
@@ -124,7 +125,7 @@ test("root: a user: job's LD_PRELOAD from its own env_file loads into its proces
   assert.match(env, /^FROM_CONFIG=line one\nline two$/m);
   assert.match(env, /^CRONVISOR_JOB=app$/m);
   assert.match(env, new RegExp(`^USER=${s.user.name}$`, "m"));
-  for (const runRow of query(state, "SELECT * FROM runs WHERE job = 'app'"))
+  for (const runRow of readStore(state).runs({ job: "app" }))
     assert.equal(runRow.status, "ok", runRow.reason);
 });
 
@@ -175,7 +176,7 @@ test("root: the root processes of a user: job's run carry none of the job's envi
   }
   fs.writeFileSync(path.join(s.out, "go"), "");
   await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE id = ? AND status = 'ok'", run.id)[0],
+    () => readStore(state).runs({ id: run.id, status: "ok" })[0],
     "the run to end ok",
     30_000,
   );
