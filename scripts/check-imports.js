@@ -291,7 +291,8 @@ function main(argv) {
   const root = path.resolve(argv[0] ?? path.join(here, "..", "src"));
   if (argv.length > 1 || !fs.existsSync(root) || !fs.statSync(root).isDirectory()) {
     console.error(
-      "usage: node scripts/check-imports.js [ROOT | --table | --write-table]  (ROOT: a directory of .ts sources)",
+      "usage: node scripts/check-imports.js [ROOT]  (ROOT: a directory of .ts sources)\n" +
+        "       node scripts/check-imports.js --table | --write-table  (ARCHITECTURE.md's import table)",
     );
     return 2;
   }
