@@ -453,7 +453,7 @@ export async function scheduler() {
     const delivered = (r) => r.delivered === r.expected;
     out.push(
       row(
-        `scheduler lateness p99 (ms), ${jobs} jobs x 1/s: cronvisor scheduling path (tick/due, no store)`,
+        `scheduler lateness p99 (ms), ${jobs} jobs x 1/s: cronvisor scheduling path (the shipping planDue, no store)`,
         res.cronvisor.p99,
         floor.p99,
         "one-timer floor",

@@ -8,11 +8,13 @@
 //   can do less per slot, so this is the floor the others are compared with.
 // - croner: one `new Cron("* * * * * *", fn)` per job (croner's own timers).
 // - node-cron: one `cron.schedule("* * * * * *", fn)` per job.
-// - cronvisor: the daemon's scheduling path, without the store: dist/schedule/schedule.js with the
-//   supervisor's one timer (arm), tick and due (src/supervisor.ts: the on-time fast path, then
-//   the walk over passed slots for late wakes), up to the call of fire(). Keep it in step
-//   with supervisor.ts; the real daemon (with the store) is measured by bench/run.js with paused
-//   jobs.
+// - cronvisor: the daemon's scheduling path, without the store, on the shipping code of the
+//   measured build: the jobs are parsed by its parseConfig (dist/config/parse.js), each job's
+//   state is its jobState (dist/daemon/state.js), the one timer is armed for the earliest
+//   wakeAt like Supervisor.arm(), and a tick asks planDue (dist/daemon/due.js) for each due job,
+//   as Supervisor.tick() and due() do, up to the batch (here record()). Only the timer and the
+//   loops are this file's; the real daemon (with the store) is measured by bench/run.js with
+//   paused jobs.
 //
 // Prints one JSON line: { impl, jobs, seconds, n, p50, p99, max, delivered, expected, dup,
 // setupMs, rssMiB }.
@@ -100,42 +102,30 @@ if (impl === "floor") {
     stoppers.push(() => t.destroy());
   }
 } else if (impl === "cronvisor") {
-  const { nextSlot, nextSlotAt, missedSlots } = await import(
-    pathToFileURL(path.join(root, "dist", "schedule", "schedule.js")).href
-  );
-  // Constants and logic as in src/supervisor.ts (arm, tick, due); fire() is record().
+  const dist = (file) => import(pathToFileURL(path.join(root, "dist", file)).href);
+  const { parseConfig } = await dist("config/parse.js");
+  const { jobState, wakeAt } = await dist("daemon/state.js");
+  const { planDue } = await dist("daemon/due.js");
+  // Supervisor's MAX_SLEEP_MS.
   const MAX_SLEEP_MS = 30_000;
-  const MISSED_ROWS = 100;
   const now = Date.now;
-  // nextSlotAt since 2026-11-30; older builds (--root) have only nextSlot.
-  const nextAfter = nextSlotAt ?? ((cfg, at) => nextSlot(cfg, new Date(at))?.getTime() ?? null);
-  const states = [];
+  let yaml = "timezone: UTC\njobs:\n";
+  for (let i = 0; i < jobs; i++)
+    yaml += `  j${i}:\n    schedule: "* * * * * *"\n    command: "true"\n`;
+  const parsed = parseConfig(yaml, path.join(root, "bench-sched.yaml"), { hostTimezone: "UTC" });
+  if (!parsed.config) throw new Error(JSON.stringify(parsed.errors.slice(0, 3)));
   const start = now();
-  for (let i = 0; i < jobs; i++) {
-    const cfg = { pattern: "* * * * * *", timezone: "UTC" };
-    states.push({ i, cfg, next: nextAfter(cfg, start) });
-  }
+  const states = parsed.config.jobs.map((cfg) => jobState(cfg, null, start));
   let timer = null;
-  const due = (st, n) => {
-    const first = st.next;
-    const after = nextAfter(st.cfg, first);
-    if (after === null || after > n) {
-      st.next = after;
-      record(st.i, first);
-      return;
-    }
-    const passed = missedSlots(st.cfg, new Date(first - 1), new Date(n), MISSED_ROWS);
-    const slots = passed.slots.map((d) => d.getTime());
-    const slot = slots.pop() ?? first;
-    st.next = nextAfter(st.cfg, Math.max(n, slot));
-    record(st.i, slot);
-  };
   const tick = () => {
     try {
       const n = now();
-      for (const st of states) {
+      for (let i = 0; i < states.length; i++) {
+        const st = states[i];
         if (st.next === null || st.next > n) continue;
-        due(st, n);
+        const plan = planDue(st.cfg, st.next, n);
+        st.next = plan.next;
+        record(i, plan.fire);
       }
     } finally {
       arm();
@@ -143,9 +133,9 @@ if (impl === "floor") {
   };
   const arm = () => {
     if (timer) clearTimeout(timer);
-    let d = Infinity;
-    for (const st of states) if (st.next !== null && st.next < d) d = st.next;
-    timer = setTimeout(tick, Math.max(0, Math.min(d - now(), MAX_SLEEP_MS)));
+    let due = Infinity;
+    for (const st of states) if (wakeAt(st) < due) due = wakeAt(st);
+    timer = setTimeout(tick, Math.max(0, Math.min(due - now(), MAX_SLEEP_MS)));
   };
   arm();
   stoppers.push(() => clearTimeout(timer));

@@ -19,7 +19,8 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
-import { freshDatabase, pgSkip, rawClient } from "./pg.js";
+import { freshDatabase, pgMissing, rawClient } from "./pg.js";
+import { needs } from "./needs.js";
 
 const H = 3600_000;
 const T0 = Date.parse("2026-01-01T00:00:00Z");
@@ -273,7 +274,7 @@ test("backfill: SIGKILLed mid-range, run again, it resumes: no ok slot runs twic
 
 test(
   "backfill on a PostgreSQL store while a daemon runs: each slot once, trigger backfill, CRONVISOR_SLOT the slot; the lock held exits 75",
-  { skip: pgSkip() },
+  needs(pgMissing()),
   async (t) => {
     const url = await freshDatabase();
     const dir = tmpdir(t);

@@ -6,7 +6,17 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { BIN, ROOT, cli, query, startDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import {
+  BIN,
+  ROOT,
+  cli,
+  query,
+  startDaemon,
+  tmpdir,
+  waitFor,
+  writeConfig,
+  readStore,
+} from "./helpers.js";
 
 const FIXTURES = path.join(ROOT, "test", "fixtures", "faults");
 
@@ -205,11 +215,8 @@ test("an env_file that cannot be read (a directory, a missing file, a bad line):
   const broken = ["direnv", "later", "badline"];
   await waitFor(
     () =>
-      broken.every(
-        (j) =>
-          query(state, "SELECT * FROM runs WHERE job = ? AND status = 'spawn_failed'", j).length >=
-          2,
-      ) && query(state, "SELECT * FROM runs WHERE job = 'fine' AND status = 'ok'").length >= 2,
+      broken.every((j) => readStore(state).runs({ job: j, status: "spawn_failed" }).length >= 2) &&
+      readStore(state).runs({ job: "fine", status: "ok" }).length >= 2,
     "failures recorded and the fine job running",
   );
   const reasons = {
@@ -256,7 +263,7 @@ test("an env_file that cannot be read (a directory, a missing file, a bad line):
   fs.writeFileSync(path.join(dir, "later.env.tmp"), "TOKEN=t0k3n\n");
   fs.renameSync(path.join(dir, "later.env.tmp"), path.join(dir, "later.env"));
   const ok = await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE job = 'later' AND status = 'ok'")[0],
+    () => readStore(state).runs({ job: "later", status: "ok" })[0],
     "later runs once its env_file exists",
   );
   assert.equal(fs.readFileSync(ok.log_path, "utf8"), "token=t0k3n\n");

@@ -24,7 +24,9 @@ import {
   userCli,
   waitFor,
   writeConfig,
+  readStore,
 } from "./helpers.js";
+import { needs, needsNow } from "./needs.js";
 
 const NODE_DIR = path.dirname(process.execPath);
 /** How long one victim `mark` may take while the broker is under attack (the client gives up at 60 s). */
@@ -233,7 +235,7 @@ async function quiet(pid) {
   return last;
 }
 
-const beatAt = (state) => query(state, "SELECT heartbeat_at FROM daemon")[0]?.heartbeat_at ?? 0;
+const beatAt = (state) => readStore(state).daemon()?.heartbeat_at ?? 0;
 
 /** The victim marks `count` keys one by one during an attack: each answered 0 within MARK_MS. */
 async function marksSucceed(v, prefix, count) {
@@ -298,12 +300,12 @@ const notRoot = process.getuid?.() === 0 ? false : "the attacks need a second us
 test(
   "a newline flood that never reads: the victim's marks are answered, and the broker goes quiet after",
   {
-    skip: notRoot,
+    ...needs(notRoot),
   },
   async (t) => {
     const v = await shared();
     // Root, but no second user to attack from (testUser's reason).
-    if (v.skip) return t.skip(v.skip);
+    if (needsNow(t, v.skip)) return;
     await underAttack(t, v, v.user, ["flood", v.sock, "4", "0"], "flood");
   },
 );
@@ -311,12 +313,12 @@ test(
 test(
   "600 idle connections kept alive with a byte every second do not lock runs out",
   {
-    skip: notRoot,
+    ...needs(notRoot),
   },
   async (t) => {
     const v = await shared();
     // Root, but no second user to attack from (testUser's reason).
-    if (v.skip) return t.skip(v.skip);
+    if (needsNow(t, v.skip)) return;
     await underAttack(t, v, v.user, ["idle", v.sock, "600", "1000"], "idle");
   },
 );
@@ -324,12 +326,12 @@ test(
 test(
   "300 connections holding an unterminated ~1 MiB line: the daemon's memory stays bounded",
   {
-    skip: notRoot,
+    ...needs(notRoot),
   },
   async (t) => {
     const v = await shared();
     // Root, but no second user to attack from (testUser's reason).
-    if (v.skip) return t.skip(v.skip);
+    if (needsNow(t, v.skip)) return;
     await underAttack(t, v, v.user, ["fat", v.sock, "300", String((1 << 20) - 4096)], "fat");
   },
 );
@@ -337,12 +339,12 @@ test(
 test(
   "a client with a run's secret pipelining requests without reading: bounded, others served",
   {
-    skip: notRoot,
+    ...needs(notRoot),
   },
   async (t) => {
     const v = await shared();
     // Root, but no second user to attack from (testUser's reason).
-    if (v.skip) return t.skip(v.skip);
+    if (needsNow(t, v.skip)) return;
     // As root: the secret is the victim's own (as a process of the same user could read it).
     await underAttack(t, v, null, ["pipeline", v.sock, "4", "0", v.secret, "victim"], "pipe");
   },
@@ -371,12 +373,12 @@ function rawConn(sock) {
 test(
   "a connection authenticates with its first line, within 2 s and 8 KiB; refused ones get their reply and are ended",
   {
-    skip: notRoot,
+    ...needs(notRoot),
   },
   async (t) => {
     const v = await shared();
     // Root, but no second user to attack from (testUser's reason).
-    if (v.skip) return t.skip(v.skip);
+    if (needsNow(t, v.skip)) return;
     const req = (o) =>
       `${JSON.stringify({ secret: v.secret, op: "check", job: "victim", key: "k", ...o })}\n`;
     // Refused first lines: the reply, then the broker ends the connection (the client did not).
@@ -445,12 +447,12 @@ test(
 test(
   "refused CLI calls still get their reply and exit code: unknown secret 3 (check 69), malformed secret for check 69",
   {
-    skip: notRoot,
+    ...needs(notRoot),
   },
   async (t) => {
     const v = await shared();
     // Root, but no second user to attack from (testUser's reason).
-    if (v.skip) return t.skip(v.skip);
+    if (needsNow(t, v.skip)) return;
     const copy = userCli(v.user);
     const bin = path.join(copy.bin, "cronvisor");
     const as = (args, extra) =>
@@ -476,11 +478,11 @@ test(
 
 test(
   "a busy store through the broker: check cannot tell (69), never 75",
-  { skip: notRoot },
+  needs(notRoot),
   async (t) => {
     const v = await shared();
     // Root, but no second user to attack from (testUser's reason).
-    if (v.skip) return t.skip(v.skip);
+    if (needsNow(t, v.skip)) return;
     const k = await v.mark(["busy-key"]);
     assert.equal(k.code, 0, k.err);
     const holder = spawn(

@@ -21,6 +21,7 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
+import { needs, needsNow } from "./needs.js";
 
 const NODE_DIR = path.dirname(process.execPath);
 /** How long one victim `mark` may take under attack (the client's own retries end at 5 s). */
@@ -243,11 +244,11 @@ async function victimMarks(s, prefix, count) {
 
 test(
   "a run's leftover holding 1,100 live connections with its secret cannot lock other runs out, and loses them when its run ends",
-  { skip: notRoot },
+  needs(notRoot),
   async (t) => {
     const s = await setUpOnce();
     // Root, but no second user (testUser's reason).
-    if (s.skip) return t.skip(s.skip);
+    if (needsNow(t, s.skip)) return;
     const l = s.env("leaver");
     // As the jobs' own user: the leftover of `leaver` (same user as the victim: the worst case).
     const hog = attack(t, s, s.a, ["hold", "1100", l.sock, l.secret, "leaver"]);
@@ -280,11 +281,11 @@ test(
 
 test(
   "8 processes of another user flooding connect/close: every mark of the victim succeeds; that user cannot reach the victim's socket",
-  { skip: notRoot },
+  needs(notRoot),
   async (t) => {
     const s = await setUpOnce();
     // Root, but no second user (testUser's reason).
-    if (s.skip) return t.skip(s.skip);
+    if (needsNow(t, s.skip)) return;
     const victim = s.env("victim").sock;
     const own = s.env("bjob").sock;
     const floods = Array.from({ length: 8 }, () => attack(t, s, s.b, ["flood", "64", victim, own]));
@@ -311,11 +312,11 @@ test(
 
 test(
   "4 processes of the victim's own user flooding its socket: the client's retries carry every mark through",
-  { skip: notRoot },
+  needs(notRoot),
   async (t) => {
     const s = await setUpOnce();
     // Root, but no second user (testUser's reason).
-    if (s.skip) return t.skip(s.skip);
+    if (needsNow(t, s.skip)) return;
     const victim = s.env("victim").sock;
     // Its own user may slow its own runs (processes of one user are not kept apart): the retries
     // (5 s) carry a mark through a flood that keeps the socket's queue full most of the time.
@@ -339,11 +340,11 @@ test(
 
 test(
   "idle time counts from the last complete request: a trickle of bytes does not keep a connection",
-  { skip: notRoot },
+  needs(notRoot),
   async (t) => {
     const s = await setUpOnce();
     // Root, but no second user (testUser's reason).
-    if (s.skip) return t.skip(s.skip);
+    if (needsNow(t, s.skip)) return;
     const c = s.trickle;
     t.after(() => c.destroy());
     await waitFor(() => c.closedAt > 0, "the broker to close the trickling connection", 45_000);

@@ -20,7 +20,9 @@ import {
   userCli,
   waitFor,
   writeConfig,
+  readStore,
 } from "./helpers.js";
+import { needsNow } from "./needs.js";
 
 const NODE_DIR = path.dirname(process.execPath);
 
@@ -96,9 +98,9 @@ test("a user: job and a root job: mark, check, once, progress and mark --stdin t
   const user = testUser();
   // Skipped, with testUser's or userCli's reason, only when not root, where root cannot create
   // the user, or where that user cannot run node; in CI never.
-  if (user.skip) return t.skip(user.skip);
+  if (needsNow(t, user.skip)) return;
   const copy = userCli(user);
-  if (copy.skip) return t.skip(copy.skip);
+  if (needsNow(t, copy.skip)) return;
   const { dir, out } = workDir(t, user);
   const job = script(dir, "job.sh", ALL_COMMANDS);
   const cfg = writeConfig(
@@ -142,13 +144,9 @@ jobs:
     );
     assert.equal(fs.readFileSync(path.join(out, `${tag}.side`), "utf8"), "ran\n", "once ran once");
     assert.equal(fs.readFileSync(path.join(out, `${tag}.acks`), "utf8"), "s1\ns2\n");
-    const keys = query(state, "SELECT key FROM markers WHERE job = ? ORDER BY key", tag);
-    assert.deepEqual(
-      keys.map((r) => r.key),
-      ["k1", "k2", "s1", "s2", "up"],
-    );
+    assert.deepEqual(readStore(state).markerKeys(tag), ["k1", "k2", "s1", "s2", "up"]);
     const run = await waitFor(
-      () => query(state, "SELECT * FROM runs WHERE job = ? AND status = 'ok'", tag)[0],
+      () => readStore(state).runs({ job: tag, status: "ok" })[0],
       `the ${tag} run recorded`,
     );
     assert.equal(run.markers_new, 5);
@@ -206,9 +204,9 @@ test("the Node library in a user: job and a root job goes through the broker, sy
   const user = testUser();
   // Skipped, with testUser's or userCli's reason, only when not root, where root cannot create
   // the user, or where that user cannot run node; in CI never.
-  if (user.skip) return t.skip(user.skip);
+  if (needsNow(t, user.skip)) return;
   const copy = userCli(user);
-  if (copy.skip) return t.skip(copy.skip);
+  if (needsNow(t, copy.skip)) return;
   const { dir, out } = workDir(t, user);
   const job = script(dir, "job.mjs", libraryJob(path.join(copy.bin, "..", "dist", "index.js")));
   const cfg = writeConfig(
@@ -245,14 +243,10 @@ jobs:
       foreign: "FenceError",
     });
     const run = await waitFor(
-      () => query(state, "SELECT * FROM runs WHERE job = ? AND status = 'ok'", tag)[0],
+      () => readStore(state).runs({ job: tag, status: "ok" })[0],
       `the ${tag} run recorded`,
     );
-    const keys = query(state, "SELECT key FROM markers WHERE job = ? ORDER BY key", tag);
-    assert.deepEqual(
-      keys.map((k) => k.key),
-      ["a", "b", "up"],
-    );
+    assert.deepEqual(readStore(state).markerKeys(tag), ["a", "b", "up"]);
     assert.equal(run.markers_new, 3);
     assert.equal(run.progress_msg, "lib");
   }
@@ -289,9 +283,9 @@ test("check as a user who cannot read the store exits 69, never 1 (not marked)",
   const user = testUser();
   // Skipped, with testUser's or userCli's reason, only when not root, where root cannot create
   // the user, or where that user cannot run node; in CI never.
-  if (user.skip) return t.skip(user.skip);
+  if (needsNow(t, user.skip)) return;
   const copy = userCli(user);
-  if (copy.skip) return t.skip(copy.skip);
+  if (needsNow(t, copy.skip)) return;
   const { dir } = workDir(t);
   const cfg = writeConfig(dir, `jobs:\n  a:\n    schedule: "0 0 1 1 *"\n    command: "true"\n`);
   assert.equal(cli(["run", "a", "-c", cfg]).code, 0); // the store exists, root's, 0700
@@ -403,7 +397,7 @@ jobs:
   const d = startDaemon(t, cfg);
   const state = path.join(dir, ".cronvisor");
   const run = await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE job = 'a' AND status = 'ok'")[0],
+    () => readStore(state).runs({ job: "a", status: "ok" })[0],
     "the run to end",
     60_000,
   );
@@ -425,7 +419,7 @@ jobs:
   );
   assert.match(err, /refused/);
   assert.deepEqual(query(state, "SELECT last_progress_at FROM jobs WHERE name = 'a'")[0], before);
-  const after = query(state, "SELECT * FROM runs WHERE id = ?", run.id)[0];
+  const after = readStore(state).runs({ id: run.id })[0];
   assert.equal(after.progress_count, run.progress_count);
   assert.equal(query(state, "SELECT * FROM markers").length, 0);
   await stopDaemon(d);
@@ -435,9 +429,9 @@ test("a manual `cronvisor run` of a user: job with no daemon running serves its 
   const user = testUser();
   // Skipped, with testUser's or userCli's reason, only when not root, where root cannot create
   // the user, or where that user cannot run node; in CI never.
-  if (user.skip) return t.skip(user.skip);
+  if (needsNow(t, user.skip)) return;
   const copy = userCli(user);
-  if (copy.skip) return t.skip(copy.skip);
+  if (needsNow(t, copy.skip)) return;
   const { dir, out } = workDir(t, user);
   const job = script(dir, "job.sh", ALL_COMMANDS);
   const cfg = writeConfig(
@@ -458,11 +452,8 @@ jobs:
     : "";
   assert.equal(results(path.join(out, "app")).mark, "0", err);
   assert.equal(results(path.join(out, "app")).once, "0", err);
-  const keys = query(path.join(dir, ".cronvisor"), "SELECT key FROM markers ORDER BY key");
-  assert.deepEqual(
-    keys.map((k) => k.key),
-    ["k1", "k2", "s1", "s2", "up"],
-  );
+  const keys = readStore(path.join(dir, ".cronvisor")).markerKeys();
+  assert.deepEqual(keys, ["k1", "k2", "s1", "s2", "up"]);
   // The run's socket went with it, and so did its directory (no other supervisor used it).
   assert.equal(fs.existsSync(brokerDir(path.join(dir, ".cronvisor"))), false);
 });
@@ -508,10 +499,7 @@ jobs:
     { before: "0", after: "0", progress: "0" },
     fs.readFileSync(path.join(out, "err"), "utf8"),
   );
-  assert.deepEqual(
-    query(stateDir, "SELECT key FROM markers ORDER BY key").map((k) => k.key),
-    ["after", "before"],
-  );
+  assert.deepEqual(readStore(stateDir).markerKeys(), ["after", "before"]);
   await stopDaemon(d2);
 });
 
@@ -601,10 +589,7 @@ test("the broker's store thread closes when no request came for a while, and the
   assert.equal(storeConnections(process.pid, stateDir), 1, "the thread holds its connection");
   await waitFor(() => storeConnections(process.pid, stateDir) === 0, "the idle thread to close");
   assert.equal(await mark("k2"), 1);
-  assert.deepEqual(
-    query(stateDir, "SELECT key FROM markers ORDER BY key").map((k) => k.key),
-    ["k1", "k2"],
-  );
+  assert.deepEqual(readStore(stateDir).markerKeys(), ["k1", "k2"]);
   await broker.close();
   assert.equal(storeConnections(process.pid, stateDir), 0, "closed with the broker");
   assert.deepEqual(logged, []);

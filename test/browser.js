@@ -5,11 +5,10 @@ import { chromium } from "playwright-core";
 
 export const CHROMIUM = "/usr/bin/chromium";
 
-/** Why the browser tests skip, or false. CI installs it: there a missing browser is a failure. */
-export const noChromium =
-  fs.existsSync(CHROMIUM) || process.env.CI
-    ? false
-    : `${CHROMIUM} is not installed (apt-get install chromium)`;
+/** What the browser tests lack, or false: for `needs` (test/needs.js); CI installs it. */
+export const chromiumMissing = fs.existsSync(CHROMIUM)
+  ? false
+  : `${CHROMIUM} is not installed (apt-get install chromium)`;
 
 /** One headless browser with the flags the issue names. */
 export function launchChromium() {

@@ -18,7 +18,8 @@ import {
   writeConfig,
 } from "./helpers.js";
 import { nodeConfig } from "./nodes-helpers.js";
-import { freshDatabase, pgSkip, rawClient } from "./pg.js";
+import { freshDatabase, pgMissing, rawClient } from "./pg.js";
+import { needs } from "./needs.js";
 
 /** Each engine: a config of `jobs(dir)` on a fresh store, and a query of it ($1-style parameters). */
 const ENGINES = [
@@ -35,7 +36,7 @@ const ENGINES = [
   },
   {
     name: "postgresql",
-    skip: pgSkip(),
+    skip: pgMissing(),
     async setup(t, jobs) {
       const dir = tmpdir(t);
       const url = await freshDatabase();
@@ -63,7 +64,7 @@ const lines = (file) =>
 for (const e of ENGINES) {
   test(
     `${e.name}: then / then_on_failure start the downstream job once for the upstream's slot, trigger chained`,
-    { skip: e.skip },
+    needs(e.skip),
     async (t) => {
       const { dir, cfg, q } = await e.setup(
         t,
@@ -139,7 +140,7 @@ for (const e of ENGINES) {
   for (const fault of ["die-after-chain-end", "die-before-chain-settle"]) {
     test(
       `${e.name}: a daemon SIGKILLed at ${fault} starts the chain once after a restart, never twice`,
-      { skip: e.skip },
+      needs(e.skip),
       async (t) => {
         const { dir, cfg, q } = await e.setup(
           t,
@@ -204,7 +205,7 @@ for (const e of ENGINES) {
 
   test(
     `${e.name}: pause --all drains (slots skipped with the reason, status WARNING, until ends it), resume --all ends it`,
-    { skip: e.skip },
+    needs(e.skip),
     async (t) => {
       const { cfg, q, port } = await e.setup(
         t,

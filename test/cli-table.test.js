@@ -14,6 +14,7 @@ import path from "node:path";
 import { before, test } from "node:test";
 import Database from "better-sqlite3";
 import { BIN, ROOT, cleanEnv, cli, tmpdir, userCli, waitFor, writeConfig } from "./helpers.js";
+import { needs } from "./needs.js";
 
 const IS_ROOT = process.getuid?.() === 0;
 const NOBODY = 65534;
@@ -366,43 +367,35 @@ test(
     const one = async (row) => {
       // A row whose setup this machine cannot make (chattr +i without root) is reported as
       // skipped with its reason, never dropped silently.
-      await t.test(
-        `${row.setup ?? "-"}: ${row.args.join(" ")}`,
-        { skip: row.skip || false },
-        async (tt) => {
-          const c = fresh(tt);
-          let cfg = c.cfg;
-          if (row.setup === "locked") await lockStore(tt, c.store);
-          else if (row.setup) cfg = setups[row.setup](c, tt);
-          // -c right after the command: before once's `--` and after no option that takes a value.
-          const [cmd, ...rest] = row.args;
-          const argv = row.noConfig ? row.args : [cmd, "-c", cfg, ...rest];
-          const before = snapshot(c.state);
-          const r = await run(argv, c);
-          const what = `${row.setup ?? "-"}: cronvisor ${argv.join(" ")}\n--- stderr:\n${r.stderr}--- stdout:\n${r.stdout}`;
-          try {
-            assert.equal(r.signal, null, `${what}\nit hung and was killed`);
-            assert.equal(r.code, row.exit, `${what}\nexit code`);
-            const lines = r.stderr.split("\n").filter((l) => l !== "");
-            assert.equal(lines.length, row.lines ?? 1, `${what}\none line on stderr`);
-            assert.match(r.stderr.trimEnd(), row.stderr, what);
-            if (row.stdout) assert.match(r.stdout, row.stdout, what);
-            // eslint-disable-next-line no-control-regex -- a raw ESC is what must not be printed
-            assert.doesNotMatch(r.stderr + r.stdout, /\n\s+at |Error: |\x1b/, `${what}\nno stack`);
-            if (readOnly(row.args))
-              assert.deepEqual(
-                snapshot(c.state),
-                before,
-                `${what}\na reader changed the state dir`,
-              );
-          } catch (e) {
-            failures.push(e.message);
-            throw e;
-          } finally {
-            for (const f of c.cleanups) f();
-          }
-        },
-      );
+      await t.test(`${row.setup ?? "-"}: ${row.args.join(" ")}`, needs(row.skip), async (tt) => {
+        const c = fresh(tt);
+        let cfg = c.cfg;
+        if (row.setup === "locked") await lockStore(tt, c.store);
+        else if (row.setup) cfg = setups[row.setup](c, tt);
+        // -c right after the command: before once's `--` and after no option that takes a value.
+        const [cmd, ...rest] = row.args;
+        const argv = row.noConfig ? row.args : [cmd, "-c", cfg, ...rest];
+        const before = snapshot(c.state);
+        const r = await run(argv, c);
+        const what = `${row.setup ?? "-"}: cronvisor ${argv.join(" ")}\n--- stderr:\n${r.stderr}--- stdout:\n${r.stdout}`;
+        try {
+          assert.equal(r.signal, null, `${what}\nit hung and was killed`);
+          assert.equal(r.code, row.exit, `${what}\nexit code`);
+          const lines = r.stderr.split("\n").filter((l) => l !== "");
+          assert.equal(lines.length, row.lines ?? 1, `${what}\none line on stderr`);
+          assert.match(r.stderr.trimEnd(), row.stderr, what);
+          if (row.stdout) assert.match(r.stdout, row.stdout, what);
+          // eslint-disable-next-line no-control-regex -- a raw ESC is what must not be printed
+          assert.doesNotMatch(r.stderr + r.stdout, /\n\s+at |Error: |\x1b/, `${what}\nno stack`);
+          if (readOnly(row.args))
+            assert.deepEqual(snapshot(c.state), before, `${what}\na reader changed the state dir`);
+        } catch (e) {
+          failures.push(e.message);
+          throw e;
+        } finally {
+          for (const f of c.cleanups) f();
+        }
+      });
     };
     // Four at a time: the locked rows wait out the 5 s busy timeout while the others go on.
     const queue = [...ROWS];

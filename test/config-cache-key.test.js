@@ -1,7 +1,9 @@
 // The key of the validated-config cache that `status` reads (src/config/config-cache.ts) must
 // change whenever any module that turns YAML into a Config changes, without a hand-kept list:
-// otherwise a rebuilt cronvisor would serve the old build's Config from the cache. Each check
-// runs a fresh node over a copy of dist/ (the key is computed once per process), and tells a
+// otherwise a rebuilt cronvisor would serve the old build's Config from the cache. It is made of
+// the modules' contents, not their mtimes: a copy of the build keeps its cache, and the bundle
+// and dist/ find each other's entries (issue 38: with mtimes they evicted each other). Each check
+// runs a fresh node over a copy of the build (the key is computed once per process), and tells a
 // cache hit from a real parse by a value planted in the cache file.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -9,16 +11,20 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { pathToFileURL } from "node:url";
-import { ROOT, tmpdir, writeConfig } from "./helpers.js";
+import { ROOT, cleanEnv, cli, tmpdir, writeConfig } from "./helpers.js";
 
 const PLANTED = "from the cache";
 const FOLDERS = ["config", "schedule", "core"];
 
-/** A copy of the build (dist/, package.json, node_modules) and a config with its state dir. */
+/**
+ * A copy of the build (bin/, dist/, package.json, node_modules), every file with a new mtime
+ * (cpSync does not keep them), and a config with its state dir.
+ */
 function setup(t) {
   const dir = tmpdir(t, "cvx-cachekey-");
   const build = path.join(dir, "build");
   fs.cpSync(path.join(ROOT, "dist"), path.join(build, "dist"), { recursive: true });
+  fs.cpSync(path.join(ROOT, "bin"), path.join(build, "bin"), { recursive: true });
   fs.copyFileSync(path.join(ROOT, "package.json"), path.join(build, "package.json"));
   fs.symlinkSync(
     fs.realpathSync(path.join(ROOT, "node_modules")),
@@ -37,6 +43,7 @@ function setup(t) {
   );
   fs.mkdirSync(path.join(dir, "state"), { mode: 0o700 });
   return {
+    bin: path.join(build, "bin", "cronvisor"),
     dist: path.join(build, "dist"),
     cfg,
     cache: path.join(dir, "state", "config-cache.json"),
@@ -75,7 +82,7 @@ function modules(dist) {
   return out.sort();
 }
 
-test("the cache is used while no module changes, and not after any module of config/, schedule/ or core/ changes", (t) => {
+test("the cache is used while no module's content changes (new mtimes too), and not after any module of config/, schedule/ or core/ changes", (t) => {
   const { dist, cfg, cache } = setup(t);
   assert.equal(loadedSchedule(dist, cfg), "0 2 * * *", "no cache yet: a real parse");
   plant(cache);
@@ -83,18 +90,22 @@ test("the cache is used while no module changes, and not after any module of con
 
   const changed = modules(dist);
   assert.ok(changed.includes(path.join("config", "walk.js")), changed.join(" "));
+  // Every module touched (a copy, a checkout, a `touch`): the same contents, so still a hit.
   for (const [i, rel] of changed.entries()) {
-    plant(cache);
-    // A rebuild rewrites the module: a new mtime (a fixed, distinct one: no waiting on the clock).
     const when = new Date(Date.UTC(2001, 0, 1, 0, 0, i));
     fs.utimesSync(path.join(dist, rel), when, when);
+  }
+  assert.equal(loadedSchedule(dist, cfg), PLANTED, "new mtimes, the same contents: a hit");
+  for (const rel of changed) {
+    plant(cache);
+    fs.appendFileSync(path.join(dist, rel), "// rebuilt\n");
     assert.equal(loadedSchedule(dist, cfg), "0 2 * * *", `${rel} changed but the cache was used`);
   }
   plant(cache);
   assert.equal(loadedSchedule(dist, cfg), PLANTED, "nothing changed since the last parse: a hit");
 });
 
-test("a new module, or a module rewritten at the same mtime with another size, changes the key", (t) => {
+test("a new module, or a module rewritten at the same size and mtime, changes the key", (t) => {
   const { dist, cfg, cache } = setup(t);
   loadedSchedule(dist, cfg);
 
@@ -109,14 +120,36 @@ test("a new module, or a module rewritten at the same mtime with another size, c
   plant(cache);
   const syntax = path.join(dist, "schedule", "syntax.js");
   const st = fs.statSync(syntax);
-  fs.appendFileSync(syntax, "// rebuilt\n");
+  const text = fs.readFileSync(syntax, "utf8");
+  const i = text.lastIndexOf("//");
+  assert.ok(i > 0, "syntax.js has a comment to change");
+  fs.writeFileSync(syntax, `${text.slice(0, i)}//X${text.slice(i + 3)}`);
   fs.utimesSync(syntax, st.atime, st.mtime);
+  assert.equal(fs.statSync(syntax).size, st.size);
   assert.equal(
     loadedSchedule(dist, cfg),
     "0 2 * * *",
-    "a module of another size must change the key",
+    "a module with other contents must change the key, whatever its size and mtime",
   );
 
   plant(cache);
   assert.equal(loadedSchedule(dist, cfg), PLANTED);
+});
+
+test("in a copy of the build, the bundle's status and dist/'s modules use one cache entry", (t) => {
+  const { bin, dist, cfg, cache } = setup(t);
+  const status = () => {
+    const r = spawnSync(process.execPath, [bin, "status", "--json", "-c", cfg], {
+      encoding: "utf8",
+      env: cleanEnv(),
+    });
+    assert.equal(r.status, 0, r.stderr);
+  };
+  assert.equal(cli(["run", "a", "-c", cfg]).code, 0, "a store for status to read");
+  fs.rmSync(cache, { force: true });
+  status(); // a miss: the bundle parses and writes the cache
+  plant(cache);
+  assert.equal(loadedSchedule(dist, cfg), PLANTED, "dist/ finds the bundle's entry");
+  status(); // a hit: a miss would parse again and write the cache over the planted value
+  assert.equal(JSON.parse(fs.readFileSync(cache, "utf8")).config.jobs[0].schedule, PLANTED);
 });

@@ -27,12 +27,13 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
+import { needs, needsNow } from "./needs.js";
 
 const MOUNT = CGROUP2_MOUNT;
 const why =
   MOUNT === null ? "no cgroup2 file system mounted" : process.getuid() !== 0 ? "needs root" : null;
-// Under CI (root, cgroup2 mounted by the machine) these never skip: a missing mount fails them.
-const skip = why !== null && !process.env.CI ? why : false;
+// Under CI (root, cgroup2 mounted by the machine) these never skip: `needs` fails them.
+const skip = why ?? false;
 
 /**
  * A subtree of this test's own under the cgroup2 mount, for its daemons' runs; at the end every
@@ -84,7 +85,7 @@ function daemonDir(t, jobs, extra = "") {
 
 test(
   "a per-second job whose command escapes with setsid: never two copies alive, each run kills its leftover",
-  { skip },
+  needs(skip),
   async (t) => {
     const root = cgroupRoot(t);
     const marker = `${process.pid}19`;
@@ -116,7 +117,7 @@ test(
 
 test(
   "leftovers: wait keeps the run and its lock until its last process exits (flock's way); later slots are overlap skips",
-  { skip },
+  needs(skip),
   async (t) => {
     const root = cgroupRoot(t);
     const marker = `${process.pid}29`;
@@ -152,7 +153,7 @@ test(
 
 test(
   "timeout: reaches an escapee that ignores SIGTERM, and a double-forked daemon",
-  { skip },
+  needs(skip),
   async (t) => {
     const root = cgroupRoot(t);
     const marker = `${process.pid}39`;
@@ -176,7 +177,7 @@ test(
 
 test(
   "leftovers: keep moves what is left out of the run and its lock; it keeps running, said in history",
-  { skip },
+  needs(skip),
   async (t) => {
     const root = cgroupRoot(t);
     const marker = `${process.pid}49`;
@@ -202,7 +203,7 @@ test(
 
 test(
   "a daemon SIGKILLed between its runs' spawn and the record of their pids: the restart adopts them, no second copy",
-  { skip },
+  needs(skip),
   async (t) => {
     const root = cgroupRoot(t);
     const marker = `${process.pid}59`;
@@ -242,48 +243,54 @@ test(
   },
 );
 
-test("cpu_s and memory_peak_bytes: a run that burns CPU and holds 160 MiB", { skip }, async (t) => {
-  const root = cgroupRoot(t);
-  const node = process.execPath;
-  // 0.6 s of its own CPU (not of wall time: a loaded machine gives a 700 ms loop less).
-  const burn = `const b = Buffer.alloc(160 * 1024 * 1024, 1); let x = 0; while (process.cpuUsage().user + process.cpuUsage().system < 600000) x += b[x % b.length]; process.stdout.write(String(x > 0))`;
-  const port = await freePort();
-  const { dir, cfg } = daemonDir(
-    t,
-    `  burn:\n    schedule: "@reboot"\n    command: [${JSON.stringify(node)}, "-e", ${JSON.stringify(burn)}]\n`,
-    `http: 127.0.0.1:${port}\nhttp_logs: true\n`,
-  );
-  const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
-  const run = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'")[0],
-    "the run to end",
-  );
-  // The page says where runs are contained; the run's page and /metrics say what it cost.
-  const page = await request(port, { path: "/" });
-  assert.match(page.body, /data-containment="cgroup"[^>]*>a cgroup per run/);
-  const runPage = await request(port, { path: `/runs/${run.id}` });
-  assert.match(runPage.body, /<dt>cost<\/dt>\s*<dd>\d+\.\d\d s CPU, \d+ MiB peak memory<\/dd>/);
-  const metrics = await waitFor(async () => {
-    const body = (await request(port, { path: "/metrics" })).body;
-    return /cronvisor_run_cpu_seconds_total\{job_name="burn"\} (0\.[5-9]|[1-9])/.test(body) && body;
-  }, "the run's CPU in /metrics");
-  assert.match(metrics, /cronvisor_run_memory_peak_bytes_count\{job_name="burn"\} 1/);
-  await stopDaemon(d);
-  assert.ok(run.cpu_s >= 0.5, `CPU seconds: ${run.cpu_s}`);
-  assert.ok(run.memory_peak_bytes >= 160 * 1024 * 1024, `peak memory: ${run.memory_peak_bytes}`);
-  const h = JSON.parse(cli(["history", "burn", "--json", "-c", cfg]).stdout)[0];
-  assert.equal(h.cpu_s, run.cpu_s);
-  assert.equal(h.memory_peak_bytes, run.memory_peak_bytes);
-  const st = statusJson(cfg);
-  assert.equal(st.jobs[0].last_run.cpu_s, run.cpu_s, "status's last_run has them too");
-  assert.equal(st.jobs[0].last_run.memory_peak_bytes, run.memory_peak_bytes);
-});
+test(
+  "cpu_s and memory_peak_bytes: a run that burns CPU and holds 160 MiB",
+  needs(skip),
+  async (t) => {
+    const root = cgroupRoot(t);
+    const node = process.execPath;
+    // 0.6 s of its own CPU (not of wall time: a loaded machine gives a 700 ms loop less).
+    const burn = `const b = Buffer.alloc(160 * 1024 * 1024, 1); let x = 0; while (process.cpuUsage().user + process.cpuUsage().system < 600000) x += b[x % b.length]; process.stdout.write(String(x > 0))`;
+    const port = await freePort();
+    const { dir, cfg } = daemonDir(
+      t,
+      `  burn:\n    schedule: "@reboot"\n    command: [${JSON.stringify(node)}, "-e", ${JSON.stringify(burn)}]\n`,
+      `http: 127.0.0.1:${port}\nhttp_logs: true\n`,
+    );
+    const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    const run = await waitFor(
+      () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'")[0],
+      "the run to end",
+    );
+    // The page says where runs are contained; the run's page and /metrics say what it cost.
+    const page = await request(port, { path: "/" });
+    assert.match(page.body, /data-containment="cgroup"[^>]*>a cgroup per run/);
+    const runPage = await request(port, { path: `/runs/${run.id}` });
+    assert.match(runPage.body, /<dt>cost<\/dt>\s*<dd>\d+\.\d\d s CPU, \d+ MiB peak memory<\/dd>/);
+    const metrics = await waitFor(async () => {
+      const body = (await request(port, { path: "/metrics" })).body;
+      return (
+        /cronvisor_run_cpu_seconds_total\{job_name="burn"\} (0\.[5-9]|[1-9])/.test(body) && body
+      );
+    }, "the run's CPU in /metrics");
+    assert.match(metrics, /cronvisor_run_memory_peak_bytes_count\{job_name="burn"\} 1/);
+    await stopDaemon(d);
+    assert.ok(run.cpu_s >= 0.5, `CPU seconds: ${run.cpu_s}`);
+    assert.ok(run.memory_peak_bytes >= 160 * 1024 * 1024, `peak memory: ${run.memory_peak_bytes}`);
+    const h = JSON.parse(cli(["history", "burn", "--json", "-c", cfg]).stdout)[0];
+    assert.equal(h.cpu_s, run.cpu_s);
+    assert.equal(h.memory_peak_bytes, run.memory_peak_bytes);
+    const st = statusJson(cfg);
+    assert.equal(st.jobs[0].last_run.cpu_s, run.cpu_s, "status's last_run has them too");
+    assert.equal(st.jobs[0].last_run.memory_peak_bytes, run.memory_peak_bytes);
+  },
+);
 
 test("without a cgroup of its own (not root) the daemon says so: process-group containment and why", async (t) => {
   const user = testUser();
-  if (user.skip) return t.skip(user.skip);
+  if (needsNow(t, user.skip)) return;
   const bin = userCli(user);
-  if (bin.skip) return t.skip(bin.skip);
+  if (needsNow(t, bin.skip)) return;
   const dir = tmpdir(t);
   fs.chmodSync(dir, 0o777);
   const marker = `${process.pid}69`;
@@ -382,7 +389,7 @@ test("limits: nofile is set for the run (1024 by default, not the daemon's raise
 
 test(
   "a job's runs reuse its cgroup: each run's cpu_s is its own, and an idle job's cgroup is removed",
-  { skip },
+  needs(skip),
   async (t) => {
     const root = cgroupRoot(t);
     const node = process.execPath;
@@ -425,7 +432,7 @@ test(
   },
 );
 
-test("a daemon's clean stop removes its job cgroups with its base", { skip }, async (t) => {
+test("a daemon's clean stop removes its job cgroups with its base", needs(skip), async (t) => {
   const root = cgroupRoot(t);
   const { dir, cfg } = daemonDir(
     t,

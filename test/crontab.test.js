@@ -10,6 +10,7 @@ import YAML from "yaml";
 import { Cron } from "croner";
 import { importCrontab } from "../dist/crontab/index.js";
 import { ROOT, tmpdir } from "./helpers.js";
+import { needsNow } from "./needs.js";
 
 const FIXTURES = path.join(ROOT, "test", "fixtures", "crontab");
 const fixture = (name) => fs.readFileSync(path.join(FIXTURES, name), "utf8");
@@ -434,7 +435,7 @@ test("system.crontab: format detected from the user column, said in a comment", 
 test("the output validates as a cronvisor config", async (t) => {
   const configJs = path.join(ROOT, "dist", "config", "config.js");
   // Skipped only when run against a partial build; npm test always builds dist/ first.
-  if (!fs.existsSync(configJs)) return t.skip("dist/config/config.js is not built");
+  if (needsNow(t, !fs.existsSync(configJs) && "dist/config/config.js is not built")) return;
   const { parseConfig } = await import(configJs);
   const dir = tmpdir(t);
   for (const { file } of CORPORA) {
@@ -450,6 +451,8 @@ test("the output validates as a cronvisor config", async (t) => {
 
 // ---------------------------------------------------------------------------------------------
 // Schedules against croniter
+
+const CRONITER_MISSING = "python3-croniter is not installed (apt-get install python3-croniter)";
 
 /**
  * The next `n` fire times of each case per croniter, in one python run, as local wall-clock times
@@ -605,9 +608,8 @@ test("every corpus schedule fires when croniter says cron fires it (UTC and New 
     }
   }
   const reference = croniter(cases.map(({ croner: _c, name: _n, ...c }) => c));
-  if (reference === null)
-    // Skipped only without the independent reference; .ci/run installs python3-croniter.
-    return t.skip("python3-croniter is not installed (apt-get install python3-croniter)");
+  // Skipped only without the independent reference; .ci/run installs python3-croniter.
+  if (needsNow(t, reference === null && CRONITER_MISSING)) return;
   let compared = 0;
   cases.forEach((c, i) => {
     const ref = reference[i];
@@ -709,9 +711,8 @@ test("400 random schedules fire when croniter says cron fires them", (t) => {
   );
   assert.ok(anded >= 10 && rewritten >= 10, "the random schedules exercise both rewrites");
   const reference = croniter(cases.map(({ croner: _c, schedule: _s, ...c }) => c));
-  if (reference === null)
-    // Skipped only without the independent reference; .ci/run installs python3-croniter.
-    return t.skip("python3-croniter is not installed (apt-get install python3-croniter)");
+  // Skipped only without the independent reference; .ci/run installs python3-croniter.
+  if (needsNow(t, reference === null && CRONITER_MISSING)) return;
   assert.ok(never < 20, `${never} never-firing schedules`);
   cases.forEach((c, i) => {
     assert.ok(Array.isArray(reference[i]), `${c.expr}: croniter: ${JSON.stringify(reference[i])}`);

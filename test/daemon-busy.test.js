@@ -7,7 +7,16 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { ROOT, query, startDaemon, statusJson, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import {
+  ROOT,
+  query,
+  startDaemon,
+  statusJson,
+  tmpdir,
+  waitFor,
+  writeConfig,
+  readStore,
+} from "./helpers.js";
 
 /**
  * Another process holding the store's write lock until `release()` (no timeout of its own).
@@ -58,7 +67,7 @@ test("SIGHUP while another writer holds the store: the daemon lives, and the nex
   await lock.release();
   // Nobody reloads again: the refusal reaches the store on a later beat by itself.
   const row = await waitFor(
-    () => query(stateDir, "SELECT config_error FROM daemon")[0]?.config_error,
+    () => readStore(stateDir).daemon()?.config_error,
     "config_error recorded after the lock is gone",
   );
   assert.match(row, /jobs\.yaml/);
@@ -75,10 +84,7 @@ test("SIGHUP while another writer holds the store: the daemon lives, and the nex
     () => query(stateDir, "SELECT name FROM jobs WHERE name = 'b'").length === 1,
     "job b known to the store",
   );
-  await waitFor(
-    () => query(stateDir, "SELECT config_error FROM daemon")[0]?.config_error === null,
-    "config_error cleared",
-  );
+  await waitFor(() => readStore(stateDir).daemon()?.config_error === null, "config_error cleared");
   assert.equal(d.exitCode, null, d.err);
   assert.doesNotMatch(d.err, /\n\s+at /, "no stack trace in the daemon's log");
 });

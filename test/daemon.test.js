@@ -14,6 +14,7 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
+import { needs } from "./needs.js";
 
 test("a per-second job runs, is recorded with its log, and no slot runs twice across a restart", async (t) => {
   const dir = tmpdir(t);
@@ -305,7 +306,7 @@ test("retention: log.keep_runs prunes old run rows and their logs", async (t) =>
 test(
   "as root, a config or state dir writable by others is refused with exit 2 and the reason",
   // Skipped only when not root: the refusal is of a root daemon; in CI, which runs as root, never.
-  { skip: process.getuid() !== 0 && "needs root" },
+  needs(process.getuid() !== 0 && "needs root"),
   (t) => {
     const dir = tmpdir(t);
     const cfg = writeConfig(dir, `jobs:\n  a:\n    schedule: "@daily"\n    command: "true"\n`);

@@ -23,7 +23,9 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  readStore,
 } from "./helpers.js";
+import { needsNow } from "./needs.js";
 
 /** Every `* * * * * *` slot of `job` between its first and last has exactly one disposition. */
 function assertEverySlotOnce(stateDir, job) {
@@ -38,7 +40,7 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
     if (d) await killDaemon(d);
   });
   // Skipped only where a tmpfs cannot be mounted (not root, or a sandbox that forbids mount).
-  if (disk.skip) return t.skip(disk.skip);
+  if (needsNow(t, disk.skip)) return;
   const { root, mnt } = disk;
   const state = path.join(mnt, "state");
   const cfg = writeConfig(
@@ -47,7 +49,7 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
   );
   d = spawnCli(["daemon", "-c", cfg]);
   await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE status = 'ok'").length >= 2,
+    () => readStore(state).runs({ status: "ok" }).length >= 2,
     "runs before the disk fills",
   );
   // Fill it between two slots (slots are on even seconds), so no run is half-way through.
@@ -55,7 +57,7 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
     () =>
       Date.now() % 2000 > 1100 &&
       Date.now() % 2000 < 1500 &&
-      query(state, "SELECT * FROM runs WHERE status = 'running'").length === 0,
+      readStore(state).runs({ status: "running" }).length === 0,
     "a quiet moment between slots",
     10_000,
     10,
@@ -110,9 +112,9 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
 });
 
 test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays up, failures are spawn_failed naming EMFILE, every slot has one disposition, and the end of the burst recovers", async (t) => {
-  if (spawnSync("prlimit", ["--version"]).status !== 0)
-    // Skipped only without prlimit: the EMFILE fault needs it to lower the fd limit.
-    return t.skip("prlimit (util-linux) is not installed");
+  // Skipped only without prlimit: the EMFILE fault needs it to lower the fd limit.
+  const noPrlimit = spawnSync("prlimit", ["--version"]).status !== 0;
+  if (needsNow(t, noPrlimit && "prlimit (util-linux) is not installed")) return;
   const dir = tmpdir(t);
   const state = path.join(dir, ".cronvisor");
   const jobs = Array.from({ length: 30 }, (_, i) => `j${String(i + 1).padStart(2, "0")}`);
@@ -168,7 +170,7 @@ test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays 
   assert.ok(alive(d.pid) && d.exitCode === null, "the daemon stays up");
   await stopDaemon(d);
 
-  const failed = query(state, "SELECT * FROM runs WHERE status = 'spawn_failed'");
+  const failed = readStore(state).runs({ status: "spawn_failed" });
   for (const r of failed) {
     assert.match(
       r.reason,
@@ -220,7 +222,7 @@ test("2 GB of output with log.max_size 1MB: the daemon's RSS stays bounded, the 
     () => {
       maxKb = Math.max(maxKb, rssKb());
       samples++;
-      return query(state, "SELECT * FROM runs WHERE id = 1 AND status != 'running'")[0];
+      return readStore(state).ended({ id: 1 })[0];
     },
     "the 2 GB run's end",
     90_000,

@@ -16,7 +16,9 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  readStore,
 } from "./helpers.js";
+import { needsNow } from "./needs.js";
 
 test("a run that ends while the state dir is full is recorded once space returns and does not hold the lock; the slots of the full window get a disposition", async (t) => {
   let d = null;
@@ -27,7 +29,7 @@ test("a run that ends while the state dir is full is recorded once space returns
     killGroup(pgid);
   });
   // Skipped only where a tmpfs cannot be mounted (not root, or a sandbox that forbids mount).
-  if (disk.skip) return t.skip(disk.skip);
+  if (needsNow(t, disk.skip)) return;
   const { root, mnt } = disk;
   const state = path.join(mnt, "state");
   const flag = path.join(root, "finish");
@@ -37,7 +39,10 @@ test("a run that ends while the state dir is full is recorded once space returns
   );
   d = spawnCli(["daemon", "-c", cfg]);
   const run = await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+    () =>
+      readStore(state)
+        .runs({ status: "running" })
+        .filter((r) => r.pid !== null)[0],
     "a running run",
   );
   pgid = run.pgid;
@@ -50,7 +55,7 @@ test("a run that ends while the state dir is full is recorded once space returns
   fs.rmSync(path.join(mnt, "filler"));
   const freedAt = Date.now();
   const ended = await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE id = ? AND status != 'running'", run.id)[0],
+    () => readStore(state).ended({ id: run.id })[0],
     "the end recorded after space returned",
   );
   assert.equal(ended.status, "ok");

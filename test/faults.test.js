@@ -20,7 +20,9 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  readStore,
 } from "./helpers.js";
+import { needs } from "./needs.js";
 
 /**
  * Every slot of `job` from its first to its last recorded one has exactly one disposition (a
@@ -49,7 +51,10 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
   );
   const d = startDaemon(t, cfg);
   const first = await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
+    () =>
+      readStore(state)
+        .runs({ status: "running" })
+        .filter((r) => r.pid !== null)[0],
     "the long run",
   );
   killGroupsAfter(t, [first.pgid]);
@@ -151,7 +156,7 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
   // Runs continue: the long run ends, the next slot runs.
   fs.writeFileSync(flag, "");
   const ended = await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE id = ? AND status != 'running'", first.id)[0],
+    () => readStore(state).ended({ id: first.id })[0],
     "the long run's end",
   );
   assert.equal(ended.status, "ok");
@@ -205,7 +210,7 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
   );
   killGroupsAfter(t, [first.pgid]);
   await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE job = 'tick' AND status = 'ok'").length >= 2,
+    () => readStore(state).runs({ job: "tick", status: "ok" }).length >= 2,
     "tick runs",
   );
   d.kill("SIGKILL");
@@ -256,7 +261,7 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
   }
   fs.writeFileSync(flag, "");
   const ended = await waitFor(
-    () => query(state, "SELECT * FROM runs WHERE id = ? AND status != 'running'", first.id)[0],
+    () => readStore(state).ended({ id: first.id })[0],
     "the orphan's end",
   );
   assert.equal(ended.status, "ok", "exit status learned from the run's exit file");
@@ -279,7 +284,7 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
     ["long", "tick"],
     "the slots of the downtime are recorded missed for both jobs",
   );
-  const manualRow = query(state, "SELECT * FROM runs WHERE trigger = 'manual'");
+  const manualRow = readStore(state).runs({ trigger: "manual" });
   assert.deepEqual(
     manualRow.map((r) => [r.job, r.status]),
     [["tick", "ok"]],
@@ -306,7 +311,7 @@ const FAKETIME_LIB = [
 test(
   "wall clock stepped +1 h and back (libfaketime): late and clock events, passed-over slots missed, no slot twice, runs continue",
   // Skipped only without libfaketime; .ci/run installs the Debian package faketime.
-  { skip: FAKETIME_LIB ? false : "libfaketime is not installed (Debian package faketime)" },
+  needs(FAKETIME_LIB ? false : "libfaketime is not installed (Debian package faketime)"),
   async (t) => {
     const dir = tmpdir(t);
     const state = path.join(dir, ".cronvisor");
@@ -328,7 +333,7 @@ test(
       FAKETIME_DONT_FAKE_MONOTONIC: "1",
     });
     await waitFor(
-      () => query(state, "SELECT * FROM runs WHERE status = 'ok'").length >= 2,
+      () => readStore(state).runs({ status: "ok" }).length >= 2,
       "runs on the real clock",
     );
 

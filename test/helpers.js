@@ -265,6 +265,37 @@ export function query(stateDir, sql, ...args) {
   }
 }
 
+/** The columns readStore's `runs` and `ended` may be asked by (equality). */
+const RUN_KEYS = new Set(["id", "job", "status", "trigger", "slot", "attempt", "node"]);
+
+/**
+ * A state dir's store as the tests read it: named reads, so that a test says what it looks for
+ * and the SQL is written once, here (the schema is schema/sqlite.sql). Read-only, while a daemon
+ * may be writing (`query`); no store yet reads as empty, so each can be polled from the start.
+ *   runs({ job: "a", status: "ok" })   the runs rows matching every key, oldest first
+ *   ended({ id })                      the same, but only runs no longer `running`
+ *   markerKeys(job)                    a job's done keys (every job's without one), sorted
+ *   daemon()                           the daemon row, or null
+ */
+export function readStore(stateDir) {
+  const runs = (where = {}) => {
+    const keys = Object.keys(where);
+    for (const k of keys) if (!RUN_KEYS.has(k)) throw new Error(`readStore: runs by ${k}?`);
+    const clause = keys.length ? ` WHERE ${keys.map((k) => `${k} = ?`).join(" AND ")}` : "";
+    return query(stateDir, `SELECT * FROM runs${clause} ORDER BY id`, ...Object.values(where));
+  };
+  return {
+    runs,
+    ended: (where = {}) => runs(where).filter((r) => r.status !== "running"),
+    markerKeys: (job) =>
+      (job === undefined
+        ? query(stateDir, "SELECT key FROM markers ORDER BY key")
+        : query(stateDir, "SELECT key FROM markers WHERE job = ? ORDER BY key", job)
+      ).map((r) => r.key),
+    daemon: () => query(stateDir, "SELECT * FROM daemon")[0] ?? null,
+  };
+}
+
 /**
  * A tick's reservation of `job`'s scheduled `slot` (an item of Store.reserveRuns), as the daemon
  * writes one: the slot claimed with the job's lock; `over` replaces any field.

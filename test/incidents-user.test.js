@@ -7,6 +7,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { ROOT, query, runAs, testUser, tmpdir, userCli } from "./helpers.js";
 import { killTest, lines } from "./kill-harness.js";
+import { needsNow } from "./needs.js";
 
 /**
  * A work dir the user can traverse (the state dir the daemon makes in it stays root's, 0700),
@@ -71,7 +72,7 @@ function assertThroughBroker({ user, dir, warehouse }, items) {
 test("kill test as a user: job, the Node library through the broker: 200 items, 5 SIGKILLs of daemon and job, every item done, repeats <= kills", async (t) => {
   const s = userSetup(t);
   // Skipped only with userSetup's reason: not root, no second user, or one who cannot run node; in CI never.
-  if (s.skip) return t.skip(s.skip);
+  if (needsNow(t, s.skip)) return;
   // enrich.mjs imports ../dist/index.js: beside the user's copy of the CLI.
   const examples = path.join(s.copy.bin, "..", "examples");
   fs.mkdirSync(examples, { recursive: true, mode: 0o755 });
@@ -91,7 +92,7 @@ test("kill test as a user: job, the Node library through the broker: 200 items, 
 test("kill test as a user: job, shell job with `cronvisor once` per item through the broker: 3 SIGKILLs, every item done, repeats <= kills", async (t) => {
   const s = userSetup(t);
   // Skipped only with userSetup's reason: not root, no second user, or one who cannot run node; in CI never.
-  if (s.skip) return t.skip(s.skip);
+  if (needsNow(t, s.skip)) return;
   // The clone may sit where the user cannot read: the job is a copy in the work dir.
   const job = path.join(s.dir, "enrich.sh");
   fs.copyFileSync(path.join(ROOT, "examples", "enrich.sh"), job);

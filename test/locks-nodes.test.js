@@ -6,13 +6,14 @@ import test from "node:test";
 import { cli, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
 import { mostAtOnce } from "./locks-helpers.js";
 import { assertEachSlotOnce, nodeConfig, runs, started } from "./nodes-helpers.js";
-import { freshDatabase, pgSkip, rawClient } from "./pg.js";
+import { freshDatabase, pgMissing, rawClient } from "./pg.js";
+import { needs } from "./needs.js";
 
-const skip = pgSkip();
+const skip = pgMissing();
 
 test(
   "a named lock and a group hold across two nodes: never two holders of the lock, never three of the group",
-  { skip },
+  needs(skip),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);

@@ -12,9 +12,10 @@ import path from "node:path";
 import test from "node:test";
 import { startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
 import { assertEachSlotOnce, nodeConfig, runs, started } from "./nodes-helpers.js";
-import { freshDatabase, pgSkip, rawClient } from "./pg.js";
+import { freshDatabase, pgMissing, rawClient } from "./pg.js";
+import { needs } from "./needs.js";
 
-const skip = pgSkip();
+const skip = pgMissing();
 const LEASE_MS = 5000;
 /** How late after its slot a run may start and still count as on time, on a loaded machine. */
 const ON_TIME_MS = 1500;
@@ -141,11 +142,10 @@ const OTHER_MACHINE = [
 
 test(
   "SIGKILL of one of two nodes on two machines, under CPU load: every slot after the kill runs once on the survivor on time, or is skipped for the dead node's lock and caught up after its lease",
-  {
-    skip:
-      skip ||
+  needs(
+    skip ||
       (process.getuid() !== 0 && "needs root: unshare --uts gives node n1 a machine of its own"),
-  },
+  ),
   async (t) => {
     const { raw, killedAt, from, to, ran, left, blockedJobs, lost, diag } = await killOneNode(
       t,
@@ -230,7 +230,7 @@ test(
 
 test(
   "SIGKILL of one of two nodes on one machine, under CPU load: the survivor sees the dead daemon and its runs gone and runs every slot on time",
-  { skip },
+  needs(skip),
   async (t) => {
     const { raw, ran, rows, lost, diag } = await killOneNode(t, undefined, 5000);
     await assertEachSlotOnce(raw);

@@ -7,11 +7,12 @@ import net from "node:net";
 import test from "node:test";
 import { cli, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
 import { alive, assertEachSlotOnce, nodeConfig, runs, started } from "./nodes-helpers.js";
-import { freshDatabase, pgSkip, rawClient, serverDown, serverProxy } from "./pg.js";
+import { freshDatabase, pgMissing, rawClient, serverDown, serverProxy } from "./pg.js";
+import { needs } from "./needs.js";
 
 // Skipped, with the reason, only where PostgreSQL's binaries are missing outside CI; under CI
 // (.ci/run installs them) a missing server fails these tests instead (test/pg.js).
-const skip = pgSkip();
+const skip = pgMissing();
 const FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
 const JOBS = `  tick:
@@ -24,7 +25,7 @@ const JOBS = `  tick:
 
 test(
   "PostgreSQL down for less than the lease: the daemons reconnect, nothing is fenced, the running run goes on",
-  { skip },
+  needs(skip),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
@@ -73,7 +74,7 @@ test(
 
 test(
   "PostgreSQL down for longer than the lease: every node fences itself and stops its run; afterwards no slot ran twice and the slots of the outage have their dispositions",
-  { skip },
+  needs(skip),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
@@ -170,7 +171,7 @@ async function blackholeProxy(t) {
 
 test(
   "one node's connection cut (a proxy that stops forwarding): it fences itself and its run is dead before another node takes the job over after the lease",
-  { skip },
+  needs(skip),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
@@ -234,7 +235,7 @@ test(
 test(
   "a node whose clock is 2 s ahead runs no slot twice; 5 s off is a WARNING in status",
   // Also skipped without libfaketime (the node's clock is moved with it); .ci/run installs it.
-  { skip: skip || (!fs.existsSync(FAKETIME) && "libfaketime not installed") },
+  needs(skip || (!fs.existsSync(FAKETIME) && "libfaketime not installed")),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);

@@ -5,15 +5,16 @@ import assert from "node:assert/strict";
 import test from "node:test";
 import { startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
 import { assertEachSlotOnce, nodeConfig } from "./nodes-helpers.js";
-import { freshDatabase, pgSkip, rawClient } from "./pg.js";
+import { freshDatabase, pgMissing, rawClient } from "./pg.js";
+import { needs } from "./needs.js";
 
-const skip = pgSkip();
+const skip = pgMissing();
 const JOBS = 300;
 const WINDOW_MS = 5_000;
 
 test(
   "three daemons share 300 per-second jobs: each starts between 20% and 47% of the runs, no slot twice",
-  { skip },
+  needs(skip),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);

@@ -7,11 +7,12 @@ import path from "node:path";
 import test from "node:test";
 import { ROOT, cli, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
 import { alive, assertEachSlotOnce, nodeConfig, runs } from "./nodes-helpers.js";
-import { freshDatabase, pgSkip, rawClient } from "./pg.js";
+import { freshDatabase, pgMissing, rawClient } from "./pg.js";
+import { needs } from "./needs.js";
 
 // Skipped, with the reason, only where PostgreSQL's binaries are missing outside CI; under CI
 // (.ci/run installs them) a missing server fails these tests instead (test/pg.js).
-const skip = pgSkip();
+const skip = pgMissing();
 /** `npm run soak -- --nodes` runs these longer: a minute of slots, ten kills. */
 const SOAK = process.env.CRONVISOR_SOAK === "1";
 const KILLS = SOAK ? 10 : 2;
@@ -19,7 +20,7 @@ const WINDOW_MS = SOAK ? 60_000 : 12_000;
 
 test(
   "three daemons on one store, 30 per-second jobs: every slot has exactly one disposition and at most one run",
-  { skip },
+  needs(skip),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
@@ -84,7 +85,7 @@ test(
 
 test(
   `SIGKILL of the node running a job, ${KILLS} times: another node takes the job over within the lease, the old run is recorded fenced, and no slot runs twice`,
-  { skip },
+  needs(skip),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
@@ -208,7 +209,7 @@ for (let i = 0; ; i++) {
 
 test(
   "SIGSTOP of the node in a long run, past the lease: another node takes over, none of the old run's marker or fenced writes is applied from then on, and on SIGCONT the old run is killed and stays fenced",
-  { skip },
+  needs(skip),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
@@ -302,7 +303,7 @@ test(
 
 test(
   "status on a shared store: every node listed, a job defined differently is a WARNING, a job no running node may run is CRITICAL; a second daemon of a live node's name is refused; run outside hosts: is refused",
-  { skip },
+  needs(skip),
   async (t) => {
     const url = await freshDatabase();
     const dir = tmpdir(t);
@@ -390,7 +391,7 @@ test(
   },
 );
 
-test("logs of a run of another node: the store keeps its last 64 KiB", { skip }, async (t) => {
+test("logs of a run of another node: the store keeps its last 64 KiB", needs(skip), async (t) => {
   const url = await freshDatabase();
   const raw = await rawClient(url, t);
   const dir = tmpdir(t);
@@ -428,7 +429,7 @@ test("logs of a run of another node: the store keeps its last 64 KiB", { skip },
 
 test(
   "the seeds' kill test with the job's markers in PostgreSQL: 3 SIGKILLs of daemon and job, every item done, repeats <= kills",
-  { skip },
+  needs(skip),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
@@ -445,7 +446,7 @@ test(
 
 test(
   "after every node was down, catch-up follows the job's policy once, whichever node starts first",
-  { skip },
+  needs(skip),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);

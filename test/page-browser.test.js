@@ -5,13 +5,14 @@
 /* global document, getComputedStyle, requestAnimationFrame -- in page.evaluate, run by the browser */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { launchChromium, noChromium } from "./browser.js";
+import { launchChromium, chromiumMissing } from "./browser.js";
 import { killGroupsAfter, query, tmpdir, waitFor } from "./helpers.js";
 import { pageDaemon, statusUntil } from "./page-helpers.js";
+import { needs } from "./needs.js";
 
 // Needs Debian's chromium: skipped (with browser.js's reason) only where it is not installed
 // and CI is not set; .ci/run installs it, and in CI never.
-const skip = noChromium;
+const skip = chromiumMissing;
 
 let browser;
 before(async () => {
@@ -57,7 +58,7 @@ const JOBS = [
 
 test(
   "the page in Chromium: health words, a failing bar that opens its log, a stuck bar that grows, a missed slot that explains itself",
-  { skip },
+  needs(skip),
   async (t) => {
     const dir = tmpdir(t);
     const state = `${dir}/.cronvisor`;
@@ -202,7 +203,7 @@ test(
   },
 );
 
-test("a 1,000-job config renders in under a second, 100 jobs to a page", { skip }, async (t) => {
+test("a 1,000-job config renders in under a second, 100 jobs to a page", needs(skip), async (t) => {
   const dir = tmpdir(t);
   // An hourly minute half an hour away: nothing runs while the test looks.
   const minute = (new Date().getUTCMinutes() + 30) % 60;

@@ -6,11 +6,12 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { launchChromium, noChromium } from "./browser.js";
+import { launchChromium, chromiumMissing } from "./browser.js";
 import { cli, query, spawnCli, tmpdir, waitFor } from "./helpers.js";
 import { pageDaemon } from "./page-helpers.js";
+import { needs } from "./needs.js";
 
-const skip = noChromium;
+const skip = chromiumMissing;
 
 let browser;
 before(async () => {
@@ -21,7 +22,7 @@ after(() => browser?.close());
 
 test(
   "the page: a pruned timeline says so, ok beside a killed run is not green, dates never wrap",
-  { skip },
+  needs(skip),
   async (t) => {
     const dir = tmpdir(t);
     const state = path.join(dir, ".cronvisor");

@@ -6,15 +6,16 @@
 /* global document, getComputedStyle -- in page.evaluate, run by the browser */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { launchChromium, noChromium } from "./browser.js";
+import { launchChromium, chromiumMissing } from "./browser.js";
 import { cli, freePort, request, startDaemon, tmpdir, waitFor } from "./helpers.js";
 import { nodeConfig, runs } from "./nodes-helpers.js";
 import { elements, textOf } from "./page-helpers.js";
-import { freshDatabase, pgSkip, rawClient } from "./pg.js";
+import { freshDatabase, pgMissing, rawClient } from "./pg.js";
+import { needs } from "./needs.js";
 
-// Needs a real PostgreSQL and Debian's chromium: skipped (with pgSkip's or browser.js's reason)
+// Needs a real PostgreSQL and Debian's chromium: skipped (with pgMissing's or browser.js's reason)
 // only where one is not installed and CI is not set; .ci/run installs both, and in CI never.
-const skip = pgSkip() || noChromium;
+const skip = pgMissing() || chromiumMissing;
 
 let browser;
 before(async () => {
@@ -74,7 +75,7 @@ async function coloursIn(ctx, url) {
 
 test(
   "a shared store's page: its nodes on top (a hostile one escaped), each run's node, a fenced run in its own colour, and why of it naming the node that took over",
-  { skip },
+  needs(skip),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);

@@ -8,7 +8,8 @@ import Database from "better-sqlite3";
 import { openPgStore, openStore } from "../dist/store/store.js";
 import { PageReads } from "../dist/monitor/page-reads.js";
 import { tmpdir } from "./helpers.js";
-import { freshDatabase, pgSkip } from "./pg.js";
+import { freshDatabase, pgMissing } from "./pg.js";
+import { needs } from "./needs.js";
 
 const ME = { pid: process.pid, start: "me" };
 const req = (job, slot, now) => ({
@@ -280,9 +281,9 @@ test("after each kind of change, the kept rows brought up to date are what a who
 
 test(
   "after each kind of change, including another node's runs, the same on PostgreSQL",
-  // Skipped only where no PostgreSQL server binary is installed and CI is not set (pgSkip's
+  // Skipped only where no PostgreSQL server binary is installed and CI is not set (pgMissing's
   // reason says which); in CI, which installs it, never.
-  { skip: pgSkip() },
+  needs(pgMissing()),
   async (t) => {
     const url = await freshDatabase();
     const writer = await openPgStore(url, { create: true, node: "one" });

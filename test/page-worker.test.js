@@ -11,6 +11,7 @@ import { test } from "node:test";
 import { semiSpaceFlag } from "../dist/monitor/page-client.js";
 import { cli, freePort, request, startDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
 import { pageDaemon, statusUntil } from "./page-helpers.js";
+import { needsNow } from "./needs.js";
 
 /** Each thread of `pid` and its nice (field 19 of /proc/PID/task/TID/stat). */
 function threadNices(pid) {
@@ -29,7 +30,7 @@ function threadNices(pid) {
 test("the page's worker thread runs at the daemon's nice + 10; the daemon's loop keeps its own", async (t) => {
   const own = os.getPriority(0);
   // Skipped only when the suite itself runs at the lowest priority, where no thread can go lower.
-  if (own >= 19) return t.skip("the test runs at nice 19: no higher nice to see");
+  if (needsNow(t, own >= 19 && "the test runs at nice 19: no higher nice to see")) return;
   const dir = tmpdir(t);
   const port = await freePort();
   const cfg = writeConfig(

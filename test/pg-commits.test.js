@@ -10,9 +10,10 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { openPgStore } from "../dist/store/store.js";
 import { scheduledReserve, waitFor } from "./helpers.js";
-import { freshDatabase, pgSkip, rawClient } from "./pg.js";
+import { freshDatabase, pgMissing, rawClient } from "./pg.js";
+import { needs } from "./needs.js";
 
-const skip = pgSkip();
+const skip = pgMissing();
 const ME = { pid: process.pid, start: "me" };
 const reserve = (job, slot) => scheduledReserve(job, slot, { now: () => 1000 + slot, owner: ME });
 const ok = (at) => ({
@@ -62,7 +63,7 @@ async function walSyncs(raw) {
 
 test(
   "postgresql: a node whose claims all find their slots taken, a tick of taken dispositions and a prune of nothing write nothing",
-  { skip },
+  needs(skip),
   async (t) => {
     const { url, raw } = await quietDatabase(t);
     const a = await openPgStore(url, { create: false, node: "a" });
@@ -131,7 +132,7 @@ async function commitsPerSlot(t, perTick, ticks) {
 
 test(
   "postgresql: one slot per tick costs at most 1.2 fsync'd commits, a hundred at most 0.2 per slot",
-  { skip },
+  needs(skip),
   async (t) => {
     const one = await commitsPerSlot(t, 1, 40);
     const hundred = await commitsPerSlot(t, 100, 5);

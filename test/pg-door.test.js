@@ -10,9 +10,10 @@ import path from "node:path";
 import { test } from "node:test";
 import { cli, spawnCli, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
 import { nodeConfig } from "./nodes-helpers.js";
-import { freshDatabase, pgCluster, pgSkip, rawClient } from "./pg.js";
+import { freshDatabase, pgCluster, pgMissing, rawClient } from "./pg.js";
+import { needs } from "./needs.js";
 
-const skip = pgSkip() || (process.getuid?.() === 0 ? false : "the door is tried as root");
+const skip = pgMissing() || (process.getuid?.() === 0 ? false : "the door is tried as root");
 
 /** `daemon -c cfg` until it exits or says it is running: { code, stderr } or the live daemon. */
 async function daemonStart(t, cfg) {
@@ -33,7 +34,7 @@ const JOBS = `  tick:\n    schedule: "@reboot"\n    command: "true"\n`;
 
 test(
   "root: trust on a socket others can reach is refused (exit 2); allow_open_database runs and status warns; peer mapped to root starts clean",
-  { skip },
+  needs(skip),
   async (t) => {
     const c = await pgCluster();
     const url = await freshDatabase();
@@ -102,7 +103,7 @@ test(
 
 test(
   "log_tails: false keeps no log tail in the database; logs of that node's run from another node says where the log is",
-  { skip: pgSkip() },
+  needs(pgMissing()),
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);

@@ -7,12 +7,13 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { openPgStore } from "../dist/store/store.js";
-import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
+import { freshDatabase, pgMissing, rawClient, waitForLockWaiters } from "./pg.js";
 import { scheduledReserve, tmpdir } from "./helpers.js";
+import { needs } from "./needs.js";
 
-// Both tests need a real PostgreSQL: skipped (with pgSkip's reason) only where its server is not
+// Both tests need a real PostgreSQL: skipped (with pgMissing's reason) only where its server is not
 // installed and CI is not set; in CI, which installs it, never.
-const skip = pgSkip();
+const skip = pgMissing();
 const ME = { pid: process.pid, start: "me" };
 
 /** Stores on one fresh database, closed at the test's end; `node` as each store writes. */
@@ -48,7 +49,7 @@ const ended = (status, finishedAt) => ({
 
 test(
   "postgresql: finishRuns keeps the log tails of this node's runs, known or read, with their ends",
-  { skip },
+  needs(skip),
   async (t) => {
     const dir = tmpdir(t);
     const { url, stores: s } = await stores(t, "n1", "n1", "n2");
@@ -88,7 +89,7 @@ test(
 
 test(
   "postgresql: finishRuns locks the job's row before the run's, and keeps an end made meanwhile",
-  { skip },
+  needs(skip),
   async (t) => {
     const dir = tmpdir(t);
     const { url, stores: s } = await stores(t, "n1");

@@ -7,11 +7,12 @@ import net from "node:net";
 import { test } from "node:test";
 import { openPgStore, StoreError } from "../dist/store/store.js";
 import { scheduledReserve } from "./helpers.js";
-import { freshDatabase, pgSkip, rawClient, serverProxy, waitForLockWaiters } from "./pg.js";
+import { freshDatabase, pgMissing, rawClient, serverProxy, waitForLockWaiters } from "./pg.js";
+import { needs } from "./needs.js";
 
-// Needs a real PostgreSQL: skipped (with pgSkip's reason) only where its server is not installed
+// Needs a real PostgreSQL: skipped (with pgMissing's reason) only where its server is not installed
 // and CI is not set; in CI, which installs it, never.
-const skip = pgSkip();
+const skip = pgMissing();
 const ME = { pid: process.pid, start: "me" };
 
 /** A proxy to the cluster's socket that counts turns over all its connections. */
@@ -76,7 +77,7 @@ const ok = (run) => ({
 
 test(
   "postgresql: a slot's claim and run start take 2 round trips (BEGIN with the claim, COMMIT with the start), its end 1",
-  { skip },
+  needs(skip),
   async (t) => {
     const { store, turns } = await proxiedStore(t);
     await store.addJobs([{ name: "a", bootId: null }], 1000);
@@ -115,7 +116,7 @@ test(
 
 test(
   "postgresql: a run started while the reservation waited for the job's lock holds it: the slot is skipped, not started",
-  { skip },
+  needs(skip),
   async (t) => {
     const { store, url } = await proxiedStore(t);
     await store.addJobs([{ name: "a", bootId: null }], 1000);
@@ -149,7 +150,7 @@ test(
 
 test(
   "postgresql: a statement that fails right after its pipelined BEGIN rolls the transaction back; the connection goes on",
-  { skip },
+  needs(skip),
   async (t) => {
     const { store } = await proxiedStore(t);
     await store.addJobs([{ name: "a", bootId: null }], 1000);

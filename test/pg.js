@@ -8,8 +8,8 @@
 // (a commit is on disk when it returns, as SQLite's synchronous=FULL); only initdb runs with
 // --no-sync, since a cluster that dies with its test process need not survive a power cut.
 //
-// Without the binaries the PostgreSQL cases are skipped with the reason, except under CI (the
-// CI variable set), where .ci/run installs them: there the cases fail saying so.
+// Without the binaries the PostgreSQL cases are skipped with the reason (`needs(pgMissing())`,
+// test/needs.js), except under CI, where .ci/run installs them: there the cases fail saying so.
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
@@ -29,12 +29,6 @@ export function pgMissing() {
       return `PostgreSQL binaries not found (${path.join(PG_BIN, b)}): install Debian's postgresql (apt-get install postgresql)`;
   }
   return null;
-}
-
-/** node:test's `skip` for a PostgreSQL case: the reason, or false; under CI never a skip. */
-export function pgSkip() {
-  const why = pgMissing();
-  return why !== null && !process.env.CI ? why : false;
 }
 
 /** The uid and gid to run the cluster as: ours, or (as root) the `cronvisor-pg` system user's. */

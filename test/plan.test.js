@@ -22,7 +22,8 @@ import {
   writeConfig,
   query,
 } from "./helpers.js";
-import { freshDatabase, pgSkip } from "./pg.js";
+import { freshDatabase, pgMissing } from "./pg.js";
+import { needs } from "./needs.js";
 
 const PATH = `${path.join(ROOT, "bin")}:${path.dirname(process.execPath)}:/usr/bin:/bin`;
 // Marks three items, each once: what a renamed job must not do again.
@@ -375,6 +376,6 @@ test("markers --move-to on SQLite: 75 while either job runs, then moved", (t) =>
 
 test(
   "markers --move-to on PostgreSQL: 75 while either job runs, then moved",
-  { skip: pgSkip() },
+  needs(pgMissing()),
   async (t) => moveWhileRunning(t, `store: "${await freshDatabase()}"\n`),
 );

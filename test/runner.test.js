@@ -12,6 +12,7 @@ import vm from "node:vm";
 import { startTimeOf } from "../dist/core/proc.js";
 import { startRun } from "../dist/run/runner.js";
 import { ROOT, alive, cleanEnv, tmpdir, waitFor } from "./helpers.js";
+import { needs } from "./needs.js";
 
 const PATH = "/usr/local/bin:/usr/bin:/bin";
 v8.setFlagsFromString("--expose-gc"); // for the memory test: measure live buffers, not garbage
@@ -367,7 +368,7 @@ test("echo gets the output as it arrives, waiting for a slow reader", async (t) 
 test(
   "user: runs as that user with that user's groups only",
   // Skipped when not root: switching to another user needs root.
-  { skip: process.getuid() !== 0 && "needs root" },
+  needs(process.getuid() !== 0 && "needs root"),
   async (t) => {
     const spec = specFor(t, { command: "id -u; id -g; id -G", user: "nobody", cwd: "/" });
     spec.exitFile = path.join(spec.dir, "runs", "1.exit"); // in a root-only dir: the wrapper writes it

@@ -20,6 +20,7 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
+import { needsNow } from "./needs.js";
 
 const PROBE = path.join(ROOT, "test", "fixtures", "zone", "intl-probe.mjs");
 const HOST_ZONE = path.join(ROOT, "dist", "schedule", "host-zone.js");
@@ -142,7 +143,7 @@ function namespaceWrap() {
 test("host zone from /etc: the same as Intl's under a fake /etc (mount namespace)", (t) => {
   const wrap = namespaceWrap();
   // Skipped only without root or mount namespaces; in CI, as root, never.
-  if (!wrap) return t.skip("needs root and unshare -m to give a child its own /etc");
+  if (needsNow(t, !wrap && "needs root and unshare -m to give a child its own /etc")) return;
   for (const [what, localtime, timezone] of ETC_TABLE) {
     // The fake /etc holds links to every real entry (through a second mount of the real /etc, so
     // that /etc/ssl and the rest still resolve) but localtime and timezone.

@@ -17,6 +17,7 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
+import { needs, needsNow } from "./needs.js";
 
 const SECRET = "root's eyes only";
 
@@ -64,11 +65,11 @@ jobs:
 
 test(
   "root: a user: job whose cwd its user swapped for a link into a root-only directory does not start there (run and daemon)",
-  { skip: process.getuid?.() === 0 ? false : "running a job as another user needs root" },
+  needs(process.getuid?.() === 0 ? false : "running a job as another user needs root"),
   async (t) => {
     const user = testUser();
     // Root, but no second user (testUser's reason); in CI never.
-    if (user.skip) return t.skip(user.skip);
+    if (needsNow(t, user.skip)) return;
     const s = setUp(t, user);
     // Before the swap: the job runs in its own directory.
     const ok = cli(["run", "-c", s.cfg, "peek"]);

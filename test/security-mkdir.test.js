@@ -19,6 +19,7 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
+import { needs } from "./needs.js";
 
 // The attacker is a second user: skipped, with testUser's reason, only when not root or where
 // root cannot create that user; in CI, which runs as root, never.
@@ -102,7 +103,7 @@ function assertRefusal(r, p, what) {
 
 test(
   "root: a link raced in at the missing parent of a sticky-dir state dir never gets the store (run, daemon)",
-  { skip },
+  needs(skip),
   async (t) => {
     // Daemons are killed before the dirs are removed (after hooks run in the order they were
     // added), also when the test fails half-way.
@@ -184,7 +185,7 @@ test(
 
 test(
   "root: makeDirs refuses a link or someone else's directory found at a missing component (planted after the check)",
-  { skip },
+  needs(skip),
   async (t) => {
     const { daemonTrust, makeDirs } = await import("../dist/core/safe-path.js");
     const { base, att, fake } = stickyDirs(t);
@@ -220,7 +221,7 @@ test(
 
 test(
   "root: a link already at the missing parent is refused by run and daemon, exit 2, naming it; without it both parts are made 0700",
-  { skip },
+  needs(skip),
   (t) => {
     const { base, fake } = stickyDirs(t);
     const race = path.join(base, "race");

@@ -19,6 +19,7 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
+import { needs } from "./needs.js";
 
 // What these tests attack is a root daemon opening paths others can write: skipped with this
 // reason only when not root; in CI, which runs as root, never.
@@ -140,7 +141,7 @@ function isLink(p) {
 describe("links planted in the state dir of a root daemon", { concurrency: true }, () => {
   test(
     "a link planted at the next runs' log files: those runs fail to spawn (ELOOP), the target is untouched, the job's later runs and the other job run",
-    { skip: notRoot },
+    needs(notRoot),
     async (t) => {
       const { dir, startDaemon } = setup(t);
       const t0 = target(dir);
@@ -196,7 +197,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
 
   test(
     "a link planted at the log file of a run whose env_file cannot be read: the failure note is not written through it",
-    { skip: notRoot },
+    needs(notRoot),
     async (t) => {
       const { dir, startDaemon } = setup(t);
       const t0 = target(dir);
@@ -236,7 +237,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
 
   test(
     "a link planted at a running run's exit-status file: the wrapper does not write through it (set -C), the run is recorded as it ended",
-    { skip: notRoot },
+    needs(notRoot),
     async (t) => {
       const { dir, startDaemon } = setup(t);
       const t0 = target(dir);
@@ -288,7 +289,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
 
   test(
     "a link planted at the heartbeat file: never written through; the daemon keeps beating in its store",
-    { skip: notRoot },
+    needs(notRoot),
     async (t) => {
       const { dir, startDaemon } = setup(t);
       const t0 = target(dir);
@@ -323,7 +324,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
 
 test(
   "root: `cronvisor logs` does not print what a link planted at a run's log points to",
-  { skip: notRoot },
+  needs(notRoot),
   (t) => {
     const dir = tmpdir(t);
     const cfg = writeConfig(dir, 'jobs:\n  a:\n    schedule: "@daily"\n    command: "echo hi"\n');

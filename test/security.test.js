@@ -17,6 +17,7 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
+import { needs } from "./needs.js";
 
 test("http: 200 connections that never finish a request do not keep /healthz blind for more than 5 s", async (t) => {
   const dir = tmpdir(t);
@@ -80,7 +81,7 @@ function envConfig(dir, envFile, extra = "") {
 
 test(
   "root: a config, state dir or env_file under a directory another user owns is refused by daemon and run (exit 2)",
-  { skip: notRoot },
+  needs(notRoot),
   (t) => {
     const dir = tmpdir(t);
     // The attacker's directory: they could swap the state dir or the env_file for a link at will.
@@ -111,7 +112,7 @@ test(
 
 test(
   "root: an env_file that is a link, or owned by another user for a root job, is refused at start",
-  { skip: notRoot },
+  needs(notRoot),
   (t) => {
     const dir = tmpdir(t);
     const secret = path.join(dir, "root-only");
@@ -133,7 +134,7 @@ test(
 
 test(
   "root: an env_file that turns into a FIFO, /proc/self/environ or /etc/shadow-like text fails its run alone, quoting nothing",
-  { skip: notRoot },
+  needs(notRoot),
   async (t) => {
     const dir = tmpdir(t);
     const envFile = path.join(dir, "job.env");
@@ -178,7 +179,7 @@ test(
 test(
   "a user: job cannot write or forge its own exit status: the wrapper that writes it runs as root, outside setpriv",
   // Skipped only when not root: a user: job needs a second user; in CI, which runs as root, never.
-  { skip: process.getuid() !== 0 && "needs root" },
+  needs(process.getuid() !== 0 && "needs root"),
   async (t) => {
     const dir = tmpdir(t, "cvx-forge-");
     fs.chmodSync(dir, 0o755);

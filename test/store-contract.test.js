@@ -11,9 +11,10 @@ import Database from "better-sqlite3";
 import { migrationFiles } from "../dist/store/migrate.js";
 import { PG_LATEST, pgMigrationFiles } from "../dist/store/pg-connection.js";
 import { openPgStore, openStore, StoreError } from "../dist/store/store.js";
-import { freshDatabase, pgSkip, rawClient, waitForLockWaiters } from "./pg.js";
+import { freshDatabase, pgMissing, rawClient, waitForLockWaiters } from "./pg.js";
 import { tmpdir } from "./helpers.js";
 import { fromRuns } from "./status-oracle.js";
+import { needs } from "./needs.js";
 
 const LATEST = 15;
 
@@ -50,8 +51,8 @@ const ENGINES = [
   },
   {
     name: "postgresql",
-    // Skipped (with pgSkip's reason) only where PostgreSQL is not installed and CI is not set.
-    skip: pgSkip(),
+    // Skipped (with pgMissing's reason) only where PostgreSQL is not installed and CI is not set.
+    skip: pgMissing(),
     async place() {
       const url = await freshDatabase();
       return {
@@ -81,7 +82,7 @@ const ENGINES = [
 function contract(name, fn, { compare = true } = {}) {
   const results = new Map();
   for (const e of ENGINES) {
-    test(`${e.name}: ${name}`, { skip: e.skip }, async (t) => {
+    test(`${e.name}: ${name}`, needs(e.skip), async (t) => {
       const place = await e.place(t);
       const opened = [];
       t.after(async () => {
@@ -97,7 +98,7 @@ function contract(name, fn, { compare = true } = {}) {
     });
   }
   if (!compare) return;
-  test(`both engines: ${name}: the same results`, { skip: ENGINES[1].skip }, () => {
+  test(`both engines: ${name}: the same results`, needs(ENGINES[1].skip), () => {
     assert.equal(results.size, 2, "both engines ran the case");
     assert.deepEqual(results.get("postgresql"), results.get("sqlite"));
   });
@@ -761,7 +762,7 @@ contract(
 
 // ---- PostgreSQL only: two stores (two pools) racing on what SQLite serialises ---------------
 
-// Its `skip` is pgSkip()'s reason (PostgreSQL not installed, CI not set); in CI never.
+// Its `skip` is pgMissing()'s reason (PostgreSQL not installed, CI not set); in CI never.
 const pgEngine = ENGINES[1];
 
 async function twoStores(t) {
@@ -777,7 +778,7 @@ async function twoStores(t) {
 
 test(
   "postgresql: two stores reserving the same slot at once: one runs it",
-  { skip: pgEngine.skip },
+  needs(pgEngine.skip),
   async (t) => {
     const { a, b, url } = await twoStores(t);
     await a.ensureJob("j", 1);
@@ -818,7 +819,7 @@ test(
 
 test(
   "postgresql: markDone waiting behind a takeover is refused once it commits",
-  { skip: pgEngine.skip },
+  needs(pgEngine.skip),
   async (t) => {
     const { a, b, url } = await twoStores(t);
     const old = (await a.reserveRun(req("j", null))).run;
@@ -851,7 +852,7 @@ test(
 
 test(
   "postgresql: another node's run holds the lock by its lease; once it ran out, one takeover (takeOver or a reservation) fences it and returns the slots it blocked; on one machine, a daemon ends a dead node's dead run at once",
-  { skip: pgEngine.skip },
+  needs(pgEngine.skip),
   async (t) => {
     const place = await pgEngine.place(t);
     const a = await place.open({ node: "n1" });
@@ -936,7 +937,7 @@ test("sqlite: takeOver: one node, nothing to take over", async (t) => {
 
 test(
   "postgresql: two once claims and two daemons at once: one wins each",
-  { skip: pgEngine.skip },
+  needs(pgEngine.skip),
   async (t) => {
     const { a, b } = await twoStores(t);
     const w = { job: "j", run: null };
@@ -961,7 +962,7 @@ test(
 
 test(
   "postgresql: an empty database is missing to a reader and to create: false",
-  { skip: pgEngine.skip },
+  needs(pgEngine.skip),
   async (t) => {
     const url = await freshDatabase();
     for (const opts of [{ create: false }, { create: true, readonly: true }]) {
@@ -1227,8 +1228,8 @@ const OLD_ENGINES = [
   },
   {
     name: "postgresql",
-    // Skipped (with pgSkip's reason) only where PostgreSQL is not installed and CI is not set.
-    skip: pgSkip(),
+    // Skipped (with pgMissing's reason) only where PostgreSQL is not installed and CI is not set.
+    skip: pgMissing(),
     async old() {
       const url = await freshDatabase();
       const c = await rawClient(url);
@@ -1254,7 +1255,7 @@ const backfilled = new Map();
 for (const e of OLD_ENGINES) {
   test(
     `${e.name}: migration 006 backfills the jobs' summary rows: status as before`,
-    { skip: e.skip },
+    needs(e.skip),
     async (t) => {
       const open = await e.old(t);
       const store = await open();
@@ -1283,17 +1284,13 @@ for (const e of OLD_ENGINES) {
     },
   );
 }
-test(
-  "both engines: migration 006's backfill: the same status",
-  { skip: OLD_ENGINES[1].skip },
-  () => {
-    assert.deepEqual(backfilled.get("postgresql"), backfilled.get("sqlite"));
-  },
-);
+test("both engines: migration 006's backfill: the same status", needs(OLD_ENGINES[1].skip), () => {
+  assert.deepEqual(backfilled.get("postgresql"), backfilled.get("sqlite"));
+});
 
 test(
   "postgresql: a tick whose slots another node recorded waits on no job row",
-  { skip: pgEngine.skip },
+  needs(pgEngine.skip),
   async (t) => {
     const { a, b, url } = await twoStores(t);
     const names = Array.from({ length: 20 }, (_, i) => `j${i}`);
@@ -1332,7 +1329,7 @@ test(
 
 test(
   "postgresql: two nodes' ticks over the same slots in opposite orders: each slot once, no deadlock",
-  { skip: pgEngine.skip },
+  needs(pgEngine.skip),
   async (t) => {
     const { a, b } = await twoStores(t);
     const names = Array.from({ length: 50 }, (_, i) => `j${String(i).padStart(2, "0")}`);
@@ -1376,7 +1373,7 @@ test(
 
 test(
   "postgresql: a reader's cursor never passes an id still to commit, and no writer waits for another's commit",
-  { skip: pgEngine.skip },
+  needs(pgEngine.skip),
   async (t) => {
     const { a, b, url } = await twoStores(t);
     const reader = await openPgStore(url, { create: false, node: "reader" });

@@ -10,6 +10,7 @@ import { test } from "node:test";
 import Database from "better-sqlite3";
 import { migrationFiles } from "../dist/store/migrate.js";
 import { BIN, cli, tmpdir, writeConfig } from "./helpers.js";
+import { needs } from "./needs.js";
 
 const SQLITE3 = "/usr/bin/sqlite3";
 const skip = fs.existsSync(SQLITE3)
@@ -49,7 +50,7 @@ function storeAt(stateDir, upTo) {
 
 test(
   "a store migrated from version 9 with real runs: sqlite3 checks, backs up and queries it",
-  { skip },
+  needs(skip),
   (t) => {
     const dir = tmpdir(t);
     const stateDir = path.join(dir, "state");

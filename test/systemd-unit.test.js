@@ -25,6 +25,7 @@ import {
   waitFor,
   writeConfig,
 } from "./helpers.js";
+import { needs } from "./needs.js";
 
 const UNIT = path.join(ROOT, "examples", "cronvisor.service");
 const DAEMON_DOC = path.join(ROOT, "docs", "daemon.md");
@@ -166,7 +167,7 @@ test("the shipped unit sets what the docs rely on, and docs/daemon.md says so", 
 test(
   "Nice=: the daemon runs ahead of its jobs, and its jobs run at nice 0, as under cron",
   // Lowering a nice below 0 needs root (systemd does it as root before the exec).
-  { skip: process.getuid() !== 0 && "needs root" },
+  needs(process.getuid() !== 0 && "needs root"),
   async (t) => {
     const nice = Number(one(service(), "Nice"));
     assert.equal(nice + JOB_NICE_OFFSET, 0, "a job's nice is the daemon's + the offset");

@@ -5,27 +5,13 @@ import { graceMs, Spread } from "./spread.js";
 import type { RunContext } from "../run/execute.js";
 import type { Spawner } from "../run/spawner.js";
 import type { JobConfig, Config, RunBroker, RunResult } from "../core/types.js";
-import type { Owner, RunRow, Store } from "../store/store.js";
+import type { Owner, Store } from "../store/store.js";
 import { decideAdmission } from "./admit.js";
 import { KeptWrites } from "./kept.js";
 import { LogBudget } from "./log-budget.js";
 import type { Active, JobState } from "./state.js";
 import { Waiting } from "./waiting.js";
-
-/**
- * Observers of the daemon (alerts, pings, metrics, HTTP). Called after the store has recorded the
- * fact; a hook must not block or throw (errors are logged and ignored): monitoring never delays
- * a slot and never loses a run's record.
- */
-export interface SupervisorHooks {
-  runStarted?(run: RunRow, job: JobConfig): void;
-  runEnded?(run: RunRow, job: JobConfig): void;
-  /** Every heartbeat, after the beat is recorded. */
-  beat?(store: Store, config: Config, now: number): void;
-  reloaded?(config: Config): void;
-  /** On stop, after the runs are recorded and before the store closes. */
-  stopping?(): Promise<void> | void;
-}
+import type { SupervisorHooks } from "../monitor/hooks.js";
 
 export class Runtime {
   readonly jobs = new Map<string, JobState>();

@@ -22,12 +22,12 @@ import { writeHeartbeatFile } from "./heartbeat.js";
 import { collectGarbageSoon } from "./settle.js";
 import { catchUp, watchJobs } from "./jobs.js";
 import { Runs } from "./runs.js";
-import { Runtime, type SupervisorHooks } from "./runtime.js";
+import { Runtime } from "./runtime.js";
+import type { SupervisorHooks } from "../monitor/hooks.js";
 import { TickBatch } from "./starts.js";
 import { scheduled, wakeAt, type JobState } from "./state.js";
 import { forceAll, stopRuns } from "./stop.js";
 import { recordMissed } from "./writes.js";
-export type { SupervisorHooks } from "./runtime.js";
 
 /** Never sleep longer than this: re-read the wall clock at least this often. */
 const MAX_SLEEP_MS = 30_000;

@@ -38,7 +38,7 @@ import { newRows, type Cursor } from "./scan.js";
 import type { PageClient } from "./page-client.js";
 import { inspectJob } from "../health/status.js";
 import type { NodeRow, RunRow, Store } from "../store/store.js";
-import type { SupervisorHooks } from "../daemon/supervisor.js";
+import type { SupervisorHooks } from "./hooks.js";
 import type { AlertTarget, Config, JobConfig } from "../core/types.js";
 import { storeTarget } from "../store/store.js";
 
