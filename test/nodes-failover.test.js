@@ -194,7 +194,7 @@ test(
       assert.deepEqual(
         caught.map((r) => r.slot),
         want,
-        `${job} (catchup: ${j.catchup}) caught up\n${diag}`,
+        `${job} (catchup: ${j.catchup}) caught up\n${diag}\n${(await runs(raw, "job = $1 AND slot >= $2", [job, from])).map((r) => `${r.id} ${r.slot} ${r.trigger} ${r.status} ${r.attempt} ${r.node} ${r.started_at} ${r.reason}`).join("\n")}`,
       );
       for (const r of caught) {
         assert.equal(r.status, "ok", diag);
