@@ -443,3 +443,53 @@ test("the spawner killed with a start in flight, or under a run with a timeout: 
   const abrt = await (await runVia(spawner, dir, 3, "kill -ABRT $$")).done;
   assert.equal(abrt.signal, "SIGABRT");
 });
+
+test("a spawner holding more than 1,024 descriptors still starts runs: a run's open-files limit is set once it holds only its own", async (t) => {
+  const dir = tmpdir(t);
+  const spawner = await ownSpawner(t);
+  // Each run under way holds its output pipes in the spawner: 600 at once, over 1,200 descriptors.
+  const flag = path.join(dir, "finish");
+  const starts = Array.from(
+    { length: 600 },
+    (_, i) =>
+      new Promise((resolve) => {
+        spawner.start(
+          {
+            runId: i + 1,
+            job: `j${i}`,
+            nice: 0,
+            cwd: dir,
+            exitFile: path.join(dir, `${i + 1}.exit`),
+            pidFile: path.join(dir, `${i + 1}.pid`),
+            leftovers: "kill",
+            nofile: null,
+            memory: null,
+            cpu: null,
+            tasks: null,
+            argv: ["sh", "-c", `while [ ! -e ${flag} ]; do sleep 0.1; done; ulimit -n`],
+            env: { PATH: "/usr/bin:/bin" },
+            script: null,
+          },
+          {
+            started: () => {},
+            failed: (code) => resolve({ failed: code }),
+            output: () => {},
+            exited: (code) => resolve({ code }),
+            closed: () => {},
+            lost: () => resolve({ failed: "lost" }),
+          },
+        );
+      }),
+  );
+  // Every run has started (its pid file written before the exec) before any may end.
+  await waitFor(
+    () => fs.readdirSync(dir).filter((f) => f.endsWith(".pid")).length === 600,
+    "600 runs started",
+    60_000,
+  );
+  fs.writeFileSync(flag, "");
+  const ends = await Promise.all(starts);
+  const failed = ends.filter((e) => e.failed !== undefined);
+  assert.deepEqual(failed.slice(0, 3), [], `${failed.length} of 600 runs could not start`);
+  assert.ok(ends.every((e) => e.code === 0));
+});

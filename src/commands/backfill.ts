@@ -81,14 +81,8 @@ export async function backfill(name: string, o: BackfillOptions): Promise<void> 
     return;
   }
   await checkSafe(config);
-  const { storeTarget } = await import("../store/store.js");
-  const { runsOn } = await import("../core/hosts.js");
-  const node = storeTarget(config).node;
-  if (!runsOn(job, node))
-    throw new CliError(
-      `cronvisor: refused: ${job.name} may run only on ${(job.hosts ?? []).join(", ")} (hosts: in ${config.file}), and this is node ${node}; nothing was run`,
-      EXIT.usage,
-    );
+  const { refuseElsewhere } = await import("./run.js");
+  await refuseElsewhere(config, job);
   out(summary);
   const { supervised } = await import("./run.js");
   process.exitCode = await supervised(config, (ctx) =>

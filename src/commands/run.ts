@@ -10,6 +10,12 @@ export async function run(name: string, o: { config?: string; wait: boolean }): 
   const config = await load(o.config);
   const job = findJob(config, name);
   await checkSafe(config);
+  await refuseElsewhere(config, job);
+  process.exitCode = o.wait ? await runNow(config, job) : await runDetached(config, job);
+}
+
+/** A job whose `hosts:` leave this node out is refused here, as the daemon leaves it (exit 2). */
+export async function refuseElsewhere(config: Config, job: JobConfig): Promise<void> {
   const { storeTarget } = await import("../store/store.js");
   const { runsOn } = await import("../core/hosts.js");
   const node = storeTarget(config).node;
@@ -18,7 +24,6 @@ export async function run(name: string, o: { config?: string; wait: boolean }): 
       `cronvisor: refused: ${job.name} may run only on ${(job.hosts ?? []).join(", ")} (hosts: in ${config.file}), and this is node ${node}; nothing was run`,
       EXIT.usage,
     );
-  process.exitCode = o.wait ? await runNow(config, job) : await runDetached(config, job);
 }
 
 /**

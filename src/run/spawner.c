@@ -625,15 +625,6 @@ static void exec_child(int nice_v, long nofile, int cg, const char *cwd, char **
     _exit(127);
   }
   setpriority(PRIO_PROCESS, 0, nice_v);
-  /* Not the daemon's raised limit (Node lifts its soft open-files limit to the hard one): the
-     usual 1024, or the job's `limits: { nofile }`. */
-  struct rlimit rl;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-    rlim_t want = nofile > 0 ? (rlim_t)nofile : 1024;
-    if (nofile > 0 && want > rl.rlim_max && geteuid() == 0) rl.rlim_max = want;
-    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
   /* No exec before the spawner has told the daemon this pid ('K'): a spawner killed in between
      leaves nobody who knows of this process, so it ends here (EOF: the spawner is gone). */
   close(go[1]);
@@ -657,6 +648,17 @@ static void exec_child(int nice_v, long nofile, int cg, const char *cwd, char **
      close-on-exec from whoever started it (a root process's pipe would reach a user: job). */
   close_from(3, s >= 0 ? ENV_FD - 1 : ENV_FD);
   close_from(ENV_FD + 2, ~0U);
+  /* Not the daemon's raised limit (Node lifts its soft open-files limit to the hard one): the
+     usual 1024, or the job's `limits: { nofile }`. Set only now that the child holds its own few
+     descriptors: before, a spawner holding over 1024 (runs under way, kept cgroups) left no room
+     under the limit for the dups above, and the run failed to start with EMFILE. */
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    rlim_t want = nofile > 0 ? (rlim_t)nofile : 1024;
+    if (nofile > 0 && want > rl.rlim_max && geteuid() == 0) rl.rlim_max = want;
+    rl.rlim_cur = want < rl.rlim_max ? want : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
   if (chdir(cwd) < 0) goto fail;
   environ = envp; /* execvp searches the job's PATH, as Node's spawn does */
   execvp(argv[0], argv);
