@@ -184,6 +184,16 @@ test("overlap: a retry, resume, catch-up or @reboot run waits behind a busy job 
   }
 });
 
+test("overlap: a run queued behind one that exited (its end not yet handled) starts before a later slot takes the lock again", () => {
+  // On a shared store a run's end rides the next tick's write, so that tick's slot would win the
+  // lock every time and a queued catch-up or retry would never start (test/nodes-failover.test.js).
+  const exited = { running: [], inBatch: false, queued: 1 };
+  for (const policy of ["skip", "queue", "replace"]) {
+    assert.deepEqual(decideOverlap(policy, sched, exited), { kind: "queued-first" }, policy);
+    assert.deepEqual(decideOverlap(policy, retry, exited), { kind: "queued-first" }, policy);
+  }
+});
+
 // ---- catch-up ------------------------------------------------------------------------------
 
 test("catch-up: nothing passed, or a first start (no stamp), plans nothing", () => {

@@ -20,7 +20,9 @@ export type OverlapDecision =
   /** Record the slot `skipped` now, with this reason. */
   | { kind: "skip"; reason: string }
   /** Revoke these runs' fences, stop them, then start. */
-  | { kind: "replace"; runs: number[] };
+  | { kind: "replace"; runs: number[] }
+  /** Start the job's queued run first; this one then meets the decision behind it. */
+  | { kind: "queued-first" };
 
 /**
  * A run that is not a scheduled slot (catch-up, retry, resume, @reboot) waits behind a busy job
@@ -32,6 +34,10 @@ export type OverlapDecision =
  */
 export function decideOverlap(policy: Overlap, p: Pending, s: OverlapState): OverlapDecision {
   const busy = s.running.length > 0 || s.inBatch;
+  // The run a slot queued behind exited, and its end is not handled yet (on a shared store it
+  // rides the next tick's write): the queued one goes first, or every later slot would take the
+  // lock before it and it would never start.
+  if (!busy && s.queued > 0) return { kind: "queued-first" };
   if (!busy || policy === "allow") return { kind: "start" };
   if (p.trigger !== "schedule") return { kind: "queue" };
   switch (policy) {

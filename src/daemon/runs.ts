@@ -51,6 +51,10 @@ export class Runs {
       inBatch: batch.starting(name),
       queued: st.pending.length,
     });
+    if (d.kind === "queued-first") {
+      batch.start(st.cfg, st.pending.shift() as Pending);
+      return this.offer(st, p, batch);
+    }
     if (d.kind === "start") batch.start(st.cfg, p);
     else if (d.kind === "queue") st.pending.push(p);
     else if (d.kind === "skip") batch.record(st.cfg, p.slot as number, "skipped", d.reason);
