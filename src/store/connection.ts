@@ -12,6 +12,7 @@ import type Database from "better-sqlite3";
 import fs, { type BigIntStats } from "node:fs";
 import { StoreError, storePath } from "./errors.js";
 import { LATEST, migrate } from "./migrate.js";
+import { numbered, sqlitePlaceholders } from "./queries/sql.js";
 import {
   changedSince,
   createStoreFile,
@@ -66,11 +67,14 @@ export class Conn {
     return this.inPlace !== null && changedSince(this.inPlace.file, this.inPlace.st);
   }
 
-  /** A prepared statement, cached: the same SQL is compiled once per connection. `rows`: as arrays. */
+  /**
+   * A prepared statement, cached: the same SQL is compiled once per connection. `rows`: as arrays.
+   * A shared statement's $1..$n become `?` (queries/sql.ts).
+   */
   q(sql: string, arrays = false): Database.Statement {
     let s = this.stmts.get(sql);
     if (!s) {
-      s = this.raw.prepare(sql);
+      s = this.raw.prepare(numbered(sql) ? sqlitePlaceholders(sql) : sql);
       if (arrays) s.raw(true);
       this.stmts.set(sql, s);
     }

@@ -1,0 +1,29 @@
+// The store's shared SQL (issue 38): a statement both engines run is written once, in this
+// folder, with PostgreSQL's numbered placeholders ($1, $2, ...). The SQLite connection turns them
+// into `?` when it prepares the statement (Conn.q, once per connection and text), so its callers
+// bind positionally as ever. better-sqlite3 takes SQLite's `?NNN` and `$NNN` only as named
+// parameters (an object to bind), so the text must number its placeholders in order, each once:
+// `sqlitePlaceholders` throws otherwise, at the statement's first use. What the dialects write
+// differently stays in each engine (../sqlite/, ../postgres/), or is a small switch here.
+
+/** The SQLite text of a statement written with $1..$n in order, each once. Pure. */
+export function sqlitePlaceholders(sql: string): string {
+  let next = 1;
+  return sql.replace(/\$(\d+)/g, (_m, n: string) => {
+    if (Number(n) !== next) throw new Error(`shared SQL: $${n} where $${next} was due: ${sql}`);
+    next++;
+    return "?";
+  });
+}
+
+/** Does the text use numbered placeholders (a shared statement)? */
+export const numbered = (sql: string): boolean => /\$\d/.test(sql);
+
+/** The engines' words for the same thing, where only a word differs. */
+export interface Dialect {
+  /** The larger of two values: SQLite's two-argument MAX, PostgreSQL's GREATEST. */
+  greatest: "MAX" | "GREATEST";
+}
+
+export const SQLITE: Dialect = { greatest: "MAX" };
+export const POSTGRES: Dialect = { greatest: "GREATEST" };
