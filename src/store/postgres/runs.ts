@@ -3,6 +3,7 @@
 // their caller's transaction and never open one. A write that reads a job's runs and acts on them
 // holds the job's row lock (jobs.lockJobs, lockRunJobs) first.
 import type { Q } from "../pg-connection.js";
+import { ADOPT_RUN, DELETE_PRUNED, REVOKE_RUN, SET_RUN_PROCESS } from "../queries/runs.js";
 import type {
   HolderLease,
   Owner,
@@ -135,12 +136,7 @@ export async function setRunProcess(
   pidStart: string | null,
   pgid: number,
 ) {
-  await q.run("UPDATE runs SET pid = $1, pid_start = $2, pgid = $3 WHERE id = $4", [
-    pid,
-    pidStart,
-    pgid,
-    runId,
-  ]);
+  await q.run(SET_RUN_PROCESS, [pid, pidStart, pgid, runId]);
 }
 
 /** The processes of runs just spawned (a tick's starts): one statement, sent (q.send). */
@@ -161,16 +157,12 @@ export async function setRunProcesses(q: Q, list: readonly RunProcess[]) {
 
 /** A restarted daemon (or another owner) takes over supervising a live orphan. */
 export async function adoptRun(q: Q, runId: number, owner: Owner) {
-  await q.run("UPDATE runs SET owner_pid = $1, owner_start = $2 WHERE id = $3", [
-    owner.pid,
-    owner.start,
-    runId,
-  ]);
+  await q.run(ADOPT_RUN, [owner.pid, owner.start, runId]);
 }
 
 /** Revoke the run's fence: its marker writes are refused from now on. */
 export async function revokeRun(q: Q, runId: number) {
-  await q.run("UPDATE runs SET revoked = 1 WHERE id = $1", [runId]);
+  await q.run(REVOKE_RUN, [runId]);
 }
 
 /** A run's end, as its row now says it (null when it had been recorded already). */
@@ -235,7 +227,7 @@ export async function pruneRuns(q: Q, job: string, keep: number): Promise<string
   if (old.length === 0) return [];
   const maxId = Math.max(...old.map((r) => r.id));
   await q.run("DELETE FROM run_logs WHERE run_id = ANY($1::bigint[])", [old.map((r) => r.id)]);
-  await q.run("DELETE FROM runs WHERE job = $1 AND status != 'running' AND id <= $2", [job, maxId]);
+  await q.run(DELETE_PRUNED, [job, maxId]);
   return old.map((r) => r.log_path).filter((p): p is string => p !== null);
 }
 
