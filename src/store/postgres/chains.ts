@@ -2,10 +2,18 @@
 // functions: they run in their caller's transaction and never open one.
 import type { Q } from "../pg-connection.js";
 import { chainReason, drainDetail, type ChainRow, type DrainRow } from "../chain-rows.js";
+import {
+  CHAINED_REASON,
+  DELETE_CHAIN,
+  DRAIN,
+  END_DRAIN,
+  PENDING_CHAINS,
+  SET_DRAIN,
+} from "../queries/chains.js";
 import { insertEvent } from "./events.js";
 
 export async function pendingChains(q: Q): Promise<ChainRow[]> {
-  return q.all<ChainRow>("SELECT * FROM chains ORDER BY created_at, job");
+  return q.all<ChainRow>(PENDING_CHAINS);
 }
 
 /** See ../sqlite/chains.ts settleChains; the chain rows are locked, so two nodes settle one once. */
@@ -21,30 +29,21 @@ export async function settleChains(
     );
     if (!ch) continue;
     const reason = chainReason(ch.upstream, ch.upstream_run);
-    await q.run(
-      `UPDATE runs SET reason = CASE WHEN reason IS NULL THEN $1 ELSE $1 || '; ' || reason END
-       WHERE job = $2 AND slot = $3 AND trigger = 'chained'`,
-      [reason, job, slot],
-    );
-    await q.run("DELETE FROM chains WHERE job = $1 AND slot = $2", [job, slot]);
+    await q.run(CHAINED_REASON, [reason, reason, job, slot]);
+    await q.run(DELETE_CHAIN, [job, slot]);
   }
 }
 
 export async function drain(q: Q): Promise<DrainRow | null> {
-  return (await q.get<DrainRow>("SELECT since, until, reason FROM drain WHERE id = 1")) ?? null;
+  return (await q.get<DrainRow>(DRAIN)) ?? null;
 }
 
 export async function setDrain(q: Q, d: DrainRow | null, now: number): Promise<void> {
   if (d === null) {
-    const had = (await q.run("DELETE FROM drain WHERE id = 1")) > 0;
+    const had = (await q.run(END_DRAIN)) > 0;
     if (had) await insertEvent(q, now, null, "resumed", "drain ended (resume --all)");
     return;
   }
-  await q.run(
-    `INSERT INTO drain (id, since, until, reason) VALUES (1, $1, $2, $3)
-     ON CONFLICT (id) DO UPDATE SET since = excluded.since, until = excluded.until,
-       reason = excluded.reason`,
-    [d.since, d.until, d.reason],
-  );
+  await q.run(SET_DRAIN, [d.since, d.until, d.reason]);
   await insertEvent(q, now, null, "paused", drainDetail(d));
 }

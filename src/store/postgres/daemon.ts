@@ -4,6 +4,7 @@
 // one clock, never by its own. Table-group functions: they run in their caller's transaction
 // and never open one.
 import type { Q } from "../pg-connection.js";
+import { JOB_HASHES } from "../queries/daemon.js";
 import type {
   AcceptedConfig,
   Alive,
@@ -208,5 +209,5 @@ export async function setJobHashes(q: Q, node: string, hashes: ReadonlyMap<strin
 
 /** Each node's job hashes. */
 export async function jobHashes(q: Q): Promise<{ node: string; job: string; hash: string }[]> {
-  return q.all("SELECT node, job, hash FROM node_jobs ORDER BY job, node");
+  return q.all(JOB_HASHES);
 }

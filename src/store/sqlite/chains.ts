@@ -8,6 +8,13 @@ import {
   type ChainStart,
   type DrainRow,
 } from "../chain-rows.js";
+import {
+  CHAINED_REASON,
+  DELETE_CHAIN,
+  END_DRAIN,
+  PENDING_CHAINS,
+  SET_DRAIN,
+} from "../queries/chains.js";
 import { insertEvent } from "./events.js";
 
 /** Downstream starts, written with the upstream run's end (a start already written stays). */
@@ -21,7 +28,7 @@ export function insertChains(c: Conn, list: readonly ChainStart[], now: number):
 
 /** Every chain start not yet settled, oldest first. */
 export function pendingChains(c: Conn): ChainRow[] {
-  return c.q("SELECT * FROM chains ORDER BY created_at, job").all() as ChainRow[];
+  return c.q(PENDING_CHAINS).all() as ChainRow[];
 }
 
 /**
@@ -36,25 +43,18 @@ export function settleChains(c: Conn, list: readonly { job: string; slot: number
     if (!ch) continue;
     if (!c.q("SELECT 1 FROM slots WHERE job = ? AND slot = ?").get(job, slot)) continue;
     const reason = chainReason(ch.upstream, ch.upstream_run);
-    c.q(
-      `UPDATE runs SET reason = CASE WHEN reason IS NULL THEN ? ELSE ? || '; ' || reason END
-       WHERE job = ? AND slot = ? AND trigger = 'chained'`,
-    ).run(reason, reason, job, slot);
-    c.q("DELETE FROM chains WHERE job = ? AND slot = ?").run(job, slot);
+    c.q(CHAINED_REASON).run(reason, reason, job, slot);
+    c.q(DELETE_CHAIN).run(job, slot);
   }
 }
 
 /** Set (or, with null, end) the drain, with an event saying so. */
 export function setDrain(c: Conn, d: DrainRow | null, now: number): void {
   if (d === null) {
-    const had = c.q("DELETE FROM drain WHERE id = 1").run().changes > 0;
+    const had = c.q(END_DRAIN).run().changes > 0;
     if (had) insertEvent(c, now, null, "resumed", "drain ended (resume --all)");
     return;
   }
-  c.q(
-    `INSERT INTO drain (id, since, until, reason) VALUES (1, ?, ?, ?)
-     ON CONFLICT (id) DO UPDATE SET since = excluded.since, until = excluded.until,
-       reason = excluded.reason`,
-  ).run(d.since, d.until, d.reason);
+  c.q(SET_DRAIN).run(d.since, d.until, d.reason);
   insertEvent(c, now, null, "paused", drainDetail(d));
 }

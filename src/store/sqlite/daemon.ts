@@ -2,6 +2,7 @@
 // the last reload was refused).
 // Table-group functions: they run in their caller's transaction and never open one.
 import type { Conn } from "../connection.js";
+import { JOB_HASHES } from "../queries/daemon.js";
 import type {
   AcceptedConfig,
   Alive,
@@ -128,7 +129,7 @@ export function setJobHashes(c: Conn, node: string, hashes: ReadonlyMap<string, 
 }
 
 export function jobHashes(c: Conn): { node: string; job: string; hash: string }[] {
-  return c.q("SELECT node, job, hash FROM node_jobs ORDER BY job, node").all() as {
+  return c.q(JOB_HASHES).all() as {
     node: string;
     job: string;
     hash: string;

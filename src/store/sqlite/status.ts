@@ -2,6 +2,7 @@
 // functions: they run in their caller's transaction (SqliteStore reads them in one snapshot)
 // and never open one.
 import type { Conn } from "../connection.js";
+import { DRAIN } from "../queries/chains.js";
 import type { AttemptRow, HeldRow, JobRow, RunRow } from "../rows.js";
 import type {
   JobReadings,
@@ -195,8 +196,5 @@ export function holdsHeld(c: Conn): HeldRow[] {
 
 /** `cronvisor pause --all` as set (migration 014); status judges it against now. */
 export function drain(c: Conn): DrainRow | null {
-  return (
-    (c.q("SELECT since, until, reason FROM drain WHERE id = 1").get() as DrainRow | undefined) ??
-    null
-  );
+  return (c.q(DRAIN).get() as DrainRow | undefined) ?? null;
 }
