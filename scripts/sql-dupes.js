@@ -14,7 +14,7 @@ const SQL_START = /^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b/i;
 function statements(src) {
   const out = [];
   const re = /`((?:[^`\\]|\\.)*)`|"((?:[^"\\\n]|\\.)*)"/g;
-  for (let m; (m = re.exec(src)); ) {
+  for (let m; (m = re.exec(src));) {
     const text = m[1] ?? m[2];
     if (SQL_START.test(text)) out.push(normalise(text));
   }
