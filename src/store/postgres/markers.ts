@@ -11,6 +11,7 @@ import {
   COUNT_SKIPPED,
   DELETE_MARKER,
   DROP_CLAIM,
+  fenceValid as fenceValidSql,
   FORGET_ATTEMPTS,
   INSERT_MARKER,
   IS_MARKED,
@@ -39,16 +40,12 @@ import type {
 
 /** New markers (of a job) and progress (of a run) are new work: see jobWorked. */
 const JOB_WORKED = jobWorked(POSTGRES, false);
+const FENCE_VALID = fenceValidSql(true);
 const RUN_WORKED = jobWorked(POSTGRES, true);
 
 /** May this run write markers? Only while it is the job's current, live, unrevoked run. */
 export async function fenceValid(q: Q, job: string, runId: number, fence: number) {
-  const r = await q.get(
-    `SELECT 1 FROM runs WHERE id = $1 AND job = $2 AND fence = $3 AND status = 'running'
-       AND revoked = 0 FOR UPDATE`,
-    [runId, job, fence],
-  );
-  return r !== undefined;
+  return (await q.get(FENCE_VALID, [runId, job, fence])) !== undefined;
 }
 
 export async function isMarked(q: Q, job: string, key: string): Promise<boolean> {

@@ -3,7 +3,13 @@
 // their caller's transaction and never open one. A write that reads a job's runs and acts on them
 // holds the job's row lock (jobs.lockJobs, lockRunJobs) first.
 import type { Q } from "../pg-connection.js";
-import { ADOPT_RUN, DELETE_PRUNED, REVOKE_RUN, SET_RUN_PROCESS } from "../queries/runs.js";
+import {
+  ADOPT_RUN,
+  DELETE_PRUNED,
+  PRUNABLE,
+  REVOKE_RUN,
+  SET_RUN_PROCESS,
+} from "../queries/runs.js";
 import type {
   HolderLease,
   Owner,
@@ -207,23 +213,15 @@ export async function finishRun(q: Q, runId: number, r: RunResult): Promise<Fini
 }
 
 /** Delete finished runs beyond the newest `keep` of a job; returns their log paths. */
-const PRUNABLE = `FROM runs WHERE job = $1 AND status != 'running'
-  AND id < (SELECT MIN(id) FROM (SELECT id FROM runs WHERE job = $1 ORDER BY id DESC LIMIT $2) t)`;
 
 /** Whether pruneRuns would delete anything: a read, so a prune of nothing writes nothing. */
 export async function hasPrunable(q: Q, job: string, keep: number): Promise<boolean> {
-  const r = await q.get<{ any: boolean }>(`SELECT EXISTS (SELECT 1 ${PRUNABLE}) AS any`, [
-    job,
-    keep,
-  ]);
+  const r = await q.get<{ any: boolean }>(`SELECT EXISTS (${PRUNABLE}) AS any`, [job, job, keep]);
   return r?.any === true;
 }
 
 export async function pruneRuns(q: Q, job: string, keep: number): Promise<string[]> {
-  const old = await q.all<{ id: number; log_path: string | null }>(
-    `SELECT id, log_path ${PRUNABLE} ORDER BY id`,
-    [job, keep],
-  );
+  const old = await q.all<{ id: number; log_path: string | null }>(PRUNABLE, [job, job, keep]);
   if (old.length === 0) return [];
   const maxId = Math.max(...old.map((r) => r.id));
   await q.run("DELETE FROM run_logs WHERE run_id = ANY($1::bigint[])", [old.map((r) => r.id)]);

@@ -9,3 +9,7 @@ export const ADOPT_RUN = "UPDATE runs SET owner_pid = $1, owner_start = $2 WHERE
 export const REVOKE_RUN = "UPDATE runs SET revoked = 1 WHERE id = $1";
 /** The pruned runs of a job: finished, up to the id given. */
 export const DELETE_PRUNED = "DELETE FROM runs WHERE job = $1 AND status != 'running' AND id <= $2";
+/** A job's finished runs beyond the newest $3 ($1 = $2: the job), oldest first. */
+export const PRUNABLE = `SELECT id, log_path FROM runs WHERE job = $1 AND status != 'running'
+  AND id < (SELECT MIN(id) FROM (SELECT id FROM runs WHERE job = $2 ORDER BY id DESC LIMIT $3) t)
+  ORDER BY id`;

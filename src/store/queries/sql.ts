@@ -23,7 +23,9 @@ export const numbered = (sql: string): boolean => /\$\d/.test(sql);
 export interface Dialect {
   /** The larger of two values: SQLite's two-argument MAX, PostgreSQL's GREATEST. */
   greatest: "MAX" | "GREATEST";
+  /** After a text column, to order it by bytes: SQLite's default (BINARY), PostgreSQL's "C". */
+  bytewise: "" | ' COLLATE "C"';
 }
 
-export const SQLITE: Dialect = { greatest: "MAX" };
-export const POSTGRES: Dialect = { greatest: "GREATEST" };
+export const SQLITE: Dialect = { greatest: "MAX", bytewise: "" };
+export const POSTGRES: Dialect = { greatest: "GREATEST", bytewise: ' COLLATE "C"' };

@@ -12,6 +12,7 @@ import {
   DELETE_JOB_MARKERS,
   DELETE_MARKER,
   DROP_CLAIM,
+  fenceValid as fenceValidSql,
   FORGET_ATTEMPTS,
   INSERT_MARKER,
   IS_MARKED,
@@ -39,6 +40,7 @@ import type {
 
 /** New markers (of a job) and progress (of a run) are new work: see jobWorked. */
 const JOB_WORKED = jobWorked(SQLITE, false);
+const FENCE_VALID = fenceValidSql(false);
 const RUN_WORKED = jobWorked(SQLITE, true);
 
 /**
@@ -46,12 +48,7 @@ const RUN_WORKED = jobWorked(SQLITE, true);
  * a straggler, a replaced run or a run whose lock was taken over is refused.
  */
 export function fenceValid(c: Conn, job: string, runId: number, fence: number): boolean {
-  const r = c
-    .q(
-      "SELECT 1 FROM runs WHERE id = ? AND job = ? AND fence = ? AND status = 'running' AND revoked = 0",
-    )
-    .get(runId, job, fence);
-  return r !== undefined;
+  return c.q(FENCE_VALID).get(runId, job, fence) !== undefined;
 }
 
 export function isMarked(c: Conn, job: string, key: string): boolean {

@@ -13,6 +13,7 @@ import { ensureJob, jobRow, setScannedTo } from "./jobs.js";
 import {
   ADOPT_RUN,
   DELETE_PRUNED,
+  PRUNABLE,
   REVOKE_RUN,
   SET_LOG_PATH,
   SET_RUN_PROCESS,
@@ -188,12 +189,7 @@ export function insertDisposition(c: Conn, s: SlotRecord, now: number, node: str
 
 /** Delete finished runs beyond the newest `keep` of a job; returns their log paths. */
 export function pruneRuns(c: Conn, job: string, keep: number): string[] {
-  const old = c
-    .q(
-      `SELECT id, log_path FROM runs WHERE job = ? AND status != 'running'
-       AND id < (SELECT MIN(id) FROM (SELECT id FROM runs WHERE job = ? ORDER BY id DESC LIMIT ?))`,
-    )
-    .all(job, job, keep) as { id: number; log_path: string | null }[];
+  const old = c.q(PRUNABLE).all(job, job, keep) as { id: number; log_path: string | null }[];
   if (old.length === 0) return [];
   const maxId = Math.max(...old.map((r) => r.id));
   c.q(DELETE_PRUNED).run(job, maxId);
