@@ -25,7 +25,13 @@ export interface Dialect {
   greatest: "MAX" | "GREATEST";
   /** After a text column, to order it by bytes: SQLite's default (BINARY), PostgreSQL's "C". */
   bytewise: "" | ' COLLATE "C"';
+  /** The daemon row's key: SQLite's store has one row (id 1), PostgreSQL's one per node. */
+  daemonKey: "id" | "node";
 }
 
-export const SQLITE: Dialect = { greatest: "MAX", bytewise: "" };
-export const POSTGRES: Dialect = { greatest: "GREATEST", bytewise: ' COLLATE "C"' };
+export const SQLITE: Dialect = { greatest: "MAX", bytewise: "", daemonKey: "id" };
+export const POSTGRES: Dialect = {
+  greatest: "GREATEST",
+  bytewise: ' COLLATE "C"',
+  daemonKey: "node",
+};
