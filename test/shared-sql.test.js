@@ -24,7 +24,8 @@ const STATEMENT = /^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b/;
 const BUILDERS = {
   "jobs.setScannedTo": (m, d) => [m.setScannedTo(d)],
   "markers.jobWorked": (m, d) => [m.jobWorked(d, false), m.jobWorked(d, true)],
-  "markers.fenceValid": (m, d) => [m.fenceValid(d === POSTGRES)],
+  "markers.fenceValid": (m, d) => [m.fenceValid(d)],
+  "chains.settledChain": (m, d) => [m.settledChain(d)],
   "holds.holdsHeld": (m, d) => [m.holdsHeld(d)],
   "status.summarySql": (m) => [m.summarySql(true), m.summarySql(false)],
   "daemon.daemonSql": (m, d) => Object.values(m.daemonSql(d)),

@@ -9,8 +9,12 @@ import {
   END_DRAIN,
   PENDING_CHAINS,
   SET_DRAIN,
+  settledChain,
 } from "../queries/chains.js";
+import { POSTGRES } from "../queries/sql.js";
 import { insertEvent } from "./events.js";
+
+const SETTLED_CHAIN = settledChain(POSTGRES);
 
 export async function pendingChains(q: Q): Promise<ChainRow[]> {
   return q.all<ChainRow>(PENDING_CHAINS);
@@ -22,11 +26,7 @@ export async function settleChains(
   list: readonly { job: string; slot: number }[],
 ): Promise<void> {
   for (const { job, slot } of list) {
-    const ch = await q.get<ChainRow>(
-      `SELECT c.* FROM chains c WHERE c.job = $1 AND c.slot = $2
-         AND EXISTS (SELECT 1 FROM slots s WHERE s.job = c.job AND s.slot = c.slot) FOR UPDATE`,
-      [job, slot],
-    );
+    const ch = await q.get<ChainRow>(SETTLED_CHAIN, [job, slot]);
     if (!ch) continue;
     const reason = chainReason(ch.upstream, ch.upstream_run);
     await q.run(CHAINED_REASON, [reason, reason, job, slot]);

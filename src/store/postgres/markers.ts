@@ -40,7 +40,7 @@ import type {
 
 /** New markers (of a job) and progress (of a run) are new work: see jobWorked. */
 const JOB_WORKED = jobWorked(POSTGRES, false);
-const FENCE_VALID = fenceValidSql(true);
+const FENCE_VALID = fenceValidSql(POSTGRES);
 const RUN_WORKED = jobWorked(POSTGRES, true);
 
 /** May this run write markers? Only while it is the job's current, live, unrevoked run. */

@@ -1,5 +1,14 @@
-// Chains and the drain (migration 014): the statements both engines run (see sql.ts). Finding a
-// settled chain start differs (PostgreSQL locks its row, so two nodes settle one once).
+// Chains and the drain (migration 014): the statements both engines run (see sql.ts). Writing
+// chain starts differs (PostgreSQL: in the statement that records the runs' ends).
+import type { Dialect } from "./sql.js";
+
+/**
+ * The chain start of job $1's slot $2 once that slot has a disposition (locked on PostgreSQL, so
+ * two nodes settle it once).
+ */
+export const settledChain = (d: Dialect): string =>
+  `SELECT c.* FROM chains c WHERE c.job = $1 AND c.slot = $2
+     AND EXISTS (SELECT 1 FROM slots s WHERE s.job = c.job AND s.slot = c.slot)${d.forUpdate}`;
 
 export const PENDING_CHAINS = "SELECT * FROM chains ORDER BY created_at, job";
 /** The chained run of a slot says what it follows ($1 and $2: the same text), ahead of its own. */

@@ -5,11 +5,11 @@ import type { Dialect } from "./sql.js";
 
 /**
  * May run $1 write markers? Only while it is job $2's current ($3: its fence), live, unrevoked
- * run. PostgreSQL locks the run's row (`lock`): a takeover or revoke waits for the write.
+ * run. PostgreSQL locks the run's row: a takeover or revoke waits for the write.
  */
-export const fenceValid = (lock: boolean): string =>
+export const fenceValid = (d: Dialect): string =>
   `SELECT 1 FROM runs WHERE id = $1 AND job = $2 AND fence = $3 AND status = 'running'
-     AND revoked = 0${lock ? " FOR UPDATE" : ""}`;
+     AND revoked = 0${d.forUpdate}`;
 
 export const IS_MARKED = "SELECT 1 FROM markers WHERE job = $1 AND key = $2";
 export const INSERT_MARKER = `INSERT INTO markers (job, key, run_id, fence, created_at)

@@ -27,11 +27,17 @@ export interface Dialect {
   bytewise: "" | ' COLLATE "C"';
   /** The daemon row's key: SQLite's store has one row (id 1), PostgreSQL's one per node. */
   daemonKey: "id" | "node";
+  /**
+   * After a read a write acts on: PostgreSQL locks the rows read until the transaction ends;
+   * SQLite's write transaction (BEGIN IMMEDIATE) holds the whole store already.
+   */
+  forUpdate: "" | " FOR UPDATE";
 }
 
-export const SQLITE: Dialect = { greatest: "MAX", bytewise: "", daemonKey: "id" };
+export const SQLITE: Dialect = { greatest: "MAX", bytewise: "", daemonKey: "id", forUpdate: "" };
 export const POSTGRES: Dialect = {
   greatest: "GREATEST",
   bytewise: ' COLLATE "C"',
   daemonKey: "node",
+  forUpdate: " FOR UPDATE",
 };

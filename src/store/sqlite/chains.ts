@@ -14,8 +14,12 @@ import {
   END_DRAIN,
   PENDING_CHAINS,
   SET_DRAIN,
+  settledChain,
 } from "../queries/chains.js";
+import { SQLITE } from "../queries/sql.js";
 import { insertEvent } from "./events.js";
+
+const SETTLED_CHAIN = settledChain(SQLITE);
 
 /** Downstream starts, written with the upstream run's end (a start already written stays). */
 export function insertChains(c: Conn, list: readonly ChainStart[], now: number): void {
@@ -38,10 +42,8 @@ export function pendingChains(c: Conn): ChainRow[] {
  */
 export function settleChains(c: Conn, list: readonly { job: string; slot: number }[]): void {
   for (const { job, slot } of list) {
-    const ch = c.q("SELECT * FROM chains WHERE job = ? AND slot = ?").get(job, slot) as
-      ChainRow | undefined;
+    const ch = c.q(SETTLED_CHAIN).get(job, slot) as ChainRow | undefined;
     if (!ch) continue;
-    if (!c.q("SELECT 1 FROM slots WHERE job = ? AND slot = ?").get(job, slot)) continue;
     const reason = chainReason(ch.upstream, ch.upstream_run);
     c.q(CHAINED_REASON).run(reason, reason, job, slot);
     c.q(DELETE_CHAIN).run(job, slot);

@@ -40,7 +40,7 @@ import type {
 
 /** New markers (of a job) and progress (of a run) are new work: see jobWorked. */
 const JOB_WORKED = jobWorked(SQLITE, false);
-const FENCE_VALID = fenceValidSql(false);
+const FENCE_VALID = fenceValidSql(SQLITE);
 const RUN_WORKED = jobWorked(SQLITE, true);
 
 /**
