@@ -4,20 +4,10 @@
 import type { Q } from "../pg-connection.js";
 import type { AddJob, JobGauge, JobRow } from "../rows.js";
 import { insertEvent } from "./events.js";
-import {
-  ALL_JOBS,
-  CLAIM_CATCH_UP,
-  JOB_COLUMNS,
-  JOB_GAUGES,
-  JOB_ROW,
-  PAUSED_JOBS,
-  SET_PAUSED,
-  SET_REBOOT,
-  setScannedTo as scannedTo,
-} from "../queries/jobs.js";
+import * as S from "../queries/jobs.js";
 import { POSTGRES } from "../queries/sql.js";
 
-const SCANNED_TO = scannedTo(POSTGRES);
+const SCANNED_TO = S.setScannedTo(POSTGRES);
 
 /**
  * Lock the rows of these jobs (those that exist) until the transaction ends, in name order.
@@ -32,11 +22,11 @@ export async function lockJobs(q: Q, names: readonly string[]): Promise<void> {
 }
 
 export async function jobRow(q: Q, name: string): Promise<JobRow | null> {
-  return (await q.get<JobRow>(JOB_ROW, [name])) ?? null;
+  return (await q.get<JobRow>(S.JOB_ROW, [name])) ?? null;
 }
 
 export async function allJobs(q: Q): Promise<JobRow[]> {
-  return q.all<JobRow>(ALL_JOBS);
+  return q.all<JobRow>(S.ALL_JOBS);
 }
 
 /**
@@ -89,7 +79,7 @@ export async function addJobs(
      ON CONFLICT (name) DO UPDATE SET
        first_seen_at = COALESCE(jobs.first_seen_at, excluded.first_seen_at),
        scanned_to = COALESCE(jobs.scanned_to, excluded.scanned_to)
-     RETURNING ${JOB_COLUMNS}`,
+     RETURNING ${S.JOB_COLUMNS}`,
     [names, now],
   );
   const byName = new Map(rows.map((r) => [r.name, r]));
@@ -104,13 +94,13 @@ export async function addJobs(
 
 export async function setPaused(q: Q, name: string, paused: boolean, now: number) {
   await ensureJob(q, name, now);
-  await q.run(SET_PAUSED, [paused ? 1 : 0, name]);
+  await q.run(S.SET_PAUSED, [paused ? 1 : 0, name]);
   await insertEvent(q, now, name, paused ? "paused" : "resumed", null);
 }
 
 /** Jobs paused with `cronvisor pause` (the config's `paused: true` is not in the store). */
 export async function pausedJobs(q: Q): Promise<Set<string>> {
-  const rows = await q.all<{ name: string }>(PAUSED_JOBS);
+  const rows = await q.all<{ name: string }>(S.PAUSED_JOBS);
   return new Set(rows.map((r) => r.name));
 }
 
@@ -125,7 +115,7 @@ export async function setScannedTo(q: Q, name: string, at: number) {
  * the one that takes it runs it, once).
  */
 export async function claimCatchUp(q: Q, name: string, from: number, to: number) {
-  return (await q.run(CLAIM_CATCH_UP, [to, name, from])) > 0;
+  return (await q.run(S.CLAIM_CATCH_UP, [to, name, from])) > 0;
 }
 
 /** Record that @reboot ran for this boot; false if it already did. */
@@ -138,11 +128,11 @@ export async function claimReboot(
   await ensureLocked(q, [name]);
   const row = await ensureJob(q, name, now);
   if (row.reboot_boot_id === bootId) return false;
-  await q.run(SET_REBOOT, [bootId, name]);
+  await q.run(S.SET_REBOOT, [bootId, name]);
   return true;
 }
 
 /** Per-job gauges for a metrics scrape, in one pass: running runs and markers, by job. */
 export async function jobGauges(q: Q): Promise<JobGauge[]> {
-  return q.all<JobGauge>(JOB_GAUGES);
+  return q.all<JobGauge>(S.JOB_GAUGES);
 }

@@ -4,28 +4,7 @@
 // fenceValid locks the writer's run row, so a takeover (which ends the old run) or a revoke
 // either commits before the check (the write is refused) or waits until the write commits.
 import type { Q } from "../pg-connection.js";
-import {
-  ATTEMPTED_SINCE,
-  CLAIM_HOLDER,
-  COUNT_NEW,
-  COUNT_SKIPPED,
-  DELETE_MARKER,
-  DROP_CLAIM,
-  fenceValid as fenceValidSql,
-  FORGET_ATTEMPTS,
-  INSERT_MARKER,
-  IS_MARKED,
-  jobWorked,
-  MARKER_COUNT,
-  MARKER_COUNTS,
-  MARKERS,
-  PROGRESS,
-  PUT_CLAIM,
-  REPEATING_KEYS,
-  REPEATING_KEYS_ALL,
-  REPEATING_KEYS_SINCE,
-  SET_CLAIM_COMMAND,
-} from "../queries/markers.js";
+import * as S from "../queries/markers.js";
 import { POSTGRES } from "../queries/sql.js";
 import { leaseLive } from "./daemon.js";
 import type {
@@ -38,10 +17,10 @@ import type {
   Owner,
 } from "../rows.js";
 
-/** New markers (of a job) and progress (of a run) are new work: see jobWorked. */
-const JOB_WORKED = jobWorked(POSTGRES, false);
-const FENCE_VALID = fenceValidSql(POSTGRES);
-const RUN_WORKED = jobWorked(POSTGRES, true);
+/** New markers (of a job) and progress (of a run) are new work: see jobWorked in queries/markers.ts. */
+const JOB_WORKED = S.jobWorked(POSTGRES, false);
+const FENCE_VALID = S.fenceValid(POSTGRES);
+const RUN_WORKED = S.jobWorked(POSTGRES, true);
 
 /** May this run write markers? Only while it is the job's current, live, unrevoked run. */
 export async function fenceValid(q: Q, job: string, runId: number, fence: number) {
@@ -49,7 +28,7 @@ export async function fenceValid(q: Q, job: string, runId: number, fence: number
 }
 
 export async function isMarked(q: Q, job: string, key: string): Promise<boolean> {
-  return (await q.get(IS_MARKED, [job, key])) !== undefined;
+  return (await q.get(S.IS_MARKED, [job, key])) !== undefined;
 }
 
 /** Insert a writer's markers; returns how many were new, counted once (see ../sqlite/markers.ts). */
@@ -57,46 +36,46 @@ async function insertMarkers(q: Q, w: MarkerWriter, keys: readonly string[], now
   const runId = w.run?.id ?? null;
   let n = 0;
   for (const key of keys) {
-    const inserted = await q.run(INSERT_MARKER, [w.job, key, runId, w.run?.fence ?? null, now]);
+    const inserted = await q.run(S.INSERT_MARKER, [w.job, key, runId, w.run?.fence ?? null, now]);
     if (inserted === 0) continue;
-    await q.run(FORGET_ATTEMPTS, [w.job, key]);
+    await q.run(S.FORGET_ATTEMPTS, [w.job, key]);
     n++;
   }
   if (n === 0) return 0;
   if (runId !== null) {
-    await q.run(COUNT_NEW, [n, now, runId]);
+    await q.run(S.COUNT_NEW, [n, now, runId]);
   }
   await q.run(JOB_WORKED, [now, now, w.job]);
   return n;
 }
 
 export async function countSkipped(q: Q, runId: number | null, n = 1) {
-  if (runId !== null) await q.run(COUNT_SKIPPED, [n, runId]);
+  if (runId !== null) await q.run(S.COUNT_SKIPPED, [n, runId]);
 }
 
 /** Delete a marker; returns true if there was one. */
 export async function deleteMarker(q: Q, job: string, key: string): Promise<boolean> {
-  return (await q.run(DELETE_MARKER, [job, key])) > 0;
+  return (await q.run(S.DELETE_MARKER, [job, key])) > 0;
 }
 
 export async function markers(q: Q, job: string): Promise<MarkerRow[]> {
-  return q.all<MarkerRow>(MARKERS, [job]);
+  return q.all<MarkerRow>(S.MARKERS, [job]);
 }
 
 export async function markerCount(q: Q, job: string): Promise<number> {
-  const r = await q.get<{ n: number }>(MARKER_COUNT, [job]);
+  const r = await q.get<{ n: number }>(S.MARKER_COUNT, [job]);
   return r?.n ?? 0;
 }
 
 /** Every job's marker count in one pass (jobs without markers are absent). */
 export async function markerCounts(q: Q): Promise<Map<string, number>> {
-  const rows = await q.all<{ job: string; n: number }>(MARKER_COUNTS);
+  const rows = await q.all<{ job: string; n: number }>(S.MARKER_COUNTS);
   return new Map(rows.map((r) => [r.job, r.n]));
 }
 
 /** Who holds the `once` claim on a key, if anyone (a read: takeClaim takes one). */
 export async function claimHolder(q: Q, job: string, key: string): Promise<ClaimRow | undefined> {
-  return q.get<ClaimRow>(CLAIM_HOLDER, [job, key]);
+  return q.get<ClaimRow>(S.CLAIM_HOLDER, [job, key]);
 }
 
 export async function setClaimCommand(
@@ -107,7 +86,7 @@ export async function setClaimCommand(
   cmdPid: number,
   cmdStart: string | null,
 ) {
-  await q.run(SET_CLAIM_COMMAND, [cmdPid, cmdStart, job, key, pid]);
+  await q.run(S.SET_CLAIM_COMMAND, [cmdPid, cmdStart, job, key, pid]);
 }
 
 async function putClaim(
@@ -119,11 +98,11 @@ async function putClaim(
   now: number,
   node: string,
 ) {
-  await q.run(PUT_CLAIM, [job, key, me.pid, me.start, runId, now, node]);
+  await q.run(S.PUT_CLAIM, [job, key, me.pid, me.start, runId, now, node]);
 }
 
 export async function dropClaim(q: Q, job: string, key: string, pid: number) {
-  await q.run(DROP_CLAIM, [job, key, pid]);
+  await q.run(S.DROP_CLAIM, [job, key, pid]);
 }
 
 export async function countAttempt(q: Q, job: string, key: string, now: number) {
@@ -138,17 +117,17 @@ export async function countAttempt(q: Q, job: string, key: string, now: number) 
 
 /** Keys attempted more than `limit` times without being marked, worst first. */
 export async function repeatingKeys(q: Q, job: string, limit: number) {
-  return q.all<Pick<AttemptRow, "key" | "count">>(REPEATING_KEYS, [job, limit]);
+  return q.all<Pick<AttemptRow, "key" | "count">>(S.REPEATING_KEYS, [job, limit]);
 }
 
 /** Keys attempted more than `limit` times, last attempted at or after `since`, worst first. */
 export async function repeatingKeysSince(q: Q, job: string, limit: number, since: number) {
-  return q.all<AttemptRow>(REPEATING_KEYS_SINCE, [job, limit, since]);
+  return q.all<AttemptRow>(S.REPEATING_KEYS_SINCE, [job, limit, since]);
 }
 
 /** repeatingKeysSince for every job at once, by job, worst first. */
 export async function repeatingKeysAll(q: Q, limit: number): Promise<Map<string, AttemptRow[]>> {
-  const rows = await q.all<AttemptRow & { job: string }>(REPEATING_KEYS_ALL, [limit]);
+  const rows = await q.all<AttemptRow & { job: string }>(S.REPEATING_KEYS_ALL, [limit]);
   const by = new Map<string, AttemptRow[]>();
   for (const { job, key, count, last_at } of rows) {
     let list = by.get(job);
@@ -160,13 +139,13 @@ export async function repeatingKeysAll(q: Q, limit: number): Promise<Map<string,
 
 /** Jobs whose marker keys were attempted at or after `since` (`once` may run outside a run). */
 export async function jobsAttemptedSince(q: Q, since: number): Promise<string[]> {
-  const rows = await q.all<{ job: string }>(ATTEMPTED_SINCE, [since]);
+  const rows = await q.all<{ job: string }>(S.ATTEMPTED_SINCE, [since]);
   return rows.map((r) => r.job);
 }
 
 /** A run's progress, only while it runs (see ../sqlite/markers.ts). */
 async function progress(q: Q, runId: number, message: string | null, now: number) {
-  const n = await q.run(PROGRESS, [now, message, runId]);
+  const n = await q.run(S.PROGRESS, [now, message, runId]);
   if (n === 0) return;
   await q.run(RUN_WORKED, [now, now, runId]);
 }

@@ -3,13 +3,7 @@
 // their caller's transaction and never open one. A write that reads a job's runs and acts on them
 // holds the job's row lock (jobs.lockJobs, lockRunJobs) first.
 import type { Q } from "../pg-connection.js";
-import {
-  ADOPT_RUN,
-  DELETE_PRUNED,
-  PRUNABLE,
-  REVOKE_RUN,
-  SET_RUN_PROCESS,
-} from "../queries/runs.js";
+import * as S from "../queries/runs.js";
 import type {
   HolderLease,
   Owner,
@@ -142,7 +136,7 @@ export async function setRunProcess(
   pidStart: string | null,
   pgid: number,
 ) {
-  await q.run(SET_RUN_PROCESS, [pid, pidStart, pgid, runId]);
+  await q.run(S.SET_RUN_PROCESS, [pid, pidStart, pgid, runId]);
 }
 
 /** The processes of runs just spawned (a tick's starts): one statement, sent (q.send). */
@@ -163,12 +157,12 @@ export async function setRunProcesses(q: Q, list: readonly RunProcess[]) {
 
 /** A restarted daemon (or another owner) takes over supervising a live orphan. */
 export async function adoptRun(q: Q, runId: number, owner: Owner) {
-  await q.run(ADOPT_RUN, [owner.pid, owner.start, runId]);
+  await q.run(S.ADOPT_RUN, [owner.pid, owner.start, runId]);
 }
 
 /** Revoke the run's fence: its marker writes are refused from now on. */
 export async function revokeRun(q: Q, runId: number) {
-  await q.run(REVOKE_RUN, [runId]);
+  await q.run(S.REVOKE_RUN, [runId]);
 }
 
 /** A run's end, as its row now says it (null when it had been recorded already). */
@@ -216,16 +210,16 @@ export async function finishRun(q: Q, runId: number, r: RunResult): Promise<Fini
 
 /** Whether pruneRuns would delete anything: a read, so a prune of nothing writes nothing. */
 export async function hasPrunable(q: Q, job: string, keep: number): Promise<boolean> {
-  const r = await q.get<{ any: boolean }>(`SELECT EXISTS (${PRUNABLE}) AS any`, [job, job, keep]);
+  const r = await q.get<{ any: boolean }>(`SELECT EXISTS (${S.PRUNABLE}) AS any`, [job, job, keep]);
   return r?.any === true;
 }
 
 export async function pruneRuns(q: Q, job: string, keep: number): Promise<string[]> {
-  const old = await q.all<{ id: number; log_path: string | null }>(PRUNABLE, [job, job, keep]);
+  const old = await q.all<{ id: number; log_path: string | null }>(S.PRUNABLE, [job, job, keep]);
   if (old.length === 0) return [];
   const maxId = Math.max(...old.map((r) => r.id));
   await q.run("DELETE FROM run_logs WHERE run_id = ANY($1::bigint[])", [old.map((r) => r.id)]);
-  await q.run(DELETE_PRUNED, [job, maxId]);
+  await q.run(S.DELETE_PRUNED, [job, maxId]);
   return old.map((r) => r.log_path).filter((p): p is string => p !== null);
 }
 

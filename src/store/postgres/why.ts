@@ -8,18 +8,11 @@ import { daemonRow } from "./daemon.js";
 import { runningRuns } from "./history.js";
 import { jobRow } from "./jobs.js";
 import { SLOT_RUN } from "../queries/runs.js";
-import {
-  CATCH_UPS,
-  DAEMON_SIGNS,
-  HOLDER_AT,
-  MISSED_AFTER,
-  PAUSE_AT,
-  SLOT_ROWS,
-} from "../queries/why.js";
+import * as S from "../queries/why.js";
 
 export async function slotFacts(q: Q, job: string, slot: number, node: string): Promise<SlotFacts> {
   const claim = (await q.get<{ run_id: number | null }>(SLOT_RUN, [job, slot])) ?? null;
-  const runs = await q.all<RunRow>(SLOT_ROWS, [job, slot]);
+  const runs = await q.all<RunRow>(S.SLOT_ROWS, [job, slot]);
   const first = runs[0];
   // When the slot was decided: its row's start (a disposition's is when it was recorded).
   const decided = first?.started_at ?? slot;
@@ -31,17 +24,17 @@ export async function slotFacts(q: Q, job: string, slot: number, node: string): 
     runs,
     holder: await holderAt(q, job, slot, decided),
     running: await runningRuns(q, job),
-    pause: (await q.get<EventRow>(PAUSE_AT, [job, decided])) ?? null,
+    pause: (await q.get<EventRow>(S.PAUSE_AT, [job, decided])) ?? null,
     // The start that recorded a slot missed ran its catch-ups for later slots, up to that start.
-    catchUps: missed ? await q.all<RunRow>(CATCH_UPS, [job, slot, decided]) : [],
-    missedEvent: (await q.get<EventRow>(MISSED_AFTER, [job, slot])) ?? null,
+    catchUps: missed ? await q.all<RunRow>(S.CATCH_UPS, [job, slot, decided]) : [],
+    missedEvent: (await q.get<EventRow>(S.MISSED_AFTER, [job, slot])) ?? null,
     ...(await daemonSigns(q, slot)),
   };
 }
 
 /** The oldest run of the job, not of this slot, that had started and not ended at `at`. */
 async function holderAt(q: Q, job: string, slot: number, at: number): Promise<RunRow | null> {
-  return (await q.get<RunRow>(HOLDER_AT, [job, slot, at, at])) ?? null;
+  return (await q.get<RunRow>(S.HOLDER_AT, [job, slot, at, at])) ?? null;
 }
 
 /** The newest time any row records at or before the slot, and the oldest after it (sqlite/why.ts). */
@@ -49,13 +42,10 @@ async function daemonSigns(
   q: Q,
   slot: number,
 ): Promise<Pick<SlotFacts, "lastBefore" | "firstAfter">> {
-  const r = await q.get<{ last_before: number | null; first_after: number | null }>(DAEMON_SIGNS, [
-    slot,
-    slot,
-    slot,
-    slot,
-    slot,
-  ]);
+  const r = await q.get<{ last_before: number | null; first_after: number | null }>(
+    S.DAEMON_SIGNS,
+    [slot, slot, slot, slot, slot],
+  );
   return { lastBefore: r?.last_before ?? null, firstAfter: r?.first_after ?? null };
 }
 

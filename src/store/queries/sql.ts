@@ -4,7 +4,8 @@
 // bind positionally as ever. better-sqlite3 takes SQLite's `?NNN` and `$NNN` only as named
 // parameters (an object to bind), so the text must number its placeholders in order, each once:
 // `sqlitePlaceholders` throws otherwise, at the statement's first use. What the dialects write
-// differently stays in each engine (../sqlite/, ../postgres/), or is a small switch here.
+// differently stays in each engine (../sqlite/, ../postgres/), or is a word of `Dialect` here.
+// An engine's table-group module imports its group's statements as `S` (S.MARKERS: shared).
 
 /** The SQLite text of a statement written with $1..$n in order, each once. Pure. */
 export function sqlitePlaceholders(sql: string): string {

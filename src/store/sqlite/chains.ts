@@ -8,18 +8,11 @@ import {
   type ChainStart,
   type DrainRow,
 } from "../chain-rows.js";
-import {
-  CHAINED_REASON,
-  DELETE_CHAIN,
-  END_DRAIN,
-  PENDING_CHAINS,
-  SET_DRAIN,
-  settledChain,
-} from "../queries/chains.js";
+import * as S from "../queries/chains.js";
 import { SQLITE } from "../queries/sql.js";
 import { insertEvent } from "./events.js";
 
-const SETTLED_CHAIN = settledChain(SQLITE);
+const SETTLED_CHAIN = S.settledChain(SQLITE);
 
 /** Downstream starts, written with the upstream run's end (a start already written stays). */
 export function insertChains(c: Conn, list: readonly ChainStart[], now: number): void {
@@ -32,7 +25,7 @@ export function insertChains(c: Conn, list: readonly ChainStart[], now: number):
 
 /** Every chain start not yet settled, oldest first. */
 export function pendingChains(c: Conn): ChainRow[] {
-  return c.q(PENDING_CHAINS).all() as ChainRow[];
+  return c.q(S.PENDING_CHAINS).all() as ChainRow[];
 }
 
 /**
@@ -45,18 +38,18 @@ export function settleChains(c: Conn, list: readonly { job: string; slot: number
     const ch = c.q(SETTLED_CHAIN).get(job, slot) as ChainRow | undefined;
     if (!ch) continue;
     const reason = chainReason(ch.upstream, ch.upstream_run);
-    c.q(CHAINED_REASON).run(reason, reason, job, slot);
-    c.q(DELETE_CHAIN).run(job, slot);
+    c.q(S.CHAINED_REASON).run(reason, reason, job, slot);
+    c.q(S.DELETE_CHAIN).run(job, slot);
   }
 }
 
 /** Set (or, with null, end) the drain, with an event saying so. */
 export function setDrain(c: Conn, d: DrainRow | null, now: number): void {
   if (d === null) {
-    const had = c.q(END_DRAIN).run().changes > 0;
+    const had = c.q(S.END_DRAIN).run().changes > 0;
     if (had) insertEvent(c, now, null, "resumed", "drain ended (resume --all)");
     return;
   }
-  c.q(SET_DRAIN).run(d.since, d.until, d.reason);
+  c.q(S.SET_DRAIN).run(d.since, d.until, d.reason);
   insertEvent(c, now, null, "paused", drainDetail(d));
 }

@@ -3,22 +3,13 @@
 import type { Conn } from "../connection.js";
 import type { AddJob, JobGauge, JobRow } from "../rows.js";
 import { insertEvent } from "./events.js";
-import {
-  ALL_JOBS,
-  CLAIM_CATCH_UP,
-  JOB_GAUGES,
-  JOB_ROW,
-  PAUSED_JOBS,
-  SET_PAUSED,
-  SET_REBOOT,
-  setScannedTo as scannedTo,
-} from "../queries/jobs.js";
+import * as S from "../queries/jobs.js";
 import { SQLITE } from "../queries/sql.js";
 
-const SCANNED_TO = scannedTo(SQLITE);
+const SCANNED_TO = S.setScannedTo(SQLITE);
 
 export function jobRow(c: Conn, name: string): JobRow | null {
-  return (c.q(JOB_ROW).get(name) as JobRow | undefined) ?? null;
+  return (c.q(S.JOB_ROW).get(name) as JobRow | undefined) ?? null;
 }
 
 /** The count of writes to the jobs table (migration 007's triggers keep it). */
@@ -27,7 +18,7 @@ export function jobWrites(c: Conn): number {
 }
 
 export function allJobs(c: Conn): JobRow[] {
-  return c.q(ALL_JOBS).all() as JobRow[];
+  return c.q(S.ALL_JOBS).all() as JobRow[];
 }
 
 export function ensureJob(c: Conn, name: string, now: number): JobRow {
@@ -54,13 +45,13 @@ export function addJob(c: Conn, job: AddJob, now: number): { row: JobRow; reboot
 
 export function setPaused(c: Conn, name: string, paused: boolean, now: number): void {
   ensureJob(c, name, now);
-  c.q(SET_PAUSED).run(paused ? 1 : 0, name);
+  c.q(S.SET_PAUSED).run(paused ? 1 : 0, name);
   insertEvent(c, now, name, paused ? "paused" : "resumed", null);
 }
 
 /** Jobs paused with `cronvisor pause` (the config's `paused: true` is not in the store). */
 export function pausedJobs(c: Conn): Set<string> {
-  const rows = c.q(PAUSED_JOBS).all() as { name: string }[];
+  const rows = c.q(S.PAUSED_JOBS).all() as { name: string }[];
   return new Set(rows.map((r) => r.name));
 }
 
@@ -71,18 +62,18 @@ export function setScannedTo(c: Conn, name: string, at: number): void {
 
 /** Take the catch-up of a job's slots in (from, to] (see ../postgres/jobs.ts). */
 export function claimCatchUp(c: Conn, name: string, from: number, to: number): boolean {
-  return c.q(CLAIM_CATCH_UP).run(to, name, from).changes > 0;
+  return c.q(S.CLAIM_CATCH_UP).run(to, name, from).changes > 0;
 }
 
 /** Record that @reboot ran for this boot; false if it already did. */
 export function claimReboot(c: Conn, name: string, bootId: string, now: number): boolean {
   const row = ensureJob(c, name, now);
   if (row.reboot_boot_id === bootId) return false;
-  c.q(SET_REBOOT).run(bootId, name);
+  c.q(S.SET_REBOOT).run(bootId, name);
   return true;
 }
 
 /** Per-job gauges for a metrics scrape, in one pass: running runs and markers, by job. */
 export function jobGauges(c: Conn): JobGauge[] {
-  return c.q(JOB_GAUGES).all() as JobGauge[];
+  return c.q(S.JOB_GAUGES).all() as JobGauge[];
 }

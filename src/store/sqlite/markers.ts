@@ -3,30 +3,7 @@
 // and the synchronous library (`Markers`); like every table-group function they run in their
 // caller's transaction and never open one.
 import type { Conn } from "../connection.js";
-import {
-  ATTEMPTED_SINCE,
-  CLAIM_HOLDER,
-  COPY_MARKERS,
-  COUNT_NEW,
-  COUNT_SKIPPED,
-  DELETE_JOB_MARKERS,
-  DELETE_MARKER,
-  DROP_CLAIM,
-  fenceValid as fenceValidSql,
-  FORGET_ATTEMPTS,
-  INSERT_MARKER,
-  IS_MARKED,
-  jobWorked,
-  MARKER_COUNT,
-  MARKER_COUNTS,
-  MARKERS,
-  PROGRESS,
-  PUT_CLAIM,
-  REPEATING_KEYS,
-  REPEATING_KEYS_ALL,
-  REPEATING_KEYS_SINCE,
-  SET_CLAIM_COMMAND,
-} from "../queries/markers.js";
+import * as S from "../queries/markers.js";
 import { SQLITE } from "../queries/sql.js";
 import type {
   Alive,
@@ -38,10 +15,10 @@ import type {
   Owner,
 } from "../rows.js";
 
-/** New markers (of a job) and progress (of a run) are new work: see jobWorked. */
-const JOB_WORKED = jobWorked(SQLITE, false);
-const FENCE_VALID = fenceValidSql(SQLITE);
-const RUN_WORKED = jobWorked(SQLITE, true);
+/** New markers (of a job) and progress (of a run) are new work: see jobWorked in queries/markers.ts. */
+const JOB_WORKED = S.jobWorked(SQLITE, false);
+const FENCE_VALID = S.fenceValid(SQLITE);
+const RUN_WORKED = S.jobWorked(SQLITE, true);
 
 /**
  * May this run write markers? Only while it is the job's current, live, unrevoked run:
@@ -52,7 +29,7 @@ export function fenceValid(c: Conn, job: string, runId: number, fence: number): 
 }
 
 export function isMarked(c: Conn, job: string, key: string): boolean {
-  return c.q(IS_MARKED).get(job, key) !== undefined;
+  return c.q(S.IS_MARKED).get(job, key) !== undefined;
 }
 
 /**
@@ -63,8 +40,8 @@ export function isMarked(c: Conn, job: string, key: string): boolean {
  */
 function insertMarkers(c: Conn, w: MarkerWriter, keys: readonly string[], now: number): number {
   const runId = w.run?.id ?? null;
-  const insert = c.q(INSERT_MARKER);
-  const attempts = c.q(FORGET_ATTEMPTS);
+  const insert = c.q(S.INSERT_MARKER);
+  const attempts = c.q(S.FORGET_ATTEMPTS);
   let n = 0;
   for (const key of keys) {
     if (insert.run(w.job, key, runId, w.run?.fence ?? null, now).changes === 0) continue;
@@ -73,7 +50,7 @@ function insertMarkers(c: Conn, w: MarkerWriter, keys: readonly string[], now: n
   }
   if (n === 0) return 0;
   if (runId !== null) {
-    c.q(COUNT_NEW).run(n, now, runId);
+    c.q(S.COUNT_NEW).run(n, now, runId);
   }
   // New markers are new work (health `idle`, migration 012): in the same statement.
   c.q(JOB_WORKED).run(now, now, w.job);
@@ -81,12 +58,12 @@ function insertMarkers(c: Conn, w: MarkerWriter, keys: readonly string[], now: n
 }
 
 export function countSkipped(c: Conn, runId: number | null, n = 1): void {
-  if (runId !== null) c.q(COUNT_SKIPPED).run(n, runId);
+  if (runId !== null) c.q(S.COUNT_SKIPPED).run(n, runId);
 }
 
 /** Delete a marker; returns true if there was one. */
 export function deleteMarker(c: Conn, job: string, key: string): boolean {
-  return c.q(DELETE_MARKER).run(job, key).changes > 0;
+  return c.q(S.DELETE_MARKER).run(job, key).changes > 0;
 }
 
 /**
@@ -99,28 +76,28 @@ export function moveMarkerRows(
   from: string,
   to: string,
 ): { moved: number; already: number } {
-  const moved = c.q(COPY_MARKERS).run(to, from).changes;
-  const all = c.q(DELETE_JOB_MARKERS).run(from).changes;
+  const moved = c.q(S.COPY_MARKERS).run(to, from).changes;
+  const all = c.q(S.DELETE_JOB_MARKERS).run(from).changes;
   return { moved, already: all - moved };
 }
 
 export function markers(c: Conn, job: string): MarkerRow[] {
-  return c.q(MARKERS).all(job) as MarkerRow[];
+  return c.q(S.MARKERS).all(job) as MarkerRow[];
 }
 
 export function markerCount(c: Conn, job: string): number {
-  return (c.q(MARKER_COUNT).get(job) as { n: number }).n;
+  return (c.q(S.MARKER_COUNT).get(job) as { n: number }).n;
 }
 
 /** Every job's marker count in one pass (jobs without markers are absent). */
 export function markerCounts(c: Conn): Map<string, number> {
-  const rows = c.q(MARKER_COUNTS, true).all() as [string, number][];
+  const rows = c.q(S.MARKER_COUNTS, true).all() as [string, number][];
   return new Map(rows);
 }
 
 /** Who holds the `once` claim on a key, if anyone (a read: takeClaim takes one). */
 export function claimHolder(c: Conn, job: string, key: string): ClaimRow | undefined {
-  return c.q(CLAIM_HOLDER).get(job, key) as ClaimRow | undefined;
+  return c.q(S.CLAIM_HOLDER).get(job, key) as ClaimRow | undefined;
 }
 
 export function setClaimCommand(
@@ -131,7 +108,7 @@ export function setClaimCommand(
   cmdPid: number,
   cmdStart: string | null,
 ): void {
-  c.q(SET_CLAIM_COMMAND).run(cmdPid, cmdStart, job, key, pid);
+  c.q(S.SET_CLAIM_COMMAND).run(cmdPid, cmdStart, job, key, pid);
 }
 
 function putClaim(
@@ -143,11 +120,11 @@ function putClaim(
   now: number,
   node: string,
 ): void {
-  c.q(PUT_CLAIM).run(job, key, me.pid, me.start, runId, now, node);
+  c.q(S.PUT_CLAIM).run(job, key, me.pid, me.start, runId, now, node);
 }
 
 export function dropClaim(c: Conn, job: string, key: string, pid: number): void {
-  c.q(DROP_CLAIM).run(job, key, pid);
+  c.q(S.DROP_CLAIM).run(job, key, pid);
 }
 
 export function countAttempt(c: Conn, job: string, key: string, now: number): number {
@@ -166,7 +143,7 @@ export function repeatingKeys(
   job: string,
   limit: number,
 ): Pick<AttemptRow, "key" | "count">[] {
-  return c.q(REPEATING_KEYS).all(job, limit) as Pick<AttemptRow, "key" | "count">[];
+  return c.q(S.REPEATING_KEYS).all(job, limit) as Pick<AttemptRow, "key" | "count">[];
 }
 
 /**
@@ -179,7 +156,7 @@ export function repeatingKeysSince(
   limit: number,
   since: number,
 ): AttemptRow[] {
-  return c.q(REPEATING_KEYS_SINCE).all(job, limit, since) as AttemptRow[];
+  return c.q(S.REPEATING_KEYS_SINCE).all(job, limit, since) as AttemptRow[];
 }
 
 /**
@@ -187,7 +164,7 @@ export function repeatingKeysSince(
  * being marked, by job, worst first (the caller applies each job's own limit and `since`).
  */
 export function repeatingKeysAll(c: Conn, limit: number): Map<string, AttemptRow[]> {
-  const rows = c.q(REPEATING_KEYS_ALL).all(limit) as (AttemptRow & { job: string })[];
+  const rows = c.q(S.REPEATING_KEYS_ALL).all(limit) as (AttemptRow & { job: string })[];
   const by = new Map<string, AttemptRow[]>();
   for (const { job, key, count, last_at } of rows) {
     let list = by.get(job);
@@ -199,7 +176,7 @@ export function repeatingKeysAll(c: Conn, limit: number): Map<string, AttemptRow
 
 /** Jobs whose marker keys were attempted at or after `since` (`once` may run outside a run). */
 export function jobsAttemptedSince(c: Conn, since: number): string[] {
-  const rows = c.q(ATTEMPTED_SINCE).all(since) as {
+  const rows = c.q(S.ATTEMPTED_SINCE).all(since) as {
     job: string;
   }[];
   return rows.map((r) => r.job);
@@ -210,7 +187,7 @@ export function jobsAttemptedSince(c: Conn, since: number): string[] {
  * migration 009 leaves progress_at out of the summary's trigger, so a finished row never gets it.
  */
 function progress(c: Conn, runId: number, message: string | null, now: number): void {
-  const info = c.q(PROGRESS).run(now, message, runId);
+  const info = c.q(S.PROGRESS).run(now, message, runId);
   if (info.changes === 0) return;
   c.q(RUN_WORKED).run(now, now, runId);
 }

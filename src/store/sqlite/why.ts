@@ -9,18 +9,11 @@ import { daemonRow } from "./daemon.js";
 import { runningRuns } from "./history.js";
 import { jobRow } from "./jobs.js";
 import { SLOT_RUN } from "../queries/runs.js";
-import {
-  CATCH_UPS,
-  DAEMON_SIGNS,
-  HOLDER_AT,
-  MISSED_AFTER,
-  PAUSE_AT,
-  SLOT_ROWS,
-} from "../queries/why.js";
+import * as S from "../queries/why.js";
 
 export function slotFacts(c: Conn, job: string, slot: number): SlotFacts {
   const claim = (c.q(SLOT_RUN).get(job, slot) as { run_id: number | null } | undefined) ?? null;
-  const runs = c.q(SLOT_ROWS).all(job, slot) as RunRow[];
+  const runs = c.q(S.SLOT_ROWS).all(job, slot) as RunRow[];
   const first = runs[0];
   // When the slot was decided: its row's start (a disposition's is when it was recorded).
   const decided = first?.started_at ?? slot;
@@ -32,22 +25,22 @@ export function slotFacts(c: Conn, job: string, slot: number): SlotFacts {
     runs,
     holder: holderAt(c, job, slot, decided),
     running: runningRuns(c, job),
-    pause: (c.q(PAUSE_AT).get(job, decided) as EventRow | undefined) ?? null,
+    pause: (c.q(S.PAUSE_AT).get(job, decided) as EventRow | undefined) ?? null,
     // The start that recorded a slot missed ran its catch-ups for later slots, up to that start.
-    catchUps: missed ? (c.q(CATCH_UPS).all(job, slot, decided) as RunRow[]) : [],
-    missedEvent: (c.q(MISSED_AFTER).get(job, slot) as EventRow | undefined) ?? null,
+    catchUps: missed ? (c.q(S.CATCH_UPS).all(job, slot, decided) as RunRow[]) : [],
+    missedEvent: (c.q(S.MISSED_AFTER).get(job, slot) as EventRow | undefined) ?? null,
     ...daemonSigns(c, slot),
   };
 }
 
 /** The oldest run of the job, not of this slot, that had started and not ended at `at`. */
 function holderAt(c: Conn, job: string, slot: number, at: number): RunRow | null {
-  return (c.q(HOLDER_AT).get(job, slot, at, at) as RunRow | undefined) ?? null;
+  return (c.q(S.HOLDER_AT).get(job, slot, at, at) as RunRow | undefined) ?? null;
 }
 
-/** The daemon's last and first signs around the slot (DAEMON_SIGNS). */
+/** The daemon's last and first signs around the slot (DAEMON_SIGNS in queries/why.ts). */
 function daemonSigns(c: Conn, slot: number): Pick<SlotFacts, "lastBefore" | "firstAfter"> {
-  const r = c.q(DAEMON_SIGNS, true).get(slot, slot, slot, slot, slot) as [
+  const r = c.q(S.DAEMON_SIGNS, true).get(slot, slot, slot, slot, slot) as [
     number | null,
     number | null,
   ];
