@@ -8,6 +8,7 @@ import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
 import { POSTGRES, SQLITE, sqlitePlaceholders } from "../dist/store/queries/sql.js";
+import { openConn } from "../dist/store/connection.js";
 import { openPgStore, openStore } from "../dist/store/store.js";
 import { count } from "../scripts/sql-dupes.js";
 import { tmpdir } from "./helpers.js";
@@ -57,6 +58,15 @@ test("sqlitePlaceholders: $1..$n in order become ?; a repeated or out-of-order o
   assert.equal(sqlitePlaceholders("SELECT 1"), "SELECT 1");
   assert.throws(() => sqlitePlaceholders("SELECT $1, $1"), /\$1 where \$2 was due/);
   assert.throws(() => sqlitePlaceholders("SELECT $2, $1"), /\$2 where \$1 was due/);
+});
+
+test("Conn.q: a shared statement binds positionally, read as objects in one place and arrays in another", (t) => {
+  const c = openConn(tmpdir(t), { create: true });
+  t.after(() => c.close());
+  const sql = "SELECT $1 AS a, $2 AS b";
+  assert.deepEqual(c.q(sql).get(1, "x"), { a: 1, b: "x" });
+  assert.deepEqual(c.q(sql, true).get(2, "y"), [2, "y"]);
+  assert.deepEqual(c.q(sql).get(3, "z"), { a: 3, b: "z" });
 });
 
 test("every shared statement compiles on a freshly migrated SQLite store", async (t) => {
