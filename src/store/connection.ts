@@ -12,6 +12,7 @@ import type Database from "better-sqlite3";
 import fs, { type BigIntStats } from "node:fs";
 import { StoreError, storePath } from "./errors.js";
 import { LATEST, migrate } from "./migrate.js";
+import { numbered, sqlitePlaceholders } from "./queries/sql.js";
 import {
   changedSince,
   createStoreFile,
@@ -66,13 +67,18 @@ export class Conn {
     return this.inPlace !== null && changedSince(this.inPlace.file, this.inPlace.st);
   }
 
-  /** A prepared statement, cached: the same SQL is compiled once per connection. `rows`: as arrays. */
+  /**
+   * A prepared statement, cached: the same SQL is compiled once per connection (and per row
+   * shape: a shared statement may be read as objects here and as arrays there). `arrays`: rows
+   * as arrays. A shared statement's $1..$n become `?` (queries/sql.ts).
+   */
   q(sql: string, arrays = false): Database.Statement {
-    let s = this.stmts.get(sql);
+    const key = arrays ? `\u0000${sql}` : sql;
+    let s = this.stmts.get(key);
     if (!s) {
-      s = this.raw.prepare(sql);
+      s = this.raw.prepare(numbered(sql) ? sqlitePlaceholders(sql) : sql);
       if (arrays) s.raw(true);
-      this.stmts.set(sql, s);
+      this.stmts.set(key, s);
     }
     return s;
   }

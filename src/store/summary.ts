@@ -1,8 +1,16 @@
 // A job's status summary (migration 006): the columns triggers keep in the job's own row, made
 // into what `status` reads, the same for both engines. Pure: no SQL here (the columns' meaning
 // is in migrations/sqlite/006_job_summary.sql).
-import type { HistoryRow, RunFacts, RunRow } from "./rows.js";
-import type { RecentDigest, RowVerdicts, SummaryParses } from "./status-rows.js";
+import type { AttemptRow, HistoryRow, JobRow, RunFacts, RunRow } from "./rows.js";
+import type {
+  JobReadings,
+  RecentDigest,
+  RowVerdicts,
+  StatusJob,
+  StatusJobRows,
+  SummaryParses,
+  SummaryRow,
+} from "./status-rows.js";
 import type { RunStatus } from "../core/types.js";
 
 /** How many finished runs recent_runs keeps: a reader asking for more reads the runs table. */
@@ -67,6 +75,23 @@ export function verdictsOf(r: readonly unknown[], at: number): RowVerdicts {
   };
 }
 
+/** A raw row of queries/status.ts summarySql (its columns in order) as a SummaryRow. */
+export function summaryRowOf(r: readonly unknown[]): SummaryRow {
+  const row: JobRow = {
+    name: r[0] as string,
+    paused: r[1] as number,
+    fence: r[2] as number,
+    scanned_to: r[3] as number | null,
+    reboot_boot_id: r[4] as string | null,
+    last_success_at: r[5] as number | null,
+    last_progress_at: r[6] as number | null,
+    first_seen_at: r[7] as number | null,
+    last_work_at: r[16] as number | null,
+    idle_runs: r[17] as number,
+  };
+  return [row, r[8] as string, r[9] as string | null, r[10] as number, verdictsOf(r, 11)];
+}
+
 /** The digest health judges from: the row's verdicts and its last finished run (the newest). */
 export function summaryDigest(v: RowVerdicts, lastFinished: HistoryRow | null): RecentDigest {
   return { newest: lastFinished, okP95: v.okP95, failing: v.failing };
@@ -74,6 +99,63 @@ export function summaryDigest(v: RowVerdicts, lastFinished: HistoryRow | null): 
 
 /** A job without a row: no run. */
 export const NO_RUNS: RecentDigest = { newest: null, okP95: null, failing: null };
+
+/**
+ * One job's readings judged from its summary row (undefined: none) and no run read, as `status`
+ * judges (jobReadings with `recentLimit` 0), but the attempts: the engine reads those attempted
+ * at or after `since` (the start of the row's last finished run).
+ */
+export function summaryReadings(
+  job: string,
+  s: SummaryRow | undefined,
+  running: RunRow[],
+): { readings: Omit<JobReadings, "attempts">; since: number } {
+  const lastFinished = s ? parseSummary(job, s[1], s[2], 0).lastFinished : null;
+  const digest = s ? summaryDigest(s[4], lastFinished) : NO_RUNS;
+  return {
+    readings: { row: s?.[0] ?? null, running, recent: [], digest },
+    since: lastFinished?.started_at ?? 0,
+  };
+}
+
+/** Running rows by job, each oldest first as read. */
+export function byJob(rows: readonly RunRow[]): Map<string, RunRow[]> {
+  const out = new Map<string, RunRow[]>();
+  for (const r of rows) {
+    const list = out.get(r.job);
+    if (list) list.push(r);
+    else out.set(r.job, [r]);
+  }
+  return out;
+}
+
+/**
+ * What `status` shows of one job from its summary row (undefined: none), its running rows and
+ * the keys attempted more than the smallest repeat limit (filtered here by the job's own), all
+ * but the marker count of a job without a row, which the engine counts.
+ */
+export function statusJobRows(
+  job: StatusJob,
+  s: SummaryRow | undefined,
+  running: RunRow[],
+  attempts: readonly AttemptRow[],
+  recentLimit: number,
+  parses: SummaryParses | undefined,
+): Omit<StatusJobRows, "markers"> {
+  const { recent, lastFinished } = s
+    ? parseSummary(job.name, s[1], s[2], recentLimit, parses)
+    : { recent: [], lastFinished: null };
+  const since = lastFinished?.started_at ?? 0;
+  return {
+    row: s?.[0] ?? null,
+    running,
+    recent,
+    digest: s ? summaryDigest(s[4], lastFinished) : NO_RUNS,
+    attempts: attempts.filter((a) => a.count > job.repeatLimit && a.last_at >= since).slice(0, 10),
+    last: latestRun(lastFinished, running),
+    lastFinished,
+  };
+}
 
 /**
  * The latest run with a process: the newest of the job's running rows and its last finished run

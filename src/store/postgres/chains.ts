@@ -2,10 +2,14 @@
 // functions: they run in their caller's transaction and never open one.
 import type { Q } from "../pg-connection.js";
 import { chainReason, drainDetail, type ChainRow, type DrainRow } from "../chain-rows.js";
+import * as S from "../queries/chains.js";
+import { POSTGRES } from "../queries/sql.js";
 import { insertEvent } from "./events.js";
 
+const SETTLED_CHAIN = S.settledChain(POSTGRES);
+
 export async function pendingChains(q: Q): Promise<ChainRow[]> {
-  return q.all<ChainRow>("SELECT * FROM chains ORDER BY created_at, job");
+  return q.all<ChainRow>(S.PENDING_CHAINS);
 }
 
 /** See ../sqlite/chains.ts settleChains; the chain rows are locked, so two nodes settle one once. */
@@ -14,37 +18,24 @@ export async function settleChains(
   list: readonly { job: string; slot: number }[],
 ): Promise<void> {
   for (const { job, slot } of list) {
-    const ch = await q.get<ChainRow>(
-      `SELECT c.* FROM chains c WHERE c.job = $1 AND c.slot = $2
-         AND EXISTS (SELECT 1 FROM slots s WHERE s.job = c.job AND s.slot = c.slot) FOR UPDATE`,
-      [job, slot],
-    );
+    const ch = await q.get<ChainRow>(SETTLED_CHAIN, [job, slot]);
     if (!ch) continue;
     const reason = chainReason(ch.upstream, ch.upstream_run);
-    await q.run(
-      `UPDATE runs SET reason = CASE WHEN reason IS NULL THEN $1 ELSE $1 || '; ' || reason END
-       WHERE job = $2 AND slot = $3 AND trigger = 'chained'`,
-      [reason, job, slot],
-    );
-    await q.run("DELETE FROM chains WHERE job = $1 AND slot = $2", [job, slot]);
+    await q.run(S.CHAINED_REASON, [reason, reason, job, slot]);
+    await q.run(S.DELETE_CHAIN, [job, slot]);
   }
 }
 
 export async function drain(q: Q): Promise<DrainRow | null> {
-  return (await q.get<DrainRow>("SELECT since, until, reason FROM drain WHERE id = 1")) ?? null;
+  return (await q.get<DrainRow>(S.DRAIN)) ?? null;
 }
 
 export async function setDrain(q: Q, d: DrainRow | null, now: number): Promise<void> {
   if (d === null) {
-    const had = (await q.run("DELETE FROM drain WHERE id = 1")) > 0;
+    const had = (await q.run(S.END_DRAIN)) > 0;
     if (had) await insertEvent(q, now, null, "resumed", "drain ended (resume --all)");
     return;
   }
-  await q.run(
-    `INSERT INTO drain (id, since, until, reason) VALUES (1, $1, $2, $3)
-     ON CONFLICT (id) DO UPDATE SET since = excluded.since, until = excluded.until,
-       reason = excluded.reason`,
-    [d.since, d.until, d.reason],
-  );
+  await q.run(S.SET_DRAIN, [d.since, d.until, d.reason]);
   await insertEvent(q, now, null, "paused", drainDetail(d));
 }

@@ -4,6 +4,8 @@
 // one clock, never by its own. Table-group functions: they run in their caller's transaction
 // and never open one.
 import type { Q } from "../pg-connection.js";
+import { DAEMON_COLUMNS, daemonSql, JOB_HASHES } from "../queries/daemon.js";
+import { POSTGRES } from "../queries/sql.js";
 import type {
   AcceptedConfig,
   Alive,
@@ -17,25 +19,15 @@ import type {
 /** The database's clock, in epoch ms: clock_timestamp() moves within a transaction, now() not. */
 export const DB_NOW = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
-/** Every column but config_json (see DaemonRow). */
-const ROW = `pid, pid_start, started_at, heartbeat_at, heartbeat_ms, stopped_at, config_file,
-  config_error, config_hash, config_accepted_at, http_error, http_error_since, node, containment,
-  logs_bytes`;
+const SQL = daemonSql(POSTGRES);
 
 export async function daemonRow(q: Q, node: string): Promise<DaemonRow | null> {
-  return (await q.get<DaemonRow>(`SELECT ${ROW} FROM daemon WHERE node = $1`, [node])) ?? null;
+  return (await q.get<DaemonRow>(SQL.row, [node])) ?? null;
 }
 
 /** The config the node runs (or last ran), or null when it has recorded none. */
 export async function runningConfig(q: Q, node: string): Promise<RunningConfig | null> {
-  const r = await q.get<RunningConfig>(
-    `SELECT config_file, config_json, config_hash, config_accepted_at, pid, pid_start, stopped_at
-     FROM daemon
-     WHERE node = $1 AND config_file IS NOT NULL AND config_json IS NOT NULL
-       AND config_accepted_at IS NOT NULL`,
-    [node],
-  );
-  return r ?? null;
+  return (await q.get<RunningConfig>(SQL.runningConfig, [node])) ?? null;
 }
 
 /** Is node `node`'s lease still running, by the database's clock? */
@@ -88,7 +80,7 @@ export async function claimDaemon(
 ): Promise<DaemonRow | null> {
   await q.run("INSERT INTO daemon (node) VALUES ($1) ON CONFLICT (node) DO NOTHING", [self.name]);
   const cur = await q.get<DaemonRow & { host: string | null; boot_id: string | null }>(
-    `SELECT ${ROW}, host, boot_id FROM daemon WHERE node = $1 FOR UPDATE`,
+    `SELECT ${DAEMON_COLUMNS}, host, boot_id FROM daemon WHERE node = $1 FOR UPDATE`,
     [self.name],
   );
   if (cur && cur.pid !== null && cur.stopped_at === null) {
@@ -152,11 +144,7 @@ export async function heartbeat(
 }
 
 export async function setConfigError(q: Q, node: string, pid: number, message: string | null) {
-  await q.run("UPDATE daemon SET config_error = $1 WHERE node = $2 AND pid = $3", [
-    message,
-    node,
-    pid,
-  ]);
+  await q.run(SQL.setConfigError, [message, node, pid]);
 }
 
 /** Why the daemon's http endpoint is not serving, and since when; null when it serves. */
@@ -167,24 +155,16 @@ export async function setHttpState(
   error: string | null,
   since: number | null,
 ) {
-  await q.run(
-    "UPDATE daemon SET http_error = $1, http_error_since = $2 WHERE node = $3 AND pid = $4",
-    [error, since, node, pid],
-  );
+  await q.run(SQL.setHttpState, [error, since, node, pid]);
 }
 
 /** A reload accepted `accepted`: record it as the running config and clear the last refusal. */
 export async function acceptConfig(q: Q, node: string, pid: number, accepted: AcceptedConfig) {
-  await q.run(
-    `UPDATE daemon SET config_json = $1, config_hash = $2, config_accepted_at = $3,
-       config_error = NULL
-     WHERE node = $4 AND pid = $5`,
-    [accepted.json, accepted.hash, accepted.at, node, pid],
-  );
+  await q.run(SQL.acceptConfig, [accepted.json, accepted.hash, accepted.at, node, pid]);
 }
 
 export async function releaseDaemon(q: Q, node: string, pid: number, now: number) {
-  await q.run("UPDATE daemon SET stopped_at = $1 WHERE node = $2 AND pid = $3", [now, node, pid]);
+  await q.run(SQL.release, [now, node, pid]);
 }
 
 /** Every node that has claimed the store, by name, with the database's clock at the read. */
@@ -208,5 +188,5 @@ export async function setJobHashes(q: Q, node: string, hashes: ReadonlyMap<strin
 
 /** Each node's job hashes. */
 export async function jobHashes(q: Q): Promise<{ node: string; job: string; hash: string }[]> {
-  return q.all("SELECT node, job, hash FROM node_jobs ORDER BY job, node");
+  return q.all(JOB_HASHES);
 }

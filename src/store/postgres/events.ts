@@ -2,6 +2,7 @@
 // Table-group functions: they run in their caller's transaction and never open one.
 import type { Q } from "../pg-connection.js";
 import type { EventRow } from "../rows.js";
+import { ALERT_STATE, EVENTS_ALL, EVENTS_OF_JOB, SET_ALERT_STATE } from "../queries/events.js";
 
 export async function insertEvent(
   q: Q,
@@ -22,11 +23,8 @@ export async function insertEvent(
 /** Newest first. */
 export async function events(q: Q, job: string | null, limit: number): Promise<EventRow[]> {
   return job === null
-    ? q.all<EventRow>("SELECT * FROM events ORDER BY id DESC LIMIT $1", [limit])
-    : q.all<EventRow>("SELECT * FROM events WHERE job = $1 ORDER BY id DESC LIMIT $2", [
-        job,
-        limit,
-      ]);
+    ? q.all<EventRow>(EVENTS_ALL, [limit])
+    : q.all<EventRow>(EVENTS_OF_JOB, [job, limit]);
 }
 
 /** The conditions last announced for a job, comma-separated, and since when; null if never. */
@@ -34,18 +32,9 @@ export async function alertState(
   q: Q,
   job: string,
 ): Promise<{ active: string; since: number } | null> {
-  return (
-    (await q.get<{ active: string; since: number }>(
-      "SELECT active, since FROM alert_state WHERE job = $1",
-      [job],
-    )) ?? null
-  );
+  return (await q.get<{ active: string; since: number }>(ALERT_STATE, [job])) ?? null;
 }
 
 export async function setAlertState(q: Q, job: string, active: string, now: number) {
-  await q.run(
-    `INSERT INTO alert_state (job, active, since) VALUES ($1, $2, $3)
-     ON CONFLICT (job) DO UPDATE SET active = excluded.active, since = excluded.since`,
-    [job, active, now],
-  );
+  await q.run(SET_ALERT_STATE, [job, active, now]);
 }

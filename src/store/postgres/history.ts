@@ -4,65 +4,45 @@
 import type { Q } from "../pg-connection.js";
 import { advance, factsOf, maxIdsWithFacts, SNAPSHOT_COLUMNS, type IdHorizon } from "./horizon.js";
 import type { HistoryRow, RunFacts, RunRow, TimelineChanges, TimelineRow } from "../rows.js";
+import * as S from "../queries/history.js";
 
 type SnapshotRow = Parameters<typeof factsOf>[0];
 
-const HISTORY_COLUMNS = `id, job, slot, trigger, status, reason, exit_code, signal, attempt, started_at,
-  finished_at, duration_ms, markers_new, markers_skipped, pid, log_path, node, cpu_s,
-  memory_peak_bytes`;
-const FACT_COLUMNS = "id, status, reason, started_at, finished_at, duration_ms, progress_at";
-
 export async function runRow(q: Q, id: number): Promise<RunRow | null> {
-  return (await q.get<RunRow>("SELECT * FROM runs WHERE id = $1", [id])) ?? null;
+  return (await q.get<RunRow>(S.RUN_ROW, [id])) ?? null;
 }
 
 export async function runningRuns(q: Q, job?: string): Promise<RunRow[]> {
   return job === undefined
     ? q.all<RunRow>("SELECT * FROM runs WHERE status = 'running' ORDER BY id")
-    : q.all<RunRow>("SELECT * FROM runs WHERE status = 'running' AND job = $1 ORDER BY id", [job]);
+    : q.all<RunRow>(S.RUNNING_OF_JOB, [job]);
 }
 
 /** Newest first. */
 export async function history(q: Q, job: string | null, limit: number): Promise<RunRow[]> {
   return job === null
-    ? q.all<RunRow>("SELECT * FROM runs ORDER BY id DESC LIMIT $1", [limit])
-    : q.all<RunRow>("SELECT * FROM runs WHERE job = $1 ORDER BY id DESC LIMIT $2", [job, limit]);
+    ? q.all<RunRow>(S.HISTORY_ALL, [limit])
+    : q.all<RunRow>(S.HISTORY_OF_JOB, [job, limit]);
 }
 
 /** The latest run that had a process (not a skipped/missed disposition), as a history entry. */
 export async function lastRun(q: Q, job: string): Promise<HistoryRow | null> {
-  const r = await q.get<HistoryRow>(
-    `SELECT ${HISTORY_COLUMNS} FROM runs WHERE job = $1 AND status NOT IN ('skipped', 'missed')
-     ORDER BY id DESC LIMIT 1`,
-    [job],
-  );
-  return r ?? null;
+  return (await q.get<HistoryRow>(S.LAST_RUN, [job])) ?? null;
 }
 
 /** One run's history-entry columns (null if there is no such run). */
 export async function historyRow(q: Q, id: number): Promise<HistoryRow | null> {
-  return (
-    (await q.get<HistoryRow>(`SELECT ${HISTORY_COLUMNS} FROM runs WHERE id = $1`, [id])) ?? null
-  );
+  return (await q.get<HistoryRow>(S.HISTORY_ROW, [id])) ?? null;
 }
 
 /** Finished runs with a process, newest first: what health is derived from. */
 export async function recentFinished(q: Q, job: string, limit: number): Promise<RunFacts[]> {
-  return q.all<RunFacts>(
-    `SELECT ${FACT_COLUMNS} FROM runs
-     WHERE job = $1 AND status NOT IN ('running', 'skipped', 'missed')
-     ORDER BY id DESC LIMIT $2`,
-    [job, limit],
-  );
+  return q.all<RunFacts>(S.RECENT_FINISHED, [job, limit]);
 }
 
 /** A job's rows (runs and dispositions, any status) with an id above `afterId`, oldest first. */
 export async function runsAfter(q: Q, job: string, afterId: number, limit: number) {
-  return q.all<RunRow>("SELECT * FROM runs WHERE job = $1 AND id > $2 ORDER BY id LIMIT $3", [
-    job,
-    afterId,
-    limit,
-  ]);
+  return q.all<RunRow>(S.RUNS_AFTER, [job, afterId, limit]);
 }
 
 /** A job's rows still running or finished at or after `since`, oldest first. */
@@ -73,9 +53,6 @@ export async function runsRunningOrFinishedSince(q: Q, job: string, since: numbe
   );
 }
 
-const TIMELINE_COLUMNS =
-  "id, slot, trigger, status, reason, exit_code, signal, started_at, finished_at, duration_ms, node";
-
 /** Each job's rows running or finished at or after `since`, oldest first: one query for all. */
 export async function timelines(
   q: Q,
@@ -83,7 +60,7 @@ export async function timelines(
   since: number,
 ): Promise<Map<string, TimelineRow[]>> {
   const rows = await q.all<TimelineRow & { job: string }>(
-    `SELECT job, ${TIMELINE_COLUMNS} FROM runs
+    `SELECT job, ${S.TIMELINE_COLUMNS} FROM runs
      WHERE job = ANY($1) AND (status = 'running' OR finished_at >= $2) ORDER BY id`,
     [jobs, since],
   );
@@ -110,7 +87,7 @@ export async function timelineChanges(
   const rows = await q.all<
     TimelineRow & { job: string; kind: string; n: number; f: SnapshotRow | null }
   >(
-    `SELECT 'row' AS kind, 0::bigint AS n, job, ${TIMELINE_COLUMNS}, NULL::json AS f FROM runs
+    `SELECT 'row' AS kind, 0::bigint AS n, job, ${S.TIMELINE_COLUMNS}, NULL::json AS f FROM runs
      WHERE (id > $1 AND job = ANY($2)) OR id = ANY($3)
      UNION ALL
      SELECT 'count', COUNT(*), job, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
@@ -138,10 +115,7 @@ export async function timelineChanges(
 
 /** The highest row id of a job (0 if none). */
 export async function maxRunId(q: Q, job: string): Promise<number> {
-  const r = await q.get<{ n: number }>(
-    "SELECT COALESCE(MAX(id), 0) AS n FROM runs WHERE job = $1",
-    [job],
-  );
+  const r = await q.get<{ n: number }>(S.MAX_RUN_ID, [job]);
   return r?.n ?? 0;
 }
 

@@ -10,6 +10,7 @@ import type { Owner, ReserveOutcome, ReserveRequest, RunRow, TickWrite } from ".
 import { fenced, interrupted, runResult } from "../../core/result.js";
 import { leaseLeft } from "./daemon.js";
 import { finishRun } from "./runs.js";
+import { FORGET_ENDED_HOLDS } from "../queries/holds.js";
 
 type Kind = "lock" | "group";
 
@@ -55,9 +56,7 @@ async function liveHolders(
   me: Owner,
 ): Promise<RunRow[]> {
   const rows = await q.all<RunRow>(
-    `WITH gone AS (
-       DELETE FROM holds WHERE kind = $1 AND name = $2 AND NOT EXISTS (
-         SELECT 1 FROM runs r WHERE r.id = holds.run_id AND r.status = 'running'))
+    `WITH gone AS (${FORGET_ENDED_HOLDS})
      SELECT r.* FROM holds h JOIN runs r ON r.id = h.run_id AND r.status = 'running'
      WHERE h.kind = $1 AND h.name = $2 ORDER BY r.id`,
     [kind, name],

@@ -4,6 +4,10 @@
 import type { Q } from "../pg-connection.js";
 import type { AddJob, JobGauge, JobRow } from "../rows.js";
 import { insertEvent } from "./events.js";
+import * as S from "../queries/jobs.js";
+import { POSTGRES } from "../queries/sql.js";
+
+const SCANNED_TO = S.setScannedTo(POSTGRES);
 
 /**
  * Lock the rows of these jobs (those that exist) until the transaction ends, in name order.
@@ -11,10 +15,6 @@ import { insertEvent } from "./events.js";
  * write that reads a job's lock, fence or runs and then acts on them takes it first, before any
  * other row of the job (so two transactions never wait on each other in opposite orders).
  */
-/** A JobRow's columns: the status summary (migration 006) is read only by status (status.ts). */
-const JOB_COLUMNS = `name, paused, fence, scanned_to, reboot_boot_id, last_success_at, last_progress_at,
-  first_seen_at, last_work_at, idle_runs`;
-
 export async function lockJobs(q: Q, names: readonly string[]): Promise<void> {
   if (names.length === 0) return;
   const unique = [...new Set(names)];
@@ -22,11 +22,11 @@ export async function lockJobs(q: Q, names: readonly string[]): Promise<void> {
 }
 
 export async function jobRow(q: Q, name: string): Promise<JobRow | null> {
-  return (await q.get<JobRow>(`SELECT ${JOB_COLUMNS} FROM jobs WHERE name = $1`, [name])) ?? null;
+  return (await q.get<JobRow>(S.JOB_ROW, [name])) ?? null;
 }
 
 export async function allJobs(q: Q): Promise<JobRow[]> {
-  return q.all<JobRow>(`SELECT ${JOB_COLUMNS} FROM jobs ORDER BY name`);
+  return q.all<JobRow>(S.ALL_JOBS);
 }
 
 /**
@@ -79,7 +79,7 @@ export async function addJobs(
      ON CONFLICT (name) DO UPDATE SET
        first_seen_at = COALESCE(jobs.first_seen_at, excluded.first_seen_at),
        scanned_to = COALESCE(jobs.scanned_to, excluded.scanned_to)
-     RETURNING ${JOB_COLUMNS}`,
+     RETURNING ${S.JOB_COLUMNS}`,
     [names, now],
   );
   const byName = new Map(rows.map((r) => [r.name, r]));
@@ -94,22 +94,19 @@ export async function addJobs(
 
 export async function setPaused(q: Q, name: string, paused: boolean, now: number) {
   await ensureJob(q, name, now);
-  await q.run("UPDATE jobs SET paused = $1 WHERE name = $2", [paused ? 1 : 0, name]);
+  await q.run(S.SET_PAUSED, [paused ? 1 : 0, name]);
   await insertEvent(q, now, name, paused ? "paused" : "resumed", null);
 }
 
 /** Jobs paused with `cronvisor pause` (the config's `paused: true` is not in the store). */
 export async function pausedJobs(q: Q): Promise<Set<string>> {
-  const rows = await q.all<{ name: string }>("SELECT name FROM jobs WHERE paused = 1");
+  const rows = await q.all<{ name: string }>(S.PAUSED_JOBS);
   return new Set(rows.map((r) => r.name));
 }
 
 /** Slots up to `at` have a disposition. Never moves backwards (a clock stepped back). */
 export async function setScannedTo(q: Q, name: string, at: number) {
-  await q.run(
-    "UPDATE jobs SET scanned_to = GREATEST(COALESCE(scanned_to, 0), $1) WHERE name = $2",
-    [at, name],
-  );
+  await q.run(SCANNED_TO, [at, name]);
 }
 
 /**
@@ -118,13 +115,7 @@ export async function setScannedTo(q: Q, name: string, at: number) {
  * the one that takes it runs it, once).
  */
 export async function claimCatchUp(q: Q, name: string, from: number, to: number) {
-  return (
-    (await q.run("UPDATE jobs SET scanned_to = $1 WHERE name = $2 AND scanned_to = $3", [
-      to,
-      name,
-      from,
-    ])) > 0
-  );
+  return (await q.run(S.CLAIM_CATCH_UP, [to, name, from])) > 0;
 }
 
 /** Record that @reboot ran for this boot; false if it already did. */
@@ -137,16 +128,11 @@ export async function claimReboot(
   await ensureLocked(q, [name]);
   const row = await ensureJob(q, name, now);
   if (row.reboot_boot_id === bootId) return false;
-  await q.run("UPDATE jobs SET reboot_boot_id = $1 WHERE name = $2", [bootId, name]);
+  await q.run(S.SET_REBOOT, [bootId, name]);
   return true;
 }
 
 /** Per-job gauges for a metrics scrape, in one pass: running runs and markers, by job. */
 export async function jobGauges(q: Q): Promise<JobGauge[]> {
-  return q.all<JobGauge>(
-    `SELECT j.name, j.paused, j.last_success_at, j.last_progress_at,
-       (SELECT COUNT(*) FROM runs r WHERE r.job = j.name AND r.status = 'running') AS running,
-       j.marker_count AS markers
-     FROM jobs j ORDER BY j.name`,
-  );
+  return q.all<JobGauge>(S.JOB_GAUGES);
 }

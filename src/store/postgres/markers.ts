@@ -4,6 +4,8 @@
 // fenceValid locks the writer's run row, so a takeover (which ends the old run) or a revoke
 // either commits before the check (the write is refused) or waits until the write commits.
 import type { Q } from "../pg-connection.js";
+import * as S from "../queries/markers.js";
+import { POSTGRES } from "../queries/sql.js";
 import { leaseLive } from "./daemon.js";
 import type {
   Alive,
@@ -15,20 +17,18 @@ import type {
   Owner,
 } from "../rows.js";
 
+/** New markers (of a job) and progress (of a run) are new work: see jobWorked in queries/markers.ts. */
+const JOB_WORKED = S.jobWorked(POSTGRES, false);
+const FENCE_VALID = S.fenceValid(POSTGRES);
+const RUN_WORKED = S.jobWorked(POSTGRES, true);
+
 /** May this run write markers? Only while it is the job's current, live, unrevoked run. */
 export async function fenceValid(q: Q, job: string, runId: number, fence: number) {
-  const r = await q.get(
-    `SELECT 1 FROM runs WHERE id = $1 AND job = $2 AND fence = $3 AND status = 'running'
-       AND revoked = 0 FOR UPDATE`,
-    [runId, job, fence],
-  );
-  return r !== undefined;
+  return (await q.get(FENCE_VALID, [runId, job, fence])) !== undefined;
 }
 
 export async function isMarked(q: Q, job: string, key: string): Promise<boolean> {
-  return (
-    (await q.get("SELECT 1 FROM markers WHERE job = $1 AND key = $2", [job, key])) !== undefined
-  );
+  return (await q.get(S.IS_MARKED, [job, key])) !== undefined;
 }
 
 /** Insert a writer's markers; returns how many were new, counted once (see ../sqlite/markers.ts). */
@@ -36,67 +36,46 @@ async function insertMarkers(q: Q, w: MarkerWriter, keys: readonly string[], now
   const runId = w.run?.id ?? null;
   let n = 0;
   for (const key of keys) {
-    const inserted = await q.run(
-      `INSERT INTO markers (job, key, run_id, fence, created_at) VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT DO NOTHING`,
-      [w.job, key, runId, w.run?.fence ?? null, now],
-    );
+    const inserted = await q.run(S.INSERT_MARKER, [w.job, key, runId, w.run?.fence ?? null, now]);
     if (inserted === 0) continue;
-    await q.run("DELETE FROM attempts WHERE job = $1 AND key = $2", [w.job, key]);
+    await q.run(S.FORGET_ATTEMPTS, [w.job, key]);
     n++;
   }
   if (n === 0) return 0;
   if (runId !== null) {
-    await q.run(
-      "UPDATE runs SET markers_new = markers_new + $1, progress_at = $2 WHERE id = $3 AND status = 'running'",
-      [n, now, runId],
-    );
+    await q.run(S.COUNT_NEW, [n, now, runId]);
   }
-  // New markers are new work (health `idle`, migration 012): in the same statement.
-  await q.run(
-    `UPDATE jobs SET last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $1),
-       last_work_at = GREATEST(COALESCE(last_work_at, 0), $1), idle_runs = 0 WHERE name = $2`,
-    [now, w.job],
-  );
+  await q.run(JOB_WORKED, [now, now, w.job]);
   return n;
 }
 
 export async function countSkipped(q: Q, runId: number | null, n = 1) {
-  if (runId !== null)
-    await q.run("UPDATE runs SET markers_skipped = markers_skipped + $1 WHERE id = $2", [n, runId]);
+  if (runId !== null) await q.run(S.COUNT_SKIPPED, [n, runId]);
 }
 
 /** Delete a marker; returns true if there was one. */
 export async function deleteMarker(q: Q, job: string, key: string): Promise<boolean> {
-  return (await q.run("DELETE FROM markers WHERE job = $1 AND key = $2", [job, key])) > 0;
+  return (await q.run(S.DELETE_MARKER, [job, key])) > 0;
 }
 
 export async function markers(q: Q, job: string): Promise<MarkerRow[]> {
-  return q.all<MarkerRow>(
-    "SELECT key, run_id, fence, created_at FROM markers WHERE job = $1 ORDER BY created_at, key",
-    [job],
-  );
+  return q.all<MarkerRow>(S.MARKERS, [job]);
 }
 
 export async function markerCount(q: Q, job: string): Promise<number> {
-  const r = await q.get<{ n: number }>("SELECT COUNT(*) AS n FROM markers WHERE job = $1", [job]);
+  const r = await q.get<{ n: number }>(S.MARKER_COUNT, [job]);
   return r?.n ?? 0;
 }
 
 /** Every job's marker count in one pass (jobs without markers are absent). */
 export async function markerCounts(q: Q): Promise<Map<string, number>> {
-  const rows = await q.all<{ job: string; n: number }>(
-    "SELECT job, COUNT(*) AS n FROM markers GROUP BY job ORDER BY job",
-  );
+  const rows = await q.all<{ job: string; n: number }>(S.MARKER_COUNTS);
   return new Map(rows.map((r) => [r.job, r.n]));
 }
 
 /** Who holds the `once` claim on a key, if anyone (a read: takeClaim takes one). */
 export async function claimHolder(q: Q, job: string, key: string): Promise<ClaimRow | undefined> {
-  return q.get<ClaimRow>(
-    "SELECT node, pid, pid_start, run_id, cmd_pid, cmd_start FROM claims WHERE job = $1 AND key = $2",
-    [job, key],
-  );
+  return q.get<ClaimRow>(S.CLAIM_HOLDER, [job, key]);
 }
 
 export async function setClaimCommand(
@@ -107,10 +86,7 @@ export async function setClaimCommand(
   cmdPid: number,
   cmdStart: string | null,
 ) {
-  await q.run(
-    "UPDATE claims SET cmd_pid = $1, cmd_start = $2 WHERE job = $3 AND key = $4 AND pid = $5",
-    [cmdPid, cmdStart, job, key, pid],
-  );
+  await q.run(S.SET_CLAIM_COMMAND, [cmdPid, cmdStart, job, key, pid]);
 }
 
 async function putClaim(
@@ -122,18 +98,11 @@ async function putClaim(
   now: number,
   node: string,
 ) {
-  await q.run(
-    `INSERT INTO claims (job, key, pid, pid_start, run_id, since, node)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)
-     ON CONFLICT (job, key) DO UPDATE SET pid = excluded.pid, pid_start = excluded.pid_start,
-       run_id = excluded.run_id, since = excluded.since, cmd_pid = NULL, cmd_start = NULL,
-       node = excluded.node`,
-    [job, key, me.pid, me.start, runId, now, node],
-  );
+  await q.run(S.PUT_CLAIM, [job, key, me.pid, me.start, runId, now, node]);
 }
 
 export async function dropClaim(q: Q, job: string, key: string, pid: number) {
-  await q.run("DELETE FROM claims WHERE job = $1 AND key = $2 AND pid = $3", [job, key, pid]);
+  await q.run(S.DROP_CLAIM, [job, key, pid]);
 }
 
 export async function countAttempt(q: Q, job: string, key: string, now: number) {
@@ -148,28 +117,17 @@ export async function countAttempt(q: Q, job: string, key: string, now: number) 
 
 /** Keys attempted more than `limit` times without being marked, worst first. */
 export async function repeatingKeys(q: Q, job: string, limit: number) {
-  return q.all<Pick<AttemptRow, "key" | "count">>(
-    `SELECT key, count FROM attempts WHERE job = $1 AND count > $2
-     ORDER BY count DESC, key LIMIT 10`,
-    [job, limit],
-  );
+  return q.all<Pick<AttemptRow, "key" | "count">>(S.REPEATING_KEYS, [job, limit]);
 }
 
 /** Keys attempted more than `limit` times, last attempted at or after `since`, worst first. */
 export async function repeatingKeysSince(q: Q, job: string, limit: number, since: number) {
-  return q.all<AttemptRow>(
-    `SELECT key, count, last_at FROM attempts WHERE job = $1 AND count > $2 AND last_at >= $3
-     ORDER BY count DESC, key LIMIT 10`,
-    [job, limit, since],
-  );
+  return q.all<AttemptRow>(S.REPEATING_KEYS_SINCE, [job, limit, since]);
 }
 
 /** repeatingKeysSince for every job at once, by job, worst first. */
 export async function repeatingKeysAll(q: Q, limit: number): Promise<Map<string, AttemptRow[]>> {
-  const rows = await q.all<AttemptRow & { job: string }>(
-    "SELECT job, key, count, last_at FROM attempts WHERE count > $1 ORDER BY job, count DESC, key",
-    [limit],
-  );
+  const rows = await q.all<AttemptRow & { job: string }>(S.REPEATING_KEYS_ALL, [limit]);
   const by = new Map<string, AttemptRow[]>();
   for (const { job, key, count, last_at } of rows) {
     let list = by.get(job);
@@ -181,28 +139,15 @@ export async function repeatingKeysAll(q: Q, limit: number): Promise<Map<string,
 
 /** Jobs whose marker keys were attempted at or after `since` (`once` may run outside a run). */
 export async function jobsAttemptedSince(q: Q, since: number): Promise<string[]> {
-  const rows = await q.all<{ job: string }>(
-    "SELECT DISTINCT job FROM attempts WHERE last_at >= $1 ORDER BY job",
-    [since],
-  );
+  const rows = await q.all<{ job: string }>(S.ATTEMPTED_SINCE, [since]);
   return rows.map((r) => r.job);
 }
 
 /** A run's progress, only while it runs (see ../sqlite/markers.ts). */
 async function progress(q: Q, runId: number, message: string | null, now: number) {
-  const n = await q.run(
-    `UPDATE runs SET progress_at = $1, progress_msg = COALESCE($2, progress_msg),
-       progress_count = progress_count + 1
-     WHERE id = $3 AND status = 'running'`,
-    [now, message, runId],
-  );
+  const n = await q.run(S.PROGRESS, [now, message, runId]);
   if (n === 0) return;
-  await q.run(
-    `UPDATE jobs SET last_progress_at = GREATEST(COALESCE(last_progress_at, 0), $1),
-       last_work_at = GREATEST(COALESCE(last_work_at, 0), $1), idle_runs = 0
-     WHERE name = (SELECT job FROM runs WHERE id = $2)`,
-    [now, runId],
-  );
+  await q.run(RUN_WORKED, [now, now, runId]);
 }
 
 // ---- the marker path's operations -----------------------------------------------------------

@@ -2,6 +2,7 @@
 // same operations as SqliteStore's. Table-group functions: they run in their caller's
 // transaction and never open one.
 import type { Q } from "../pg-connection.js";
+import { COPY_MARKERS, DELETE_JOB_MARKERS } from "../queries/markers.js";
 import { movedEvents } from "../moved.js";
 import type { MoveMarkers, MoveOutcome } from "../moved.js";
 import { insertEvent } from "./events.js";
@@ -29,12 +30,8 @@ export async function moveMarkers(q: Q, m: MoveMarkers, node: string): Promise<M
     const run = runs.find((r) => (r.node !== null && r.node !== node) || m.holderAlive(r));
     if (run) return { kind: "running", job, run };
   }
-  const moved = await q.run(
-    `INSERT INTO markers (job, key, run_id, fence, created_at)
-     SELECT $1, key, run_id, fence, created_at FROM markers WHERE job = $2 ON CONFLICT DO NOTHING`,
-    [m.to, m.from],
-  );
-  const all = await q.run("DELETE FROM markers WHERE job = $1", [m.from]);
+  const moved = await q.run(COPY_MARKERS, [m.to, m.from]);
+  const all = await q.run(DELETE_JOB_MARKERS, [m.from]);
   const r = { moved, already: all - moved };
   for (const [job, detail] of movedEvents(m, r))
     await insertEvent(q, m.now, job, "markers-moved", detail);

@@ -3,6 +3,7 @@
 // their caller's transaction and never open one. A write that reads a job's runs and acts on them
 // holds the job's row lock (jobs.lockJobs, lockRunJobs) first.
 import type { Q } from "../pg-connection.js";
+import * as S from "../queries/runs.js";
 import type {
   HolderLease,
   Owner,
@@ -135,12 +136,7 @@ export async function setRunProcess(
   pidStart: string | null,
   pgid: number,
 ) {
-  await q.run("UPDATE runs SET pid = $1, pid_start = $2, pgid = $3 WHERE id = $4", [
-    pid,
-    pidStart,
-    pgid,
-    runId,
-  ]);
+  await q.run(S.SET_RUN_PROCESS, [pid, pidStart, pgid, runId]);
 }
 
 /** The processes of runs just spawned (a tick's starts): one statement, sent (q.send). */
@@ -161,16 +157,12 @@ export async function setRunProcesses(q: Q, list: readonly RunProcess[]) {
 
 /** A restarted daemon (or another owner) takes over supervising a live orphan. */
 export async function adoptRun(q: Q, runId: number, owner: Owner) {
-  await q.run("UPDATE runs SET owner_pid = $1, owner_start = $2 WHERE id = $3", [
-    owner.pid,
-    owner.start,
-    runId,
-  ]);
+  await q.run(S.ADOPT_RUN, [owner.pid, owner.start, runId]);
 }
 
 /** Revoke the run's fence: its marker writes are refused from now on. */
 export async function revokeRun(q: Q, runId: number) {
-  await q.run("UPDATE runs SET revoked = 1 WHERE id = $1", [runId]);
+  await q.run(S.REVOKE_RUN, [runId]);
 }
 
 /** A run's end, as its row now says it (null when it had been recorded already). */
@@ -215,27 +207,19 @@ export async function finishRun(q: Q, runId: number, r: RunResult): Promise<Fini
 }
 
 /** Delete finished runs beyond the newest `keep` of a job; returns their log paths. */
-const PRUNABLE = `FROM runs WHERE job = $1 AND status != 'running'
-  AND id < (SELECT MIN(id) FROM (SELECT id FROM runs WHERE job = $1 ORDER BY id DESC LIMIT $2) t)`;
 
 /** Whether pruneRuns would delete anything: a read, so a prune of nothing writes nothing. */
 export async function hasPrunable(q: Q, job: string, keep: number): Promise<boolean> {
-  const r = await q.get<{ any: boolean }>(`SELECT EXISTS (SELECT 1 ${PRUNABLE}) AS any`, [
-    job,
-    keep,
-  ]);
+  const r = await q.get<{ any: boolean }>(`SELECT EXISTS (${S.PRUNABLE}) AS any`, [job, job, keep]);
   return r?.any === true;
 }
 
 export async function pruneRuns(q: Q, job: string, keep: number): Promise<string[]> {
-  const old = await q.all<{ id: number; log_path: string | null }>(
-    `SELECT id, log_path ${PRUNABLE} ORDER BY id`,
-    [job, keep],
-  );
+  const old = await q.all<{ id: number; log_path: string | null }>(S.PRUNABLE, [job, job, keep]);
   if (old.length === 0) return [];
   const maxId = Math.max(...old.map((r) => r.id));
   await q.run("DELETE FROM run_logs WHERE run_id = ANY($1::bigint[])", [old.map((r) => r.id)]);
-  await q.run("DELETE FROM runs WHERE job = $1 AND status != 'running' AND id <= $2", [job, maxId]);
+  await q.run(S.DELETE_PRUNED, [job, maxId]);
   return old.map((r) => r.log_path).filter((p): p is string => p !== null);
 }
 

@@ -22,6 +22,7 @@ import type {
 import { DB_NOW } from "./daemon.js";
 import { admitHolds, holdKeys, lockHoldNames, takeHolds } from "./holds.js";
 import { lockJobs } from "./jobs.js";
+import { SET_LOG_PATH } from "../queries/runs.js";
 import {
   lockHeldReason,
   reapDeadHolders,
@@ -273,9 +274,8 @@ function start(
 /** A run whose log path is not of the text-around-the-id shape: written by a second UPDATE. */
 async function withLogPath(q: Q, a: ReserveRequest, run: RunRow): Promise<RunRow> {
   if (logPathParts(a.logPath) !== null) return run;
-  const logPath = a.logPath(run.id);
-  await q.run("UPDATE runs SET log_path = $1 WHERE id = $2", [logPath, run.id]);
-  return { ...run, log_path: logPath };
+  const log_path = a.logPath(run.id);
+  return q.run(SET_LOG_PATH, [log_path, run.id]).then(() => ({ ...run, log_path }));
 }
 
 /**

@@ -7,17 +7,12 @@ import type { SlotFacts, SlotRun } from "../why-rows.js";
 import { daemonRow } from "./daemon.js";
 import { runningRuns } from "./history.js";
 import { jobRow } from "./jobs.js";
+import { SLOT_RUN } from "../queries/runs.js";
+import * as S from "../queries/why.js";
 
 export async function slotFacts(q: Q, job: string, slot: number, node: string): Promise<SlotFacts> {
-  const claim =
-    (await q.get<{ run_id: number | null }>(
-      "SELECT run_id FROM slots WHERE job = $1 AND slot = $2",
-      [job, slot],
-    )) ?? null;
-  const runs = await q.all<RunRow>("SELECT * FROM runs WHERE job = $1 AND slot = $2 ORDER BY id", [
-    job,
-    slot,
-  ]);
+  const claim = (await q.get<{ run_id: number | null }>(SLOT_RUN, [job, slot])) ?? null;
+  const runs = await q.all<RunRow>(S.SLOT_ROWS, [job, slot]);
   const first = runs[0];
   // When the slot was decided: its row's start (a disposition's is when it was recorded).
   const decided = first?.started_at ?? slot;
@@ -29,40 +24,17 @@ export async function slotFacts(q: Q, job: string, slot: number, node: string): 
     runs,
     holder: await holderAt(q, job, slot, decided),
     running: await runningRuns(q, job),
-    pause:
-      (await q.get<EventRow>(
-        `SELECT * FROM events WHERE job = $1 AND kind IN ('paused', 'resumed') AND at <= $2
-         ORDER BY id DESC LIMIT 1`,
-        [job, decided],
-      )) ?? null,
+    pause: (await q.get<EventRow>(S.PAUSE_AT, [job, decided])) ?? null,
     // The start that recorded a slot missed ran its catch-ups for later slots, up to that start.
-    catchUps: missed
-      ? await q.all<RunRow>(
-          `SELECT * FROM runs WHERE job = $1 AND trigger = 'catchup' AND slot > $2 AND slot <= $3
-           ORDER BY id`,
-          [job, slot, decided],
-        )
-      : [],
-    missedEvent:
-      (await q.get<EventRow>(
-        "SELECT * FROM events WHERE job = $1 AND kind = 'missed' AND at > $2 ORDER BY id LIMIT 1",
-        [job, slot],
-      )) ?? null,
+    catchUps: missed ? await q.all<RunRow>(S.CATCH_UPS, [job, slot, decided]) : [],
+    missedEvent: (await q.get<EventRow>(S.MISSED_AFTER, [job, slot])) ?? null,
     ...(await daemonSigns(q, slot)),
   };
 }
 
 /** The oldest run of the job, not of this slot, that had started and not ended at `at`. */
 async function holderAt(q: Q, job: string, slot: number, at: number): Promise<RunRow | null> {
-  return (
-    (await q.get<RunRow>(
-      `SELECT * FROM runs WHERE job = $1 AND status NOT IN ('skipped', 'missed')
-         AND (slot IS NULL OR slot != $2) AND started_at <= $3
-         AND (finished_at IS NULL OR finished_at >= $3)
-       ORDER BY id LIMIT 1`,
-      [job, slot, at],
-    )) ?? null
-  );
+  return (await q.get<RunRow>(S.HOLDER_AT, [job, slot, at, at])) ?? null;
 }
 
 /** The newest time any row records at or before the slot, and the oldest after it (sqlite/why.ts). */
@@ -71,15 +43,8 @@ async function daemonSigns(
   slot: number,
 ): Promise<Pick<SlotFacts, "lastBefore" | "firstAfter">> {
   const r = await q.get<{ last_before: number | null; first_after: number | null }>(
-    `SELECT
-       (SELECT MAX(t) FROM (
-          SELECT MAX(started_at) AS t FROM runs WHERE started_at <= $1
-          UNION ALL SELECT MAX(finished_at) FROM runs WHERE finished_at <= $1
-          UNION ALL SELECT MAX(at) FROM events WHERE at <= $1) b) AS last_before,
-       (SELECT MIN(t) FROM (
-          SELECT MIN(started_at) AS t FROM runs WHERE started_at > $1
-          UNION ALL SELECT MIN(at) FROM events WHERE at > $1) a) AS first_after`,
-    [slot],
+    S.DAEMON_SIGNS,
+    [slot, slot, slot, slot, slot],
   );
   return { lastBefore: r?.last_before ?? null, firstAfter: r?.first_after ?? null };
 }

@@ -8,7 +8,11 @@ import {
   type ChainStart,
   type DrainRow,
 } from "../chain-rows.js";
+import * as S from "../queries/chains.js";
+import { SQLITE } from "../queries/sql.js";
 import { insertEvent } from "./events.js";
+
+const SETTLED_CHAIN = S.settledChain(SQLITE);
 
 /** Downstream starts, written with the upstream run's end (a start already written stays). */
 export function insertChains(c: Conn, list: readonly ChainStart[], now: number): void {
@@ -21,7 +25,7 @@ export function insertChains(c: Conn, list: readonly ChainStart[], now: number):
 
 /** Every chain start not yet settled, oldest first. */
 export function pendingChains(c: Conn): ChainRow[] {
-  return c.q("SELECT * FROM chains ORDER BY created_at, job").all() as ChainRow[];
+  return c.q(S.PENDING_CHAINS).all() as ChainRow[];
 }
 
 /**
@@ -31,30 +35,21 @@ export function pendingChains(c: Conn): ChainRow[] {
  */
 export function settleChains(c: Conn, list: readonly { job: string; slot: number }[]): void {
   for (const { job, slot } of list) {
-    const ch = c.q("SELECT * FROM chains WHERE job = ? AND slot = ?").get(job, slot) as
-      ChainRow | undefined;
+    const ch = c.q(SETTLED_CHAIN).get(job, slot) as ChainRow | undefined;
     if (!ch) continue;
-    if (!c.q("SELECT 1 FROM slots WHERE job = ? AND slot = ?").get(job, slot)) continue;
     const reason = chainReason(ch.upstream, ch.upstream_run);
-    c.q(
-      `UPDATE runs SET reason = CASE WHEN reason IS NULL THEN ? ELSE ? || '; ' || reason END
-       WHERE job = ? AND slot = ? AND trigger = 'chained'`,
-    ).run(reason, reason, job, slot);
-    c.q("DELETE FROM chains WHERE job = ? AND slot = ?").run(job, slot);
+    c.q(S.CHAINED_REASON).run(reason, reason, job, slot);
+    c.q(S.DELETE_CHAIN).run(job, slot);
   }
 }
 
 /** Set (or, with null, end) the drain, with an event saying so. */
 export function setDrain(c: Conn, d: DrainRow | null, now: number): void {
   if (d === null) {
-    const had = c.q("DELETE FROM drain WHERE id = 1").run().changes > 0;
+    const had = c.q(S.END_DRAIN).run().changes > 0;
     if (had) insertEvent(c, now, null, "resumed", "drain ended (resume --all)");
     return;
   }
-  c.q(
-    `INSERT INTO drain (id, since, until, reason) VALUES (1, ?, ?, ?)
-     ON CONFLICT (id) DO UPDATE SET since = excluded.since, until = excluded.until,
-       reason = excluded.reason`,
-  ).run(d.since, d.until, d.reason);
+  c.q(S.SET_DRAIN).run(d.since, d.until, d.reason);
   insertEvent(c, now, null, "paused", drainDetail(d));
 }

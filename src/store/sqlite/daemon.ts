@@ -2,6 +2,8 @@
 // the last reload was refused).
 // Table-group functions: they run in their caller's transaction and never open one.
 import type { Conn } from "../connection.js";
+import { daemonSql, JOB_HASHES } from "../queries/daemon.js";
+import { SQLITE } from "../queries/sql.js";
 import type {
   AcceptedConfig,
   Alive,
@@ -12,26 +14,17 @@ import type {
   RunningConfig,
 } from "../rows.js";
 
-/** Every column but config_json (see DaemonRow). */
-const ROW = `pid, pid_start, started_at, heartbeat_at, heartbeat_ms, stopped_at, config_file,
-  config_error, config_hash, config_accepted_at, http_error, http_error_since, node, containment,
-  logs_bytes`;
+const SQL = daemonSql(SQLITE);
+/** The key of the store's one daemon row. */
+const ONE = 1;
 
 export function daemonRow(c: Conn): DaemonRow | null {
-  return (c.q(`SELECT ${ROW} FROM daemon WHERE id = 1`).get() as DaemonRow | undefined) ?? null;
+  return (c.q(SQL.row).get(ONE) as DaemonRow | undefined) ?? null;
 }
 
 /** The config the daemon runs (or last ran), or null when no daemon has recorded one. */
 export function runningConfig(c: Conn): RunningConfig | null {
-  const r = c
-    .q(
-      `SELECT config_file, config_json, config_hash, config_accepted_at, pid, pid_start, stopped_at
-       FROM daemon
-       WHERE id = 1 AND config_file IS NOT NULL AND config_json IS NOT NULL
-         AND config_accepted_at IS NOT NULL`,
-    )
-    .get() as RunningConfig | undefined;
-  return r ?? null;
+  return (c.q(SQL.runningConfig).get(ONE) as RunningConfig | undefined) ?? null;
 }
 
 /**
@@ -128,7 +121,7 @@ export function setJobHashes(c: Conn, node: string, hashes: ReadonlyMap<string, 
 }
 
 export function jobHashes(c: Conn): { node: string; job: string; hash: string }[] {
-  return c.q("SELECT node, job, hash FROM node_jobs ORDER BY job, node").all() as {
+  return c.q(JOB_HASHES).all() as {
     node: string;
     job: string;
     hash: string;
@@ -136,7 +129,7 @@ export function jobHashes(c: Conn): { node: string; job: string; hash: string }[
 }
 
 export function setConfigError(c: Conn, pid: number, message: string | null): void {
-  c.q("UPDATE daemon SET config_error = ? WHERE id = 1 AND pid = ?").run(message, pid);
+  c.q(SQL.setConfigError).run(message, ONE, pid);
 }
 
 /** Why the daemon's http endpoint is not serving, and since when; null when it serves. */
@@ -146,21 +139,14 @@ export function setHttpState(
   error: string | null,
   since: number | null,
 ): void {
-  c.q("UPDATE daemon SET http_error = ?, http_error_since = ? WHERE id = 1 AND pid = ?").run(
-    error,
-    since,
-    pid,
-  );
+  c.q(SQL.setHttpState).run(error, since, ONE, pid);
 }
 
 /** A reload accepted `accepted`: record it as the running config and clear the last refusal. */
 export function acceptConfig(c: Conn, pid: number, accepted: AcceptedConfig): void {
-  c.q(
-    `UPDATE daemon SET config_json = ?, config_hash = ?, config_accepted_at = ?, config_error = NULL
-     WHERE id = 1 AND pid = ?`,
-  ).run(accepted.json, accepted.hash, accepted.at, pid);
+  c.q(SQL.acceptConfig).run(accepted.json, accepted.hash, accepted.at, ONE, pid);
 }
 
 export function releaseDaemon(c: Conn, pid: number, now: number): void {
-  c.q("UPDATE daemon SET stopped_at = ? WHERE id = 1 AND pid = ?").run(now, pid);
+  c.q(SQL.release).run(now, ONE, pid);
 }

@@ -3,6 +3,7 @@
 // transaction and never open one.
 import type { Conn } from "../connection.js";
 import type { EventRow } from "../rows.js";
+import { ALERT_STATE, EVENTS_ALL, EVENTS_OF_JOB, SET_ALERT_STATE } from "../queries/events.js";
 
 export function insertEvent(
   c: Conn,
@@ -17,23 +18,15 @@ export function insertEvent(
 /** Newest first. */
 export function events(c: Conn, job: string | null, limit: number): EventRow[] {
   return job === null
-    ? (c.q("SELECT * FROM events ORDER BY id DESC LIMIT ?").all(limit) as EventRow[])
-    : (c
-        .q("SELECT * FROM events WHERE job = ? ORDER BY id DESC LIMIT ?")
-        .all(job, limit) as EventRow[]);
+    ? (c.q(EVENTS_ALL).all(limit) as EventRow[])
+    : (c.q(EVENTS_OF_JOB).all(job, limit) as EventRow[]);
 }
 
 /** The conditions last announced for a job, comma-separated, and since when; null if never. */
 export function alertState(c: Conn, job: string): { active: string; since: number } | null {
-  return (
-    (c.q("SELECT active, since FROM alert_state WHERE job = ?").get(job) as
-      { active: string; since: number } | undefined) ?? null
-  );
+  return (c.q(ALERT_STATE).get(job) as { active: string; since: number } | undefined) ?? null;
 }
 
 export function setAlertState(c: Conn, job: string, active: string, now: number): void {
-  c.q(
-    `INSERT INTO alert_state (job, active, since) VALUES (?, ?, ?)
-     ON CONFLICT (job) DO UPDATE SET active = excluded.active, since = excluded.since`,
-  ).run(job, active, now);
+  c.q(SET_ALERT_STATE).run(job, active, now);
 }

@@ -4,15 +4,10 @@
 import type { Conn } from "../connection.js";
 import type { HistoryRow, RunFacts, RunRow, TimelineChanges, TimelineRow } from "../rows.js";
 import { factsOf } from "../summary.js";
-
-const HISTORY_COLUMNS = `id, job, slot, trigger, status, reason, exit_code, signal, attempt, started_at,
-  finished_at, duration_ms, markers_new, markers_skipped, pid, log_path, node, cpu_s,
-  memory_peak_bytes`;
-/** The columns health reads (RunFacts); recentFinished maps its raw rows by position. */
-const FACT_COLUMNS = "id, status, reason, started_at, finished_at, duration_ms, progress_at";
+import * as S from "../queries/history.js";
 
 export function runRow(c: Conn, id: number): RunRow | null {
-  return (c.q("SELECT * FROM runs WHERE id = ?").get(id) as RunRow | undefined) ?? null;
+  return (c.q(S.RUN_ROW).get(id) as RunRow | undefined) ?? null;
 }
 
 export function runningRuns(c: Conn, job?: string): RunRow[] {
@@ -21,38 +16,24 @@ export function runningRuns(c: Conn, job?: string): RunRow[] {
       (c
         .q("SELECT * FROM runs INDEXED BY runs_running WHERE status = 'running' ORDER BY id")
         .all() as RunRow[])
-    : (c
-        .q("SELECT * FROM runs WHERE status = 'running' AND job = ? ORDER BY id")
-        .all(job) as RunRow[]);
+    : (c.q(S.RUNNING_OF_JOB).all(job) as RunRow[]);
 }
 
 /** Newest first. */
 export function history(c: Conn, job: string | null, limit: number): RunRow[] {
   return job === null
-    ? (c.q("SELECT * FROM runs ORDER BY id DESC LIMIT ?").all(limit) as RunRow[])
-    : (c
-        .q("SELECT * FROM runs WHERE job = ? ORDER BY id DESC LIMIT ?")
-        .all(job, limit) as RunRow[]);
+    ? (c.q(S.HISTORY_ALL).all(limit) as RunRow[])
+    : (c.q(S.HISTORY_OF_JOB).all(job, limit) as RunRow[]);
 }
 
 /** The latest run that had a process (not a skipped/missed disposition), as a history entry. */
 export function lastRun(c: Conn, job: string): HistoryRow | null {
-  return (
-    (c
-      .q(
-        `SELECT ${HISTORY_COLUMNS} FROM runs WHERE job = ? AND status NOT IN ('skipped', 'missed')
-         ORDER BY id DESC LIMIT 1`,
-      )
-      .get(job) as HistoryRow | undefined) ?? null
-  );
+  return (c.q(S.LAST_RUN).get(job) as HistoryRow | undefined) ?? null;
 }
 
 /** One run's history-entry columns (null if there is no such run). */
 export function historyRow(c: Conn, id: number): HistoryRow | null {
-  return (
-    (c.q(`SELECT ${HISTORY_COLUMNS} FROM runs WHERE id = ?`).get(id) as HistoryRow | undefined) ??
-    null
-  );
+  return (c.q(S.HISTORY_ROW).get(id) as HistoryRow | undefined) ?? null;
 }
 
 /**
@@ -62,21 +43,13 @@ export function historyRow(c: Conn, id: number): HistoryRow | null {
 export function recentFinished(c: Conn, job: string, limit: number): RunFacts[] {
   // Raw rows, made into objects here: better-sqlite3 builds each row object key by key, which
   // was a third of the time of this query over 1,000 jobs.
-  const rows = c
-    .q(
-      `SELECT ${FACT_COLUMNS} FROM runs WHERE job = ? AND status NOT IN ('running', 'skipped', 'missed')
-       ORDER BY id DESC LIMIT ?`,
-      true,
-    )
-    .all(job, limit) as unknown[][];
+  const rows = c.q(S.RECENT_FINISHED, true).all(job, limit) as unknown[][];
   return rows.map(factsOf);
 }
 
 /** A job's rows (runs and dispositions, any status) with an id above `afterId`, oldest first. */
 export function runsAfter(c: Conn, job: string, afterId: number, limit: number): RunRow[] {
-  return c
-    .q("SELECT * FROM runs WHERE job = ? AND id > ? ORDER BY id LIMIT ?")
-    .all(job, afterId, limit) as RunRow[];
+  return c.q(S.RUNS_AFTER).all(job, afterId, limit) as RunRow[];
 }
 
 /**
@@ -97,9 +70,6 @@ export function runsRunningOrFinishedSince(c: Conn, job: string, since: number):
     .all(job, since, job) as RunRow[];
 }
 
-const TIMELINE_COLUMNS =
-  "id, slot, trigger, status, reason, exit_code, signal, started_at, finished_at, duration_ms, node";
-
 /**
  * Each job's rows running or finished at or after `since`, oldest first, as TimelineRows, in one
  * query: the finished ones over runs_by_job_finish, the running ones over runs_running. Raw rows
@@ -115,10 +85,10 @@ export function timelines(
   const list = JSON.stringify(jobs);
   const rows = c
     .q(
-      `SELECT job, ${TIMELINE_COLUMNS} FROM runs INDEXED BY runs_by_job_finish
+      `SELECT job, ${S.TIMELINE_COLUMNS} FROM runs INDEXED BY runs_by_job_finish
        WHERE job IN (SELECT value FROM json_each(?)) AND finished_at >= ?
        UNION ALL
-       SELECT job, ${TIMELINE_COLUMNS} FROM runs INDEXED BY runs_running
+       SELECT job, ${S.TIMELINE_COLUMNS} FROM runs INDEXED BY runs_running
        WHERE job IN (SELECT value FROM json_each(?)) AND status = 'running'
        ORDER BY id`,
       true,
@@ -128,7 +98,7 @@ export function timelines(
   return out;
 }
 
-/** A raw row of `job, TIMELINE_COLUMNS` as a TimelineRow. */
+/** A raw row of `job, TIMELINE_COLUMNS` (queries/history.ts) as a TimelineRow. */
 function timelineRow(r: unknown[]): TimelineRow {
   return {
     id: r[1] as number,
@@ -162,10 +132,10 @@ export function timelineChanges(
   const list = JSON.stringify(jobs);
   const rows = c
     .q(
-      `SELECT job, ${TIMELINE_COLUMNS} FROM runs
+      `SELECT job, ${S.TIMELINE_COLUMNS} FROM runs
        WHERE id > ? AND job IN (SELECT value FROM json_each(?))
        UNION ALL
-       SELECT job, ${TIMELINE_COLUMNS} FROM runs WHERE id IN (SELECT value FROM json_each(?))
+       SELECT job, ${S.TIMELINE_COLUMNS} FROM runs WHERE id IN (SELECT value FROM json_each(?))
        ORDER BY id`,
       true,
     )
@@ -190,8 +160,7 @@ export function timelineChanges(
 
 /** The highest row id of a job (0 if none). */
 export function maxRunId(c: Conn, job: string): number {
-  return (c.q("SELECT COALESCE(MAX(id), 0) AS n FROM runs WHERE job = ?").get(job) as { n: number })
-    .n;
+  return (c.q(S.MAX_RUN_ID).get(job) as { n: number }).n;
 }
 
 /**

@@ -5,6 +5,7 @@
 import type { Conn } from "../connection.js";
 import type { HoldFacts, HoldRequest, LockHolder } from "../hold-rows.js";
 import type { RunRow } from "../rows.js";
+import { FORGET_ENDED_HOLDS } from "../queries/holds.js";
 
 type Kind = "lock" | "group";
 
@@ -20,10 +21,7 @@ function liveHolders(
   alive: (r: RunRow) => boolean,
   reap: (r: RunRow) => void,
 ): RunRow[] {
-  c.q(
-    `DELETE FROM holds WHERE kind = ? AND name = ? AND NOT EXISTS (
-       SELECT 1 FROM runs r WHERE r.id = holds.run_id AND r.status = 'running')`,
-  ).run(kind, name);
+  c.q(FORGET_ENDED_HOLDS).run(kind, name);
   const rows = c
     .q(
       `SELECT r.* FROM holds h JOIN runs r ON r.id = h.run_id

@@ -3,15 +3,13 @@
 import type { Conn } from "../connection.js";
 import type { AddJob, JobGauge, JobRow } from "../rows.js";
 import { insertEvent } from "./events.js";
+import * as S from "../queries/jobs.js";
+import { SQLITE } from "../queries/sql.js";
 
-/** A JobRow's columns: the status summary (migration 006) is read only by status (status.ts). */
-const JOB_COLUMNS = `name, paused, fence, scanned_to, reboot_boot_id, last_success_at, last_progress_at,
-  first_seen_at, last_work_at, idle_runs`;
+const SCANNED_TO = S.setScannedTo(SQLITE);
 
 export function jobRow(c: Conn, name: string): JobRow | null {
-  return (
-    (c.q(`SELECT ${JOB_COLUMNS} FROM jobs WHERE name = ?`).get(name) as JobRow | undefined) ?? null
-  );
+  return (c.q(S.JOB_ROW).get(name) as JobRow | undefined) ?? null;
 }
 
 /** The count of writes to the jobs table (migration 007's triggers keep it). */
@@ -20,7 +18,7 @@ export function jobWrites(c: Conn): number {
 }
 
 export function allJobs(c: Conn): JobRow[] {
-  return c.q(`SELECT ${JOB_COLUMNS} FROM jobs ORDER BY name`).all() as JobRow[];
+  return c.q(S.ALL_JOBS).all() as JobRow[];
 }
 
 export function ensureJob(c: Conn, name: string, now: number): JobRow {
@@ -47,45 +45,35 @@ export function addJob(c: Conn, job: AddJob, now: number): { row: JobRow; reboot
 
 export function setPaused(c: Conn, name: string, paused: boolean, now: number): void {
   ensureJob(c, name, now);
-  c.q("UPDATE jobs SET paused = ? WHERE name = ?").run(paused ? 1 : 0, name);
+  c.q(S.SET_PAUSED).run(paused ? 1 : 0, name);
   insertEvent(c, now, name, paused ? "paused" : "resumed", null);
 }
 
 /** Jobs paused with `cronvisor pause` (the config's `paused: true` is not in the store). */
 export function pausedJobs(c: Conn): Set<string> {
-  const rows = c.q("SELECT name FROM jobs WHERE paused = 1").all() as { name: string }[];
+  const rows = c.q(S.PAUSED_JOBS).all() as { name: string }[];
   return new Set(rows.map((r) => r.name));
 }
 
 /** Slots up to `at` have a disposition. Never moves backwards (a clock stepped back). */
 export function setScannedTo(c: Conn, name: string, at: number): void {
-  c.q("UPDATE jobs SET scanned_to = MAX(COALESCE(scanned_to, 0), ?) WHERE name = ?").run(at, name);
+  c.q(SCANNED_TO).run(at, name);
 }
 
 /** Take the catch-up of a job's slots in (from, to] (see ../postgres/jobs.ts). */
 export function claimCatchUp(c: Conn, name: string, from: number, to: number): boolean {
-  const r = c
-    .q("UPDATE jobs SET scanned_to = ? WHERE name = ? AND scanned_to = ?")
-    .run(to, name, from);
-  return r.changes > 0;
+  return c.q(S.CLAIM_CATCH_UP).run(to, name, from).changes > 0;
 }
 
 /** Record that @reboot ran for this boot; false if it already did. */
 export function claimReboot(c: Conn, name: string, bootId: string, now: number): boolean {
   const row = ensureJob(c, name, now);
   if (row.reboot_boot_id === bootId) return false;
-  c.q("UPDATE jobs SET reboot_boot_id = ? WHERE name = ?").run(bootId, name);
+  c.q(S.SET_REBOOT).run(bootId, name);
   return true;
 }
 
 /** Per-job gauges for a metrics scrape, in one pass: running runs and markers, by job. */
 export function jobGauges(c: Conn): JobGauge[] {
-  return c
-    .q(
-      `SELECT j.name, j.paused, j.last_success_at, j.last_progress_at,
-         (SELECT COUNT(*) FROM runs r WHERE r.job = j.name AND r.status = 'running') AS running,
-         j.marker_count AS markers
-       FROM jobs j ORDER BY j.name`,
-    )
-    .all() as JobGauge[];
+  return c.q(S.JOB_GAUGES).all() as JobGauge[];
 }

@@ -3,6 +3,8 @@
 // and the synchronous library (`Markers`); like every table-group function they run in their
 // caller's transaction and never open one.
 import type { Conn } from "../connection.js";
+import * as S from "../queries/markers.js";
+import { SQLITE } from "../queries/sql.js";
 import type {
   Alive,
   AttemptRow,
@@ -13,21 +15,21 @@ import type {
   Owner,
 } from "../rows.js";
 
+/** New markers (of a job) and progress (of a run) are new work: see jobWorked in queries/markers.ts. */
+const JOB_WORKED = S.jobWorked(SQLITE, false);
+const FENCE_VALID = S.fenceValid(SQLITE);
+const RUN_WORKED = S.jobWorked(SQLITE, true);
+
 /**
  * May this run write markers? Only while it is the job's current, live, unrevoked run:
  * a straggler, a replaced run or a run whose lock was taken over is refused.
  */
 export function fenceValid(c: Conn, job: string, runId: number, fence: number): boolean {
-  const r = c
-    .q(
-      "SELECT 1 FROM runs WHERE id = ? AND job = ? AND fence = ? AND status = 'running' AND revoked = 0",
-    )
-    .get(runId, job, fence);
-  return r !== undefined;
+  return c.q(FENCE_VALID).get(runId, job, fence) !== undefined;
 }
 
 export function isMarked(c: Conn, job: string, key: string): boolean {
-  return c.q("SELECT 1 FROM markers WHERE job = ? AND key = ?").get(job, key) !== undefined;
+  return c.q(S.IS_MARKED).get(job, key) !== undefined;
 }
 
 /**
@@ -38,10 +40,8 @@ export function isMarked(c: Conn, job: string, key: string): boolean {
  */
 function insertMarkers(c: Conn, w: MarkerWriter, keys: readonly string[], now: number): number {
   const runId = w.run?.id ?? null;
-  const insert = c.q(
-    "INSERT INTO markers (job, key, run_id, fence, created_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-  );
-  const attempts = c.q("DELETE FROM attempts WHERE job = ? AND key = ?");
+  const insert = c.q(S.INSERT_MARKER);
+  const attempts = c.q(S.FORGET_ATTEMPTS);
   let n = 0;
   for (const key of keys) {
     if (insert.run(w.job, key, runId, w.run?.fence ?? null, now).changes === 0) continue;
@@ -50,26 +50,20 @@ function insertMarkers(c: Conn, w: MarkerWriter, keys: readonly string[], now: n
   }
   if (n === 0) return 0;
   if (runId !== null) {
-    c.q(
-      "UPDATE runs SET markers_new = markers_new + ?, progress_at = ? WHERE id = ? AND status = 'running'",
-    ).run(n, now, runId);
+    c.q(S.COUNT_NEW).run(n, now, runId);
   }
   // New markers are new work (health `idle`, migration 012): in the same statement.
-  c.q(
-    `UPDATE jobs SET last_progress_at = MAX(COALESCE(last_progress_at, 0), ?),
-       last_work_at = MAX(COALESCE(last_work_at, 0), ?), idle_runs = 0 WHERE name = ?`,
-  ).run(now, now, w.job);
+  c.q(JOB_WORKED).run(now, now, w.job);
   return n;
 }
 
 export function countSkipped(c: Conn, runId: number | null, n = 1): void {
-  if (runId !== null)
-    c.q("UPDATE runs SET markers_skipped = markers_skipped + ? WHERE id = ?").run(n, runId);
+  if (runId !== null) c.q(S.COUNT_SKIPPED).run(n, runId);
 }
 
 /** Delete a marker; returns true if there was one. */
 export function deleteMarker(c: Conn, job: string, key: string): boolean {
-  return c.q("DELETE FROM markers WHERE job = ? AND key = ?").run(job, key).changes > 0;
+  return c.q(S.DELETE_MARKER).run(job, key).changes > 0;
 }
 
 /**
@@ -82,42 +76,28 @@ export function moveMarkerRows(
   from: string,
   to: string,
 ): { moved: number; already: number } {
-  const moved = c
-    .q(
-      `INSERT INTO markers (job, key, run_id, fence, created_at)
-       SELECT ?, key, run_id, fence, created_at FROM markers WHERE job = ? ON CONFLICT DO NOTHING`,
-    )
-    .run(to, from).changes;
-  const all = c.q("DELETE FROM markers WHERE job = ?").run(from).changes;
+  const moved = c.q(S.COPY_MARKERS).run(to, from).changes;
+  const all = c.q(S.DELETE_JOB_MARKERS).run(from).changes;
   return { moved, already: all - moved };
 }
 
 export function markers(c: Conn, job: string): MarkerRow[] {
-  return c
-    .q("SELECT key, run_id, fence, created_at FROM markers WHERE job = ? ORDER BY created_at, key")
-    .all(job) as MarkerRow[];
+  return c.q(S.MARKERS).all(job) as MarkerRow[];
 }
 
 export function markerCount(c: Conn, job: string): number {
-  return (c.q("SELECT COUNT(*) AS n FROM markers WHERE job = ?").get(job) as { n: number }).n;
+  return (c.q(S.MARKER_COUNT).get(job) as { n: number }).n;
 }
 
 /** Every job's marker count in one pass (jobs without markers are absent). */
 export function markerCounts(c: Conn): Map<string, number> {
-  const rows = c.q("SELECT job, COUNT(*) AS n FROM markers GROUP BY job", true).all() as [
-    string,
-    number,
-  ][];
+  const rows = c.q(S.MARKER_COUNTS, true).all() as [string, number][];
   return new Map(rows);
 }
 
 /** Who holds the `once` claim on a key, if anyone (a read: takeClaim takes one). */
 export function claimHolder(c: Conn, job: string, key: string): ClaimRow | undefined {
-  return c
-    .q(
-      "SELECT node, pid, pid_start, run_id, cmd_pid, cmd_start FROM claims WHERE job = ? AND key = ?",
-    )
-    .get(job, key) as ClaimRow | undefined;
+  return c.q(S.CLAIM_HOLDER).get(job, key) as ClaimRow | undefined;
 }
 
 export function setClaimCommand(
@@ -128,13 +108,7 @@ export function setClaimCommand(
   cmdPid: number,
   cmdStart: string | null,
 ): void {
-  c.q("UPDATE claims SET cmd_pid = ?, cmd_start = ? WHERE job = ? AND key = ? AND pid = ?").run(
-    cmdPid,
-    cmdStart,
-    job,
-    key,
-    pid,
-  );
+  c.q(S.SET_CLAIM_COMMAND).run(cmdPid, cmdStart, job, key, pid);
 }
 
 function putClaim(
@@ -146,16 +120,11 @@ function putClaim(
   now: number,
   node: string,
 ): void {
-  c.q(
-    `INSERT INTO claims (job, key, pid, pid_start, run_id, since, node) VALUES (?, ?, ?, ?, ?, ?, ?)
-     ON CONFLICT (job, key) DO UPDATE SET pid = excluded.pid, pid_start = excluded.pid_start,
-       run_id = excluded.run_id, since = excluded.since, cmd_pid = NULL, cmd_start = NULL,
-       node = excluded.node`,
-  ).run(job, key, me.pid, me.start, runId, now, node);
+  c.q(S.PUT_CLAIM).run(job, key, me.pid, me.start, runId, now, node);
 }
 
 export function dropClaim(c: Conn, job: string, key: string, pid: number): void {
-  c.q("DELETE FROM claims WHERE job = ? AND key = ? AND pid = ?").run(job, key, pid);
+  c.q(S.DROP_CLAIM).run(job, key, pid);
 }
 
 export function countAttempt(c: Conn, job: string, key: string, now: number): number {
@@ -174,11 +143,7 @@ export function repeatingKeys(
   job: string,
   limit: number,
 ): Pick<AttemptRow, "key" | "count">[] {
-  return c
-    .q(
-      "SELECT key, count FROM attempts WHERE job = ? AND count > ? ORDER BY count DESC, key LIMIT 10",
-    )
-    .all(job, limit) as Pick<AttemptRow, "key" | "count">[];
+  return c.q(S.REPEATING_KEYS).all(job, limit) as Pick<AttemptRow, "key" | "count">[];
 }
 
 /**
@@ -191,12 +156,7 @@ export function repeatingKeysSince(
   limit: number,
   since: number,
 ): AttemptRow[] {
-  return c
-    .q(
-      `SELECT key, count, last_at FROM attempts WHERE job = ? AND count > ? AND last_at >= ?
-       ORDER BY count DESC, key LIMIT 10`,
-    )
-    .all(job, limit, since) as AttemptRow[];
+  return c.q(S.REPEATING_KEYS_SINCE).all(job, limit, since) as AttemptRow[];
 }
 
 /**
@@ -204,11 +164,7 @@ export function repeatingKeysSince(
  * being marked, by job, worst first (the caller applies each job's own limit and `since`).
  */
 export function repeatingKeysAll(c: Conn, limit: number): Map<string, AttemptRow[]> {
-  const rows = c
-    .q(
-      "SELECT job, key, count, last_at FROM attempts WHERE count > ? ORDER BY job, count DESC, key",
-    )
-    .all(limit) as (AttemptRow & { job: string })[];
+  const rows = c.q(S.REPEATING_KEYS_ALL).all(limit) as (AttemptRow & { job: string })[];
   const by = new Map<string, AttemptRow[]>();
   for (const { job, key, count, last_at } of rows) {
     let list = by.get(job);
@@ -220,7 +176,7 @@ export function repeatingKeysAll(c: Conn, limit: number): Map<string, AttemptRow
 
 /** Jobs whose marker keys were attempted at or after `since` (`once` may run outside a run). */
 export function jobsAttemptedSince(c: Conn, since: number): string[] {
-  const rows = c.q("SELECT DISTINCT job FROM attempts WHERE last_at >= ?").all(since) as {
+  const rows = c.q(S.ATTEMPTED_SINCE).all(since) as {
     job: string;
   }[];
   return rows.map((r) => r.job);
@@ -231,17 +187,9 @@ export function jobsAttemptedSince(c: Conn, since: number): string[] {
  * migration 009 leaves progress_at out of the summary's trigger, so a finished row never gets it.
  */
 function progress(c: Conn, runId: number, message: string | null, now: number): void {
-  const info = c
-    .q(
-      "UPDATE runs SET progress_at = ?, progress_msg = COALESCE(?, progress_msg), progress_count = progress_count + 1 WHERE id = ? AND status = 'running'",
-    )
-    .run(now, message, runId);
+  const info = c.q(S.PROGRESS).run(now, message, runId);
   if (info.changes === 0) return;
-  c.q(
-    `UPDATE jobs SET last_progress_at = MAX(COALESCE(last_progress_at, 0), ?),
-       last_work_at = MAX(COALESCE(last_work_at, 0), ?), idle_runs = 0
-     WHERE name = (SELECT job FROM runs WHERE id = ?)`,
-  ).run(now, now, runId);
+  c.q(RUN_WORKED).run(now, now, runId);
 }
 
 // ---- the marker path's operations -----------------------------------------------------------

@@ -10,6 +10,7 @@ import type { RunResult } from "../../core/types.js";
 import { runRow, runningRuns } from "./history.js";
 import { judgeHolds, takeHolds } from "./holds.js";
 import { ensureJob, jobRow, setScannedTo } from "./jobs.js";
+import * as S from "../queries/runs.js";
 
 /**
  * Reserve a run: claim the slot (if any), check the job's lock, bump the fence and insert the
@@ -23,8 +24,7 @@ export function reserveRun(c: Conn, a: ReserveRequest, node: string): ReserveOut
   ensureJob(c, a.job, now);
   const slot = a.claimSlot ? a.slot : null;
   if (slot !== null) {
-    const have = c.q("SELECT run_id FROM slots WHERE job = ? AND slot = ?").get(a.job, slot) as
-      { run_id: number | null } | undefined;
+    const have = c.q(S.SLOT_RUN).get(a.job, slot) as { run_id: number | null } | undefined;
     if (have) return { kind: "duplicate", slotRunId: have.run_id };
   }
   if (a.lock) {
@@ -48,7 +48,7 @@ export function reserveRun(c: Conn, a: ReserveRequest, node: string): ReserveOut
     )
     .run(a.job, a.slot, a.trigger, a.attempt, now, fence, a.owner.pid, a.owner.start, now, node);
   const id = Number(info.lastInsertRowid);
-  c.q("UPDATE runs SET log_path = ? WHERE id = ?").run(a.logPath(id), id);
+  c.q(S.SET_LOG_PATH).run(a.logPath(id), id);
   if (slot !== null) {
     c.q("INSERT INTO slots (job, slot, run_id) VALUES (?, ?, ?)").run(a.job, slot, id);
     if (a.stamp !== false) setScannedTo(c, a.job, slot);
@@ -110,26 +110,17 @@ export function setRunProcess(
   pidStart: string | null,
   pgid: number,
 ): void {
-  c.q("UPDATE runs SET pid = ?, pid_start = ?, pgid = ? WHERE id = ?").run(
-    pid,
-    pidStart,
-    pgid,
-    runId,
-  );
+  c.q(S.SET_RUN_PROCESS).run(pid, pidStart, pgid, runId);
 }
 
 /** A restarted daemon (or another owner) takes over supervising a live orphan. */
 export function adoptRun(c: Conn, runId: number, owner: Owner): void {
-  c.q("UPDATE runs SET owner_pid = ?, owner_start = ? WHERE id = ?").run(
-    owner.pid,
-    owner.start,
-    runId,
-  );
+  c.q(S.ADOPT_RUN).run(owner.pid, owner.start, runId);
 }
 
 /** Revoke the run's fence: its marker writes are refused from now on. */
 export function revokeRun(c: Conn, runId: number): void {
-  c.q("UPDATE runs SET revoked = 1 WHERE id = ?").run(runId);
+  c.q(S.REVOKE_RUN).run(runId);
 }
 
 /** Record a run's end; false if it was not running (its end is recorded already). */
@@ -190,14 +181,9 @@ export function insertDisposition(c: Conn, s: SlotRecord, now: number, node: str
 
 /** Delete finished runs beyond the newest `keep` of a job; returns their log paths. */
 export function pruneRuns(c: Conn, job: string, keep: number): string[] {
-  const old = c
-    .q(
-      `SELECT id, log_path FROM runs WHERE job = ? AND status != 'running'
-       AND id < (SELECT MIN(id) FROM (SELECT id FROM runs WHERE job = ? ORDER BY id DESC LIMIT ?))`,
-    )
-    .all(job, job, keep) as { id: number; log_path: string | null }[];
+  const old = c.q(S.PRUNABLE).all(job, job, keep) as { id: number; log_path: string | null }[];
   if (old.length === 0) return [];
   const maxId = Math.max(...old.map((r) => r.id));
-  c.q("DELETE FROM runs WHERE job = ? AND status != 'running' AND id <= ?").run(job, maxId);
+  c.q(S.DELETE_PRUNED).run(job, maxId);
   return old.map((r) => r.log_path).filter((p): p is string => p !== null);
 }

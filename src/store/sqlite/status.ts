@@ -1,8 +1,13 @@
-// What health and `status` read, gathered per job or for every job at once. Table-group
-// functions: they run in their caller's transaction (SqliteStore reads them in one snapshot)
-// and never open one.
+// What health and `status` read, gathered per job or for every job at once (the rows made into
+// what status shows by ../summary.ts, as on PostgreSQL). Table-group functions: they run in
+// their caller's transaction (SqliteStore reads them in one snapshot) and never open one.
 import type { Conn } from "../connection.js";
-import type { AttemptRow, HeldRow, JobRow, RunRow } from "../rows.js";
+import type { DrainRow } from "../chain-rows.js";
+import { DRAIN } from "../queries/chains.js";
+import { holdsHeld as holdsHeldSql } from "../queries/holds.js";
+import { SQLITE } from "../queries/sql.js";
+import { summarySql } from "../queries/status.js";
+import type { HeldRow } from "../rows.js";
 import type {
   JobReadings,
   StatusJob,
@@ -11,19 +16,13 @@ import type {
   SummaryParses,
   SummaryRow,
 } from "../status-rows.js";
+import { byJob, statusJobRows, SUMMARY_RECENT, summaryReadings, summaryRowOf } from "../summary.js";
 import { daemonRow, nodes } from "./daemon.js";
 import { historyRow, lastRun, recentFinished, runningRuns } from "./history.js";
 import { jobRow, jobWrites } from "./jobs.js";
 import { markerCount, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
-import {
-  latestRun,
-  NO_RUNS,
-  parseSummary,
-  SUMMARY_RECENT,
-  summaryDigest,
-  verdictsOf,
-} from "../summary.js";
-import type { DrainRow } from "../chain-rows.js";
+
+const HOLDS_HELD = holdsHeldSql(SQLITE);
 
 /**
  * One job's readings, by per-job queries. `recentLimit` 0: judged from the digest its row keeps
@@ -37,14 +36,8 @@ export function jobReadings(
 ): JobReadings {
   if (recentLimit === 0) {
     const s = summaryRows(c, job, false).get(job);
-    const lastFinished = s ? parseSummary(job, s[1], s[2], 0).lastFinished : null;
-    return {
-      row: s?.[0] ?? null,
-      running: runningRuns(c, job),
-      recent: [],
-      digest: s ? summaryDigest(s[4], lastFinished) : NO_RUNS,
-      attempts: repeatingKeysSince(c, job, repeatLimit, lastFinished?.started_at ?? 0),
-    };
+    const { readings, since } = summaryReadings(job, s, runningRuns(c, job));
+    return { ...readings, attempts: repeatingKeysSince(c, job, repeatLimit, since) };
   }
   const recent = recentFinished(c, job, recentLimit);
   const since = recent[0]?.started_at ?? 0;
@@ -56,46 +49,15 @@ export function jobReadings(
   };
 }
 
-/** The jobs' rows with their summaries; `recent`: recent_runs, or '[]' when none are asked for. */
-const summarySql = (recent: string): string => `SELECT name, paused, fence, scanned_to,
-  reboot_boot_id, last_success_at, last_progress_at, first_seen_at, ${recent}, last_finished,
-  marker_count, recent_ok_p95_ms, failing_streak, failing_run_id, failing_status, failing_reason,
-  last_work_at, idle_runs FROM jobs`;
-const SUMMARY_SQL = summarySql("recent_runs");
-/** `status` reads no recent runs: 1,000 jobs' recent_runs were 1.5 MB of strings made for nothing. */
-const VERDICTS_SQL = summarySql("'[]'");
-
 /**
  * Every job's row, or one job's, with its summary (without recent_runs unless `recent`); raw
- * rows made into objects here.
+ * rows made into SummaryRows (better-sqlite3 builds an object key by key).
  */
 function summaryRows(c: Conn, one: string | null, recent = true): Map<string, SummaryRow> {
-  const sql = recent ? SUMMARY_SQL : VERDICTS_SQL;
-  const q = c.q(one === null ? sql : `${sql} WHERE name = ?`, true);
+  const sql = summarySql(recent);
+  const q = c.q(one === null ? sql : `${sql} WHERE name = $1`, true);
   const raw = (one === null ? q.all() : q.all(one)) as unknown[][];
-  const out = new Map<string, SummaryRow>();
-  for (const r of raw) {
-    const row: JobRow = {
-      name: r[0] as string,
-      paused: r[1] as number,
-      fence: r[2] as number,
-      scanned_to: r[3] as number | null,
-      reboot_boot_id: r[4] as string | null,
-      last_success_at: r[5] as number | null,
-      last_progress_at: r[6] as number | null,
-      first_seen_at: r[7] as number | null,
-      last_work_at: r[16] as number | null,
-      idle_runs: r[17] as number,
-    };
-    out.set(row.name, [
-      row,
-      r[8] as string,
-      r[9] as string | null,
-      r[10] as number,
-      verdictsOf(r, 11),
-    ]);
-  }
-  return out;
+  return new Map(raw.map((r) => [r[0] as string, summaryRowOf(r)]));
 }
 
 /**
@@ -135,36 +97,17 @@ export function statusRows(
   const out = new Map<string, StatusJobRows>();
   const daemon = daemonRow(c);
   const one = jobs.length === 1 ? (jobs[0] as StatusJob).name : null;
-  const running = new Map<string, RunRow[]>();
-  for (const r of runningRuns(c, one ?? undefined)) {
-    const list = running.get(r.job);
-    if (list) list.push(r);
-    else running.set(r.job, [r]);
-  }
+  const running = byJob(runningRuns(c, one ?? undefined));
   const rows = jobTable(c, one, recentLimit, parses);
   const minLimit = Math.min(...jobs.map((j) => j.repeatLimit));
-  const attempts: Map<string, AttemptRow[]> =
-    jobs.length > 0 ? repeatingKeysAll(c, minLimit) : new Map();
+  const attempts = jobs.length > 0 ? repeatingKeysAll(c, minLimit) : new Map();
   for (const job of jobs) {
     const s = rows.get(job.name);
-    const { recent, lastFinished } = s
-      ? parseSummary(job.name, s[1], s[2], recentLimit, parses)
-      : { recent: [], lastFinished: null };
-    const since = lastFinished?.started_at ?? 0;
     const run = running.get(job.name) ?? [];
-    out.set(job.name, {
-      row: s?.[0] ?? null,
-      running: run,
-      recent,
-      digest: s ? summaryDigest(s[4], lastFinished) : NO_RUNS,
-      attempts: (attempts.get(job.name) ?? [])
-        .filter((a) => a.count > job.repeatLimit && a.last_at >= since)
-        .slice(0, 10),
-      last: latestRun(lastFinished, run),
-      lastFinished,
-      // Markers of a job without a row (written before any run of it) are counted here.
-      markers: s ? s[3] : markerCount(c, job.name),
-    });
+    const tried = attempts.get(job.name) ?? [];
+    const r = statusJobRows(job, s, run, tried, recentLimit, parses);
+    // Markers of a job without a row (written before any run of it) are counted here.
+    out.set(job.name, { ...r, markers: s ? s[3] : markerCount(c, job.name) });
   }
   return { daemon, nodes: nodes(c, Date.now()), jobs: out };
 }
@@ -185,18 +128,10 @@ function statusRowsFromRuns(c: Conn, jobs: readonly StatusJob[], recentLimit: nu
 
 /** Every hold of a running run, with its run (status: `locks` and `groups`). */
 export function holdsHeld(c: Conn): HeldRow[] {
-  return c
-    .q(
-      `SELECT h.kind AS hold_kind, h.name AS hold_name, r.* FROM holds h
-       JOIN runs r ON r.id = h.run_id AND r.status = 'running' ORDER BY h.kind, h.name, r.id`,
-    )
-    .all() as HeldRow[];
+  return c.q(HOLDS_HELD).all() as HeldRow[];
 }
 
 /** `cronvisor pause --all` as set (migration 014); status judges it against now. */
 export function drain(c: Conn): DrainRow | null {
-  return (
-    (c.q("SELECT since, until, reason FROM drain WHERE id = 1").get() as DrainRow | undefined) ??
-    null
-  );
+  return (c.q(DRAIN).get() as DrainRow | undefined) ?? null;
 }

@@ -8,14 +8,12 @@ import type { SlotFacts, SlotRun } from "../why-rows.js";
 import { daemonRow } from "./daemon.js";
 import { runningRuns } from "./history.js";
 import { jobRow } from "./jobs.js";
+import { SLOT_RUN } from "../queries/runs.js";
+import * as S from "../queries/why.js";
 
 export function slotFacts(c: Conn, job: string, slot: number): SlotFacts {
-  const claim =
-    (c.q("SELECT run_id FROM slots WHERE job = ? AND slot = ?").get(job, slot) as
-      { run_id: number | null } | undefined) ?? null;
-  const runs = c
-    .q("SELECT * FROM runs WHERE job = ? AND slot = ? ORDER BY id")
-    .all(job, slot) as RunRow[];
+  const claim = (c.q(SLOT_RUN).get(job, slot) as { run_id: number | null } | undefined) ?? null;
+  const runs = c.q(S.SLOT_ROWS).all(job, slot) as RunRow[];
   const first = runs[0];
   // When the slot was decided: its row's start (a disposition's is when it was recorded).
   const decided = first?.started_at ?? slot;
@@ -27,62 +25,26 @@ export function slotFacts(c: Conn, job: string, slot: number): SlotFacts {
     runs,
     holder: holderAt(c, job, slot, decided),
     running: runningRuns(c, job),
-    pause:
-      (c
-        .q(
-          `SELECT * FROM events WHERE job = ? AND kind IN ('paused', 'resumed') AND at <= ?
-           ORDER BY id DESC LIMIT 1`,
-        )
-        .get(job, decided) as EventRow | undefined) ?? null,
+    pause: (c.q(S.PAUSE_AT).get(job, decided) as EventRow | undefined) ?? null,
     // The start that recorded a slot missed ran its catch-ups for later slots, up to that start.
-    catchUps: missed
-      ? (c
-          .q(
-            `SELECT * FROM runs WHERE job = ? AND trigger = 'catchup' AND slot > ? AND slot <= ?
-             ORDER BY id`,
-          )
-          .all(job, slot, decided) as RunRow[])
-      : [],
-    missedEvent:
-      (c
-        .q("SELECT * FROM events WHERE job = ? AND kind = 'missed' AND at > ? ORDER BY id LIMIT 1")
-        .get(job, slot) as EventRow | undefined) ?? null,
+    catchUps: missed ? (c.q(S.CATCH_UPS).all(job, slot, decided) as RunRow[]) : [],
+    missedEvent: (c.q(S.MISSED_AFTER).get(job, slot) as EventRow | undefined) ?? null,
     ...daemonSigns(c, slot),
   };
 }
 
 /** The oldest run of the job, not of this slot, that had started and not ended at `at`. */
 function holderAt(c: Conn, job: string, slot: number, at: number): RunRow | null {
-  return (
-    (c
-      .q(
-        `SELECT * FROM runs WHERE job = ? AND status NOT IN ('skipped', 'missed')
-           AND (slot IS NULL OR slot != ?) AND started_at <= ?
-           AND (finished_at IS NULL OR finished_at >= ?)
-         ORDER BY id LIMIT 1`,
-      )
-      .get(job, slot, at, at) as RunRow | undefined) ?? null
-  );
+  return (c.q(S.HOLDER_AT).get(job, slot, at, at) as RunRow | undefined) ?? null;
 }
 
-/**
- * The daemon keeps no row per start or stop (its one row is overwritten by the next start), so
- * a downtime is bounded by what any job's rows and events record: the newest time at or before
- * the slot, and the oldest after it.
- */
+/** The daemon's last and first signs around the slot (DAEMON_SIGNS in queries/why.ts). */
 function daemonSigns(c: Conn, slot: number): Pick<SlotFacts, "lastBefore" | "firstAfter"> {
-  return c
-    .q(
-      `SELECT
-         (SELECT MAX(t) FROM (
-            SELECT MAX(started_at) AS t FROM runs WHERE started_at <= @slot
-            UNION ALL SELECT MAX(finished_at) FROM runs WHERE finished_at <= @slot
-            UNION ALL SELECT MAX(at) FROM events WHERE at <= @slot)) AS lastBefore,
-         (SELECT MIN(t) FROM (
-            SELECT MIN(started_at) AS t FROM runs WHERE started_at > @slot
-            UNION ALL SELECT MIN(at) FROM events WHERE at > @slot)) AS firstAfter`,
-    )
-    .get({ slot }) as Pick<SlotFacts, "lastBefore" | "firstAfter">;
+  const r = c.q(S.DAEMON_SIGNS, true).get(slot, slot, slot, slot, slot) as [
+    number | null,
+    number | null,
+  ];
+  return { lastBefore: r[0], firstAfter: r[1] };
 }
 
 /**
