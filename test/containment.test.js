@@ -445,3 +445,49 @@ test("a daemon's clean stop removes its job cgroups with its base", needs(skip),
   await stopDaemon(d);
   assert.equal(fs.existsSync(base), false, `${base} is gone after the clean stop`);
 });
+
+test(
+  "a job whose run was killed through its cgroup (timeout, leftovers) runs again and succeeds, run after run",
+  needs(skip),
+  async (t) => {
+    // cgroup.kill marks a cgroup for good on some kernels: a child later cloned into it
+    // (clone3's CLONE_INTO_CGROUP) is SIGKILLed at birth. A job's kept cgroup is reused by its
+    // next run, so a kill must never cost the job its later runs.
+    const root = cgroupRoot(t);
+    const marker = `${process.pid}69`;
+    reapAfter(t, marker);
+    const dir0 = tmpdir(t);
+    const once = path.join(dir0, "timed-out-once");
+    // tmo: its first run ignores TERM (so does its sleep) and is SIGKILLed through its cgroup by
+    // the daemon's timeout; its later runs end at once. lk: every run leaves an escapee, which
+    // the spawner kills through the cgroup at the run's end.
+    const { dir, cfg } = daemonDir(
+      t,
+      `  tmo:\n    schedule: "* * * * * *"\n    timeout: 500ms\n    kill_grace: 200ms\n` +
+        `    command: "[ -e ${once} ] && exit 0; touch ${once}; trap '' TERM; sleep 30.0${marker}"\n` +
+        `  lk:\n    schedule: "* * * * * *"\n` +
+        `    command: "setsid sh -c 'exec sleep 20.0${marker}' & sleep 0.1"\n`,
+    );
+    const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    const ran = (job) =>
+      rows(
+        dir,
+        "SELECT id, status, reason FROM runs WHERE job = ? AND status != 'skipped' ORDER BY id",
+        job,
+      );
+    await waitFor(() => {
+      const tmo = ran("tmo").filter((r) => r.status !== "running");
+      const lk = ran("lk").filter((r) => r.status !== "running");
+      return tmo.length >= 4 && lk.length >= 4;
+    }, "four ended runs of each job");
+    await stopDaemon(d);
+    const [first, ...later] = ran("tmo");
+    assert.equal(first.status, "timeout", JSON.stringify(first));
+    assert.ok(later.length >= 3 && later.every((r) => r.status === "ok"), JSON.stringify(later));
+    const lk = ran("lk");
+    assert.ok(
+      lk.every((r) => r.status === "ok" && /^killed \d+ leftover process/.test(r.reason ?? "")),
+      JSON.stringify(lk),
+    );
+  },
+);
