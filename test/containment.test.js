@@ -489,5 +489,53 @@ test(
       lk.every((r) => r.status === "ok" && /^killed \d+ leftover process/.test(r.reason ?? "")),
       JSON.stringify(lk),
     );
+    // Every kill above is known to the spawner: it never cloned a child into a killed cgroup, so
+    // its safety net (a child killed at birth is forked again) never had to catch one.
+    assert.doesNotMatch(d.err, /killed at its birth/);
+  },
+);
+
+test(
+  "a job cgroup killed by a writer the spawner does not know: the next run, killed at its birth, is started again",
+  needs(skip),
+  async (t) => {
+    const root = cgroupRoot(t);
+    const { dir, cfg } = daemonDir(
+      t,
+      `  tick:\n    schedule: "* * * * * *"\n    command: [/bin/true]\n`,
+    );
+    const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    await waitFor(
+      () => rows(dir, "SELECT id FROM runs WHERE status = 'ok'").length >= 2,
+      "two runs",
+    );
+    const base = fs.readFileSync(path.join(dir, ".cronvisor", "cgroup"), "utf8").trim();
+    // Between two runs: the job's kept cgroup, idle, is killed behind the spawner's back (an
+    // operator, another tool). A run that was in it at that moment may die of it: only the runs
+    // of later slots count.
+    const jobCg = path.join(base, "job-tick");
+    await waitFor(
+      () => fs.readFileSync(path.join(jobCg, "cgroup.events"), "utf8").includes("populated 0"),
+      "the job's cgroup idle",
+    );
+    fs.writeFileSync(path.join(jobCg, "cgroup.kill"), "1");
+    const killedAt = Date.now();
+    const later = () =>
+      rows(
+        dir,
+        "SELECT id, status, reason FROM runs WHERE slot > ? AND status != 'running' ORDER BY id",
+        killedAt,
+      );
+    await waitFor(() => later().length >= 3, "three runs after the kill");
+    await stopDaemon(d);
+    assert.ok(
+      later().every((r) => r.status === "ok"),
+      JSON.stringify(later()),
+    );
+    assert.match(
+      d.err,
+      /run \d+ was killed at its birth in its cgroup/,
+      "the safety net caught it",
+    );
   },
 );

@@ -21,6 +21,8 @@
  *                                  memory.max, cpu.max and pids.max (0: none); cgroup: its
  *                                  job's cgroup, used and kept for the job's next run
  *                                  ("job-NAME"; without limits only), or empty: BASE/run-ID
+ *   -> 'D' name                    cgroup.kill was written to the job cgroup `name` (the daemon's
+ *                                  timeout or stop): it is never cloned into again (pool_killed)
  *   <- 'K' id pid starttime        forked, not yet exec'd (starttime: field 22 of /proc/PID/stat):
  *                                  a daemon that loses the spawner before 'P' or 'F' kills it
  *   <- 'P' id pid starttime        started: the child has exec'd
@@ -43,7 +45,9 @@
  *
  * Containment (ARCHITECTURE.md, "Containment"). Started with a cgroup base directory (argv[2]),
  * every run goes into a cgroup, BASE/run-ID or its job's kept BASE/job-NAME (pool_take), which
- * its child enters before its exec: a process that leaves the run's process group (setsid, a
+ * its child is born in (clone3's CLONE_INTO_CGROUP) or, on kernels without it, enters before its
+ * exec (cgroup.procs). A cgroup that cgroup.kill was written to is never cloned into (the kernel
+ * SIGKILLs such a child at birth): a killed job cgroup is removed and made anew. A process that leaves the run's process group (setsid, a
  * double fork) stays in it, so the run (and its lock) lasts until nothing of it is left, and a
  * restarted daemon finds it by the run's id or job (src/core/proc.ts, runCgroupsOf).
  * Without one, the run's process group is what is waited for and killed. Either way the pid
@@ -199,6 +203,22 @@ static void start_time(pid_t pid, char *out, size_t n) {
   out[len] = 0;
 }
 
+/* Is a SIGKILL pending for the (unreaped) process as a whole? /proc/PID/status's ShdPnd: a signal
+   to the process stays there until it is reaped, even once it is dying or a zombie (the stat
+   file's field 31 is the thread's own, cleared as it starts to die). */
+static int sigkill_pending(pid_t pid) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (got <= 0) return 0;
+  buf[got] = 0;
+  const char *p = strstr(buf, "\nShdPnd:");
+  return p && (strtoull(p + 8, NULL, 16) & (1ULL << (SIGKILL - 1)));
+}
+
 /* The status as the exit-file wrapper wrote it: the code, or 128 + the signal. */
 static void write_exit_file(const char *file, int status) {
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -236,6 +256,25 @@ static ssize_t read_at(int dir, const char *name, char *buf, size_t n) {
   return got;
 }
 
+/* clone3(2)'s arguments as the kernel's ABI lays them out (CLONE_ARGS_SIZE_VER2, Linux 5.7): our
+   own copy, so that the build does not depend on the headers' age. */
+struct cv_clone_args {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+      set_tid_size, cgroup;
+};
+#define CV_CLONE_INTO_CGROUP 0x200000000ULL
+
+/* A child born in the cgroup `cg` (clone3's CLONE_INTO_CGROUP): like fork(), and errno ENOSYS,
+   E2BIG or EINVAL where the kernel has no such thing (before 5.7). */
+static pid_t fork_into(int cg) {
+  struct cv_clone_args a;
+  memset(&a, 0, sizeof a);
+  a.flags = CV_CLONE_INTO_CGROUP;
+  a.exit_signal = SIGCHLD;
+  a.cgroup = (uint64_t)cg;
+  return (pid_t)syscall(SYS_clone3, &a, sizeof a);
+}
+
 static int write_at(int dir, const char *name, const char *text) {
   int fd = openat(dir, name, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -267,6 +306,7 @@ typedef struct pooled {
   char *name;
   int fd;
   int busy;          /* a run is in it */
+  int clean;         /* made by this spawner and never killed since: a child may be cloned into it */
   long long cpu_base; /* its cpu.stat usage_usec when its last run ended (or when found) */
   int64_t idle_since;
   struct pooled *next;
@@ -276,6 +316,7 @@ typedef struct pooled {
 #define POOL_IDLE_MS 10000
 static pooled_t *pool[POOL_BUCKETS];
 static int pool_off;          /* the memory controller is on: memory.peak cannot be reset */
+static int clone_into = 1;    /* children are born in their cgroup (fork_into); 0: they move */
 static int64_t pool_sweep_at; /* when the oldest idle kept cgroup expires; 0: none idle */
 
 static pooled_t **pool_slot(const char *name) {
@@ -295,29 +336,43 @@ static pooled_t *pool_take(const char *name) {
     e->busy = 1;
     return e;
   }
+  /* One left by an earlier spawner is made anew: whether cgroup.kill was ever written to it
+     cannot be read back, and a child cloned into such a cgroup is SIGKILLed at birth (Linux 6.18:
+     the fork compares the kill counts of the parent's cgroup and the child's). rmdir fails on a
+     populated one: a run this spawner did not start. */
   int fresh = mkdirat(cg_base, name, 0755) == 0;
-  if (!fresh && errno != EEXIST) return NULL;
+  if (!fresh && (errno != EEXIST || unlinkat(cg_base, name, AT_REMOVEDIR) < 0 ||
+                 mkdirat(cg_base, name, 0755) < 0))
+    return NULL;
   int fd = openat(cg_base, name, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;
-  long long base = 0;
-  if (!fresh) {
-    /* Left by an earlier spawner: its count so far is not this run's; and a populated one holds
-       a run this spawner did not start. */
-    char b[256];
-    const char *p = read_at(fd, "cgroup.events", b, sizeof b) < 0 ? NULL : strstr(b, "populated ");
-    if (!p || p[10] != '0') {
-      close(fd);
-      return NULL;
-    }
-    base = keyed(fd, "cpu.stat", "usage_usec");
-  }
   e = calloc(1, sizeof *e);
   if (!e || !(e->name = strdup(name))) die("malloc");
   e->fd = fd;
   e->busy = 1;
-  e->cpu_base = base < 0 ? 0 : base;
+  e->clean = 1;
   *pp = e;
   return e;
+}
+
+/* A kept cgroup not in use is removed (made anew by the job's next run). */
+static void pool_drop(pooled_t *e) {
+  pooled_t **pp = pool_slot(e->name);
+  if (*pp != e) return;
+  *pp = e->next;
+  close(e->fd);
+  if (unlinkat(cg_base, e->name, AT_REMOVEDIR) < 0) { /* the daemon's sweep removes it */ }
+  free(e->name);
+  free(e);
+}
+
+/* cgroup.kill was written to a kept cgroup: no child is ever cloned into it again (it would be
+   SIGKILLed at birth). One in use goes when its run is over, an idle one now. */
+static void pool_killed(const char *name) {
+  pooled_t *e = *pool_slot(name);
+  if (!e) return;
+  e->clean = 0;
+  if (!e->busy) pool_drop(e);
 }
 
 /* A run is over and its job's cgroup empty: kept for the job's next run. */
@@ -376,6 +431,7 @@ static long cg_pids(run_t *r, pid_t skip, int sig, int to) {
 
 /* Everything in the run's cgroup, SIGKILLed at once (cgroup.kill, Linux 5.14), else one by one. */
 static void kill_cgroup(run_t *r) {
+  if (r->job_cg) r->job_cg->clean = 0;
   if (write_at(r->cg, "cgroup.kill", "1") < 0) cg_pids(r, 0, SIGKILL, -1);
 }
 
@@ -452,7 +508,9 @@ static void settle(run_t *r) {
       no_memory = 1;
     }
     if (r->job_cg) {
-      pool_give_back(r->job_cg); /* the fd is the pool's */
+      /* the fd is the pool's; a killed one is not kept (pool_killed) */
+      if (r->job_cg->clean) pool_give_back(r->job_cg);
+      else pool_drop(r->job_cg);
       r->job_cg = NULL;
       r->cg = -1;
     } else {
@@ -607,6 +665,46 @@ static void resolve(run_t *r) {
   send_frame('P', f, 3, NULL, 0);
 }
 
+/* The run's own cgroup, BASE/run-ID (a restarted daemon finds its processes by the name), with
+   the job's limits set before anything of it runs; -1 and *en when it cannot be had. *clean: made
+   now, so never killed (a child may be cloned into it). */
+static int run_cgroup(const char *id, const char *mem_s, const char *cpu_s, const char *tasks_s,
+                      int *clean, int *en) {
+  char name[64];
+  snprintf(name, sizeof name, "run-%s", id);
+  int fresh = mkdirat(cg_base, name, 0755) == 0;
+  int made = fresh || errno == EEXIST;
+  if (!made && errno == ENOENT) {
+    /* The base was removed (a daemon's clean stop removes its empty base while a `cronvisor
+       run` beside it still starts): made again, by its path. */
+    int again = -1;
+    if ((mkdir(cg_base_path, 0755) == 0 || errno == EEXIST) &&
+        (again = open(cg_base_path, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) >= 0) {
+      dup3(again, cg_base, O_CLOEXEC);
+      close(again);
+    }
+    fresh = mkdirat(cg_base, name, 0755) == 0;
+    made = fresh || errno == EEXIST;
+  }
+  *clean = fresh;
+  int cg = -1;
+  if (!made || (cg = openat(cg_base, name, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) < 0) {
+    *en = errno ? errno : EIO;
+    return -1;
+  }
+  /* A limit that cannot be set fails the start (the daemon asks only for those its controllers
+     can enforce, and warns of the others). */
+  char v[48];
+  long long cpu = atoll(cpu_s);
+  if (*en == 0 && atoll(mem_s) > 0 && write_at(cg, "memory.max", mem_s) < 0) *en = errno;
+  if (*en == 0 && cpu > 0) {
+    snprintf(v, sizeof v, "%lld 100000", cpu * 1000);
+    if (write_at(cg, "cpu.max", v) < 0) *en = errno;
+  }
+  if (*en == 0 && atoll(tasks_s) > 0 && write_at(cg, "pids.max", tasks_s) < 0) *en = errno;
+  return cg;
+}
+
 /* The child, between fork and exec: what Node's spawn(..., { detached: true, cwd, env }) did.
    Never returns: the job's program, or errno on `ep` and exit 127. */
 static void exec_child(int nice_v, long nofile, int cg, const char *cwd, char **argv,
@@ -695,50 +793,67 @@ static void start(const char *p, const char *end) {
 
   int out[2] = {-1, -1}, err[2] = {-1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, go[2] = {-1, -1};
   pid_t pid = -1;
-  int en = 0, cg = -1;
+  int en = 0, cg = -1, clean = 0;
+  char st[32] = "";
   pooled_t *job_cg = NULL;
-  if (cg_base >= 0 && !pool_off && cgname[0] && atoll(mem_s) == 0 && atoll(cpu_s) == 0 &&
-      atoll(tasks_s) == 0)
-    job_cg = pool_take(cgname);
+  int limited = atoll(mem_s) > 0 || atoll(cpu_s) > 0 || atoll(tasks_s) > 0;
+  if (cg_base >= 0 && !pool_off && cgname[0] && !limited) job_cg = pool_take(cgname);
   if (job_cg) {
     cg = job_cg->fd;
+    clean = job_cg->clean;
   } else if (cg_base >= 0) {
-    /* The run's own cgroup, named by its id: a restarted daemon finds its processes by it. */
-    char name[64];
-    snprintf(name, sizeof name, "run-%s", id);
-    int made = mkdirat(cg_base, name, 0755) == 0 || errno == EEXIST;
-    if (!made && errno == ENOENT) {
-      /* The base was removed (a daemon's clean stop removes its empty base while a `cronvisor
-         run` beside it still starts): made again, by its path. */
-      int again = -1;
-      if ((mkdir(cg_base_path, 0755) == 0 || errno == EEXIST) &&
-          (again = open(cg_base_path, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) >= 0) {
-        dup3(again, cg_base, O_CLOEXEC);
-        close(again);
-      }
-      made = mkdirat(cg_base, name, 0755) == 0 || errno == EEXIST;
-    }
-    if (!made || (cg = openat(cg_base, name, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) < 0)
-      en = errno ? errno : EIO;
-    /* The job's limits, before anything of it runs; one that cannot be set fails the start
-       (the daemon asks only for those its controllers can enforce, and warns of the others). */
-    char v[48];
-    long long cpu = atoll(cpu_s);
-    if (en == 0 && atoll(mem_s) > 0 && write_at(cg, "memory.max", mem_s) < 0) en = errno;
-    if (en == 0 && cpu > 0) {
-      snprintf(v, sizeof v, "%lld 100000", cpu * 1000);
-      if (write_at(cg, "cpu.max", v) < 0) en = errno;
-    }
-    if (en == 0 && atoll(tasks_s) > 0 && write_at(cg, "pids.max", tasks_s) < 0) en = errno;
+    cg = run_cgroup(id, mem_s, cpu_s, tasks_s, &clean, &en);
   }
-  if (en != 0) {
-  } else if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0 ||
-      pipe2(go, O_CLOEXEC) < 0 || (script_len > 0 && pipe2(sp, O_CLOEXEC) < 0) ||
-      (pid = fork()) < 0)
-    en = errno ? errno : EAGAIN;
-  /* The child moves itself into the run's cgroup (exec_child). clone3's CLONE_INTO_CGROUP was
-     measured: it cost the spawner more CPU per run than the move (BENCHMARKS.md, "containment"). */
-  if (pid == 0) exec_child(nice_v, nofile, cg, cwd, argv, envp, out[1], err[1], ep[1], sp[0], go);
+  if (en == 0 && (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+                  pipe2(ep, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0 ||
+                  (script_len > 0 && pipe2(sp, O_CLOEXEC) < 0)))
+    en = errno ? errno : EMFILE;
+  for (int retried = 0; en == 0; retried = 1) {
+    /* Born in the run's cgroup where it can be (clone3's CLONE_INTO_CGROUP, Linux 5.7): moving
+       a process in (cgroup.procs) takes the kernel's cgroup lock for writing, which waits for a
+       grace period and holds back every fork meanwhile: the tail of a tick's lateness. Only into
+       a cgroup never killed (`clean`); else the child moves itself (exec_child). */
+    int cloned = cg >= 0 && clean && clone_into;
+    pid = cloned ? fork_into(cg) : fork();
+    if (pid < 0 && cloned) {
+      /* ENOSYS, E2BIG, EINVAL: this kernel has no CLONE_INTO_CGROUP. Anything else: a cgroup it
+         would not clone into; the child moving itself says why, if it cannot either. */
+      if (errno == ENOSYS || errno == E2BIG || errno == EINVAL) clone_into = 0;
+      cloned = 0;
+      pid = fork();
+    }
+    if (pid < 0) {
+      en = errno ? errno : EAGAIN;
+      break;
+    }
+    if (pid == 0)
+      exec_child(nice_v, nofile, cloned ? -1 : cg, cwd, argv, envp, out[1], err[1], ep[1], sp[0],
+                 go);
+    /* Its start time; and whether it is dying already, before it could run anything of its own:
+       the kernel SIGKILLs a child cloned into a cgroup that cgroup.kill was written to (queued
+       before clone3 returns: no waiting for the child to run). Never a run: it is reaped, the cgroup dropped, and the run forked
+       once more into a fresh one, moving itself there; nothing is cloned any more. */
+    start_time(pid, st, sizeof st); /* not reaped yet (only reap() does), so still this process */
+    if (!cloned || retried || !sigkill_pending(pid)) break;
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    pid = -1;
+    clone_into = 0;
+    fprintf(stderr, "cronvisor-spawner: run %s was killed at its birth in its cgroup; its runs now "
+                    "move into their cgroups after the fork\n", id);
+    if (job_cg) {
+      job_cg->clean = 0;
+      job_cg->busy = 0;
+      pool_drop(job_cg);
+      job_cg = pool_take(cgname);
+    } else {
+      close_fd(&cg);
+      char name[64];
+      snprintf(name, sizeof name, "run-%s", id);
+      unlinkat(cg_base, name, AT_REMOVEDIR);
+    }
+    cg = job_cg ? job_cg->fd : run_cgroup(id, mem_s, cpu_s, tasks_s, &clean, &en);
+  }
   free(argv);
   free(envp);
   close_fd(&go[0]);
@@ -753,7 +868,8 @@ static void start(const char *p, const char *end) {
     close_fd(&err[0]);
     close_fd(&sp[1]);
     if (job_cg) {
-      pool_give_back(job_cg);
+      if (job_cg->clean) pool_give_back(job_cg);
+      else pool_drop(job_cg);
     } else if (cg >= 0) {
       char name[64];
       snprintf(name, sizeof name, "run-%s", id);
@@ -771,9 +887,8 @@ static void start(const char *p, const char *end) {
      (resolve), so the next request's fork does not wait behind this child's exec. A tick's runs
      then start side by side, and the spawner does not sleep and wake once per run: under load
      each wake-up waited behind other processes for a CPU, run after run. */
-  char pid_s[16], st[32];
+  char pid_s[16];
   snprintf(pid_s, sizeof pid_s, "%d", (int)pid);
-  start_time(pid, st, sizeof st); /* not reaped yet (only reap() does), so still this process */
   write_pid_file(pidfile, pid_s, st);
   const char *f[] = {id, pid_s, st};
   send_frame('K', f, 3, NULL, 0);
@@ -855,8 +970,15 @@ static void read_requests(void) {
       break;
     }
     const char *frame = inbuf + off + 4;
-    if (frame[0] == 'S') start(frame + 1, frame + len);
-    else die("unknown request");
+    if (frame[0] == 'S') {
+      start(frame + 1, frame + len);
+    } else if (frame[0] == 'D') {
+      const char *q = frame + 1, *name = field(&q, frame + len);
+      if (!name) die("malformed request");
+      if (cg_base >= 0) pool_killed(name);
+    } else {
+      die("unknown request");
+    }
     off += 4 + len;
   }
   memmove(inbuf, inbuf + off, inlen - off);
