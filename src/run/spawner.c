@@ -47,9 +47,10 @@
  * every run goes into a cgroup, BASE/run-ID or its job's kept BASE/job-NAME (pool_take), which
  * its child is born in (clone3's CLONE_INTO_CGROUP) or, on kernels without it, enters before its
  * exec (cgroup.procs). A cgroup that cgroup.kill was written to is never cloned into (the kernel
- * SIGKILLs such a child at birth): a killed job cgroup is removed and made anew. A process that leaves the run's process group (setsid, a
- * double fork) stays in it, so the run (and its lock) lasts until nothing of it is left, and a
- * restarted daemon finds it by the run's id or job (src/core/proc.ts, runCgroupsOf).
+ * SIGKILLs such a child at birth): a killed job cgroup is removed and made anew. A process that
+ * leaves the run's process group (setsid, a double fork) stays in it, so the run (and its lock)
+ * lasts until nothing of it is left, and a restarted daemon finds it by the run's id or job
+ * (src/core/proc.ts, runCgroupsOf).
  * Without one, the run's process group is what is waited for and killed. Either way the pid
  * file (pid and start time) is written before the child may exec, so a daemon killed before it
  * recorded the pid still finds the run. The spawner is a child subreaper: escaped descendants are
@@ -306,7 +307,7 @@ typedef struct pooled {
   char *name;
   int fd;
   int busy;          /* a run is in it */
-  int clean;         /* made by this spawner and never killed since: a child may be cloned into it */
+  int clean;         /* made by this spawner, never killed since: a child may be cloned into it */
   long long cpu_base; /* its cpu.stat usage_usec when its last run ended (or when found) */
   int64_t idle_since;
   struct pooled *next;
@@ -831,8 +832,10 @@ static void start(const char *p, const char *end) {
                  go);
     /* Its start time; and whether it is dying already, before it could run anything of its own:
        the kernel SIGKILLs a child cloned into a cgroup that cgroup.kill was written to (queued
-       before clone3 returns: no waiting for the child to run). Never a run: it is reaped, the cgroup dropped, and the run forked
-       once more into a fresh one, moving itself there; nothing is cloned any more. */
+       before clone3 returns: no waiting for the child to run). Never a run: it is reaped, the
+       cgroup dropped, and the run forked once more into a fresh one, moving itself there; nothing
+       is cloned any more (a kill this spawner was not told of, or a kernel that kills for another
+       reason). */
     start_time(pid, st, sizeof st); /* not reaped yet (only reap() does), so still this process */
     if (!cloned || retried || !sigkill_pending(pid)) break;
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
