@@ -534,7 +534,7 @@ test(
     );
     assert.match(
       d.err,
-      /run \d+ was killed at its birth in its cgroup/,
+      /run \d+ was killed (at its birth|before its exec) in its cgroup/,
       "the safety net caught it",
     );
   },

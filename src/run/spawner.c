@@ -65,6 +65,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -86,6 +87,9 @@ typedef struct {
   int script;         /* write end of fd 4 while bytes remain; -1 after */
   int ep;             /* the exec-error pipe until the child has exec'd (or said why not); -1 after */
   int failed;         /* it never became a run ('F' sent): no exit file, no 'X', no 'C' */
+  int go;             /* cloned into its cgroup: the go pipe's read end until the exec is known */
+  char *req;          /* cloned into its cgroup: its request, until the exec is known */
+  size_t req_len;
   char st[32];        /* its start time, read at the fork (the same after its exec) */
   char *script_buf;
   size_t script_len, script_off;
@@ -172,6 +176,8 @@ static void drop_run(size_t i) {
   close_fd(&r->script);
   close_fd(&r->ep);
   close_fd(&r->cg);
+  close_fd(&r->go);
+  free(r->req);
   free(r->script_buf);
   free(r->exit_file);
   free(r->id);
@@ -245,6 +251,7 @@ static void write_pid_file(const char *file, const char *pid, const char *st) {
 }
 
 static void resolve(run_t *r);
+static void start(const char *p, const char *end, int retry);
 
 /* A small file of a cgroup directory, NUL-terminated; -1 when it cannot be read (absent). */
 static ssize_t read_at(int dir, const char *name, char *buf, size_t n) {
@@ -616,6 +623,7 @@ static void add_run(const char *id, const char *exitfile, char left, int cg, pid
   r->err = err;
   r->ep = ep;
   r->script = script;
+  r->go = -1;
   if (script_len > 0) {
     /* Written as the child reads it (poll), never blocking the spawner on a child that won't. */
     r->script_buf = malloc(script_len);
@@ -632,6 +640,60 @@ static void add_run(const char *id, const char *exitfile, char left, int cg, pid
   runs[nruns++] = r;
 }
 
+/* A run that never became one is done with its cgroup (its process is reaped, so it is empty):
+   the job's kept one goes back to the pool (a killed one is dropped), its own is removed. */
+static void release_cg(run_t *r) {
+  if (r->job_cg) {
+    long long v = keyed(r->cg, "cpu.stat", "usage_usec");
+    if (v >= 0) r->job_cg->cpu_base = v; /* the next run counts from here */
+    if (r->job_cg->clean) pool_give_back(r->job_cg);
+    else pool_drop(r->job_cg);
+    r->job_cg = NULL;
+    r->cg = -1;
+  } else if (r->cg >= 0) {
+    close_fd(&r->cg);
+    char name[64];
+    snprintf(name, sizeof name, "run-%s", r->id);
+    if (unlinkat(cg_base, name, AT_REMOVEDIR) < 0) { /* a later daemon's sweep removes it */ }
+  }
+}
+
+/* The safety net behind start()'s check at the fork: a child cloned into its cgroup that died of
+   SIGKILL without reading its go byte (so before its exec; its exec-error pipe at EOF) was killed
+   by the kernel, not by anyone who knew of it. It is reaped, its cgroup dropped, and the run
+   started once more from its request, moving itself into a fresh cgroup (the same id: the daemon
+   hears 'K' and 'P' again); nothing is cloned any more. 0: it is not such a child. */
+static int reborn(run_t *r) {
+  int unread = 0;
+  if (ioctl(r->go, FIONREAD, &unread) < 0 || unread == 0 || !r->req) return 0;
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  /* Its pipe is at EOF and it never got to exec: it is exiting, if not a zombie yet. */
+  while (waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  }
+  if (si.si_pid != r->pid || si.si_code != CLD_KILLED || si.si_status != SIGKILL) return 0;
+  while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  clone_into = 0;
+  fprintf(stderr, "cronvisor-spawner: run %s was killed before its exec in its cgroup; its runs "
+                  "now move into their cgroups after the fork\n", r->id);
+  if (r->job_cg) r->job_cg->clean = 0;
+  release_cg(r);
+  r->failed = 1; /* dropped without a word: the run goes on as the new child */
+  r->exited = 1;
+  r->drain_until = 0;
+  close_fd(&r->out);
+  close_fd(&r->err);
+  close_fd(&r->script);
+  close_fd(&r->go);
+  char *req = r->req;
+  size_t len = r->req_len;
+  r->req = NULL;
+  start(req, req + len, 1);
+  free(req);
+  return 1;
+}
+
 /* The child has exec'd (its exec-error pipe closed) or said why it could not (errno on it):
    'P' with its pid and start time, or 'F'. Called when the pipe is readable, and before anything
    else of the run is told (output, exit), so that 'P' always comes first: a child that writes or
@@ -644,6 +706,10 @@ static void resolve(run_t *r) {
   }
   close_fd(&r->ep);
   if (got != (ssize_t)sizeof en) en = 0;
+  if (got == 0 && r->go >= 0 && reborn(r)) return;
+  close_fd(&r->go);
+  free(r->req);
+  r->req = NULL;
   if (en != 0) {
     /* It never became a run: it exits 127 at once, reaped here (reap() skips it from now on). */
     while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR) {
@@ -654,6 +720,7 @@ static void resolve(run_t *r) {
     close_fd(&r->out);
     close_fd(&r->err);
     close_fd(&r->script);
+    release_cg(r);
     char e[16];
     snprintf(e, sizeof e, "%d", en);
     const char *f[] = {r->id, e};
@@ -767,7 +834,8 @@ fail:;
   _exit(127);
 }
 
-static void start(const char *p, const char *end) {
+static void start(const char *p, const char *end, int retry) {
+  const char *req = p;
   const char *id = field(&p, end), *nice_s = field(&p, end), *cwd = field(&p, end),
              *exitfile = field(&p, end), *pidfile = field(&p, end), *left_s = field(&p, end),
              *nofile_s = field(&p, end), *mem_s = field(&p, end), *cpu_s = field(&p, end),
@@ -809,12 +877,13 @@ static void start(const char *p, const char *end) {
                   pipe2(ep, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0 ||
                   (script_len > 0 && pipe2(sp, O_CLOEXEC) < 0)))
     en = errno ? errno : EMFILE;
-  for (int retried = 0; en == 0; retried = 1) {
+  int cloned = 0;
+  for (int retried = retry; en == 0; retried = 1) {
     /* Born in the run's cgroup where it can be (clone3's CLONE_INTO_CGROUP, Linux 5.7): moving
        a process in (cgroup.procs) takes the kernel's cgroup lock for writing, which waits for a
        grace period and holds back every fork meanwhile: the tail of a tick's lateness. Only into
        a cgroup never killed (`clean`); else the child moves itself (exec_child). */
-    int cloned = cg >= 0 && clean && clone_into;
+    cloned = cg >= 0 && clean && clone_into && !retry;
     pid = cloned ? fork_into(cg) : fork();
     if (pid < 0 && cloned) {
       /* ENOSYS, E2BIG, EINVAL: this kernel has no CLONE_INTO_CGROUP. Anything else: a cgroup it
@@ -859,7 +928,7 @@ static void start(const char *p, const char *end) {
   }
   free(argv);
   free(envp);
-  close_fd(&go[0]);
+  if (!cloned || en != 0) close_fd(&go[0]); /* else kept: did the child read its go byte? */
   close_fd(&ep[1]);
   close_fd(&out[1]);
   close_fd(&err[1]);
@@ -892,6 +961,7 @@ static void start(const char *p, const char *end) {
      each wake-up waited behind other processes for a CPU, run after run. */
   char pid_s[16];
   snprintf(pid_s, sizeof pid_s, "%d", (int)pid);
+  if (retry && pidfile[0]) unlink(pidfile); /* the first child's */
   write_pid_file(pidfile, pid_s, st);
   const char *f[] = {id, pid_s, st};
   send_frame('K', f, 3, NULL, 0);
@@ -899,7 +969,14 @@ static void start(const char *p, const char *end) {
   if (write(go[1], "", 1) < 0) { /* it died already: its exit is reaped as any run's */ }
   close_fd(&go[1]);
   add_run(id, exitfile, left, cg, pid, st, out[0], err[0], ep[0], sp[1], p, script_len);
-  runs[nruns - 1]->job_cg = job_cg;
+  run_t *r = runs[nruns - 1];
+  r->job_cg = job_cg;
+  if (cloned) {
+    r->go = go[0];
+    r->req_len = (size_t)(end - req);
+    if (!(r->req = malloc(r->req_len))) die("malloc");
+    memcpy(r->req, req, r->req_len);
+  }
 }
 
 /* The script for fd 4, as far as the pipe takes it now. */
@@ -974,7 +1051,7 @@ static void read_requests(void) {
     }
     const char *frame = inbuf + off + 4;
     if (frame[0] == 'S') {
-      start(frame + 1, frame + len);
+      start(frame + 1, frame + len, 0);
     } else if (frame[0] == 'D') {
       const char *q = frame + 1, *name = field(&q, frame + len);
       if (!name) die("malformed request");
