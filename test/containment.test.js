@@ -4,12 +4,13 @@
 // each test puts its daemons' cgroups under a subtree of its own (CRONVISOR_CGROUP_ROOT) and
 // removes it after, and never touches a cgroup or a process it did not create.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import {
   CGROUP2_MOUNT,
+  ROOT,
   alive,
   cli,
   freePort,
@@ -537,5 +538,51 @@ test(
       /run \d+ was killed (at its birth|before its exec) in its cgroup/,
       "the safety net caught it",
     );
+  },
+);
+
+test(
+  "signalCgroup: a run with a cgroup of its own is signalled there only; a kill of a job's kept cgroup is told to the spawner",
+  needs(skip),
+  async (t) => {
+    const base = path.join(cgroupRoot(t), "base");
+    fs.mkdirSync(base, { recursive: true });
+    const { setRunCgroups } = await import(path.join(ROOT, "dist", "core", "proc.js"));
+    const { signalCgroup, tellJobCgroupKills } = await import(
+      path.join(ROOT, "dist", "run", "cgroup.js")
+    );
+    // A process of this test's own in each of a run's two cgroups: `run-5` (a run with its own
+    // cgroup) and `job-x` (its job's kept one, which may hold another run of the job, or none).
+    const sleeper = (name) => {
+      const dir = path.join(base, name);
+      fs.mkdirSync(dir);
+      const c = spawn("sleep", ["30"], { stdio: "ignore" });
+      t.after(() => c.kill("SIGKILL"));
+      fs.writeFileSync(path.join(dir, "cgroup.procs"), String(c.pid));
+      c.over = new Promise((res) => c.once("exit", (code, sig) => res(sig)));
+      return c;
+    };
+    const own = sleeper("run-5");
+    const job = sleeper("job-x");
+    const told = [];
+    setRunCgroups(base);
+    tellJobCgroupKills((name) => told.push(name));
+    t.after(() => {
+      tellJobCgroupKills(null);
+      setRunCgroups(null);
+    });
+    /** Is a SIGKILL on its way to the process (sent, not yet taken)? */
+    const killPending = (pid) =>
+      (BigInt(`0x${fs.readFileSync(`/proc/${pid}/status`, "utf8").match(/^ShdPnd:\s*(\w+)/m)[1]}`) &
+        0x100n) !==
+      0n;
+    signalCgroup({ id: 5, job: "x" }, "SIGKILL");
+    assert.equal(await own.over, "SIGKILL");
+    assert.equal(killPending(job.pid), false, "the job's kept cgroup was not killed with the run");
+    assert.deepEqual(told, [], "nothing to tell: no job cgroup was killed");
+    // A run without a cgroup of its own is in its job's: that one is killed, and said.
+    signalCgroup({ id: 6, job: "x" }, "SIGKILL");
+    assert.equal(await job.over, "SIGKILL");
+    assert.deepEqual(told, ["job-x"]);
   },
 );
