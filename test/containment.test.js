@@ -4,12 +4,13 @@
 // each test puts its daemons' cgroups under a subtree of its own (CRONVISOR_CGROUP_ROOT) and
 // removes it after, and never touches a cgroup or a process it did not create.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import {
   CGROUP2_MOUNT,
+  ROOT,
   alive,
   cli,
   freePort,
@@ -445,3 +446,143 @@ test("a daemon's clean stop removes its job cgroups with its base", needs(skip),
   await stopDaemon(d);
   assert.equal(fs.existsSync(base), false, `${base} is gone after the clean stop`);
 });
+
+test(
+  "a job whose run was killed through its cgroup (timeout, leftovers) runs again and succeeds, run after run",
+  needs(skip),
+  async (t) => {
+    // cgroup.kill marks a cgroup for good on some kernels: a child later cloned into it
+    // (clone3's CLONE_INTO_CGROUP) is SIGKILLed at birth. A job's kept cgroup is reused by its
+    // next run, so a kill must never cost the job its later runs.
+    const root = cgroupRoot(t);
+    const marker = `${process.pid}69`;
+    reapAfter(t, marker);
+    const dir0 = tmpdir(t);
+    const once = path.join(dir0, "timed-out-once");
+    // tmo: its first run ignores TERM (so does its sleep) and is SIGKILLed through its cgroup by
+    // the daemon's timeout; its later runs end at once. lk: every run leaves an escapee, which
+    // the spawner kills through the cgroup at the run's end.
+    const { dir, cfg } = daemonDir(
+      t,
+      `  tmo:\n    schedule: "* * * * * *"\n    timeout: 500ms\n    kill_grace: 200ms\n` +
+        `    command: "[ -e ${once} ] && exit 0; touch ${once}; trap '' TERM; sleep 30.0${marker}"\n` +
+        `  lk:\n    schedule: "* * * * * *"\n` +
+        `    command: "setsid sh -c 'exec sleep 20.0${marker}' & sleep 0.1"\n`,
+    );
+    const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    const ran = (job) =>
+      rows(
+        dir,
+        "SELECT id, status, reason FROM runs WHERE job = ? AND status != 'skipped' ORDER BY id",
+        job,
+      );
+    await waitFor(() => {
+      const tmo = ran("tmo").filter((r) => r.status !== "running");
+      const lk = ran("lk").filter((r) => r.status !== "running");
+      return tmo.length >= 4 && lk.length >= 4;
+    }, "four ended runs of each job");
+    await stopDaemon(d);
+    const [first, ...later] = ran("tmo");
+    assert.equal(first.status, "timeout", JSON.stringify(first));
+    assert.ok(later.length >= 3 && later.every((r) => r.status === "ok"), JSON.stringify(later));
+    const lk = ran("lk");
+    assert.ok(
+      lk.every((r) => r.status === "ok" && /^killed \d+ leftover process/.test(r.reason ?? "")),
+      JSON.stringify(lk),
+    );
+    // Every kill above is known to the spawner: it never cloned a child into a killed cgroup, so
+    // its safety net (a child killed at birth is forked again) never had to catch one.
+    assert.doesNotMatch(d.err, /killed at its birth/);
+  },
+);
+
+test(
+  "a job cgroup killed by a writer the spawner does not know: the next run, killed at its birth, is started again",
+  needs(skip),
+  async (t) => {
+    const root = cgroupRoot(t);
+    const { dir, cfg } = daemonDir(
+      t,
+      `  tick:\n    schedule: "* * * * * *"\n    command: [/bin/true]\n`,
+    );
+    const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    await waitFor(
+      () => rows(dir, "SELECT id FROM runs WHERE status = 'ok'").length >= 2,
+      "two runs",
+    );
+    const base = fs.readFileSync(path.join(dir, ".cronvisor", "cgroup"), "utf8").trim();
+    // Between two runs: the job's kept cgroup, idle, is killed behind the spawner's back (an
+    // operator, another tool). A run that was in it at that moment may die of it: only the runs
+    // of later slots count.
+    const jobCg = path.join(base, "job-tick");
+    await waitFor(
+      () => fs.readFileSync(path.join(jobCg, "cgroup.events"), "utf8").includes("populated 0"),
+      "the job's cgroup idle",
+    );
+    fs.writeFileSync(path.join(jobCg, "cgroup.kill"), "1");
+    const killedAt = Date.now();
+    const later = () =>
+      rows(
+        dir,
+        "SELECT id, status, reason FROM runs WHERE slot > ? AND status != 'running' ORDER BY id",
+        killedAt,
+      );
+    await waitFor(() => later().length >= 3, "three runs after the kill");
+    await stopDaemon(d);
+    assert.ok(
+      later().every((r) => r.status === "ok"),
+      JSON.stringify(later()),
+    );
+    assert.match(
+      d.err,
+      /run \d+ was killed (at its birth|before its exec) in its cgroup/,
+      "the safety net caught it",
+    );
+  },
+);
+
+test(
+  "signalCgroup: a run with a cgroup of its own is signalled there only; a kill of a job's kept cgroup is told to the spawner",
+  needs(skip),
+  async (t) => {
+    const base = path.join(cgroupRoot(t), "base");
+    fs.mkdirSync(base, { recursive: true });
+    const { setRunCgroups } = await import(path.join(ROOT, "dist", "core", "proc.js"));
+    const { signalCgroup, tellJobCgroupKills } = await import(
+      path.join(ROOT, "dist", "run", "cgroup.js")
+    );
+    // A process of this test's own in each of a run's two cgroups: `run-5` (a run with its own
+    // cgroup) and `job-x` (its job's kept one, which may hold another run of the job, or none).
+    const sleeper = (name) => {
+      const dir = path.join(base, name);
+      fs.mkdirSync(dir);
+      const c = spawn("sleep", ["30"], { stdio: "ignore" });
+      t.after(() => c.kill("SIGKILL"));
+      fs.writeFileSync(path.join(dir, "cgroup.procs"), String(c.pid));
+      c.over = new Promise((res) => c.once("exit", (code, sig) => res(sig)));
+      return c;
+    };
+    const own = sleeper("run-5");
+    const job = sleeper("job-x");
+    const told = [];
+    setRunCgroups(base);
+    tellJobCgroupKills((name) => told.push(name));
+    t.after(() => {
+      tellJobCgroupKills(null);
+      setRunCgroups(null);
+    });
+    /** Is a SIGKILL on its way to the process (sent, not yet taken)? */
+    const killPending = (pid) =>
+      (BigInt(`0x${fs.readFileSync(`/proc/${pid}/status`, "utf8").match(/^ShdPnd:\s*(\w+)/m)[1]}`) &
+        0x100n) !==
+      0n;
+    signalCgroup({ id: 5, job: "x" }, "SIGKILL");
+    assert.equal(await own.over, "SIGKILL");
+    assert.equal(killPending(job.pid), false, "the job's kept cgroup was not killed with the run");
+    assert.deepEqual(told, [], "nothing to tell: no job cgroup was killed");
+    // A run without a cgroup of its own is in its job's: that one is killed, and said.
+    signalCgroup({ id: 6, job: "x" }, "SIGKILL");
+    assert.equal(await job.over, "SIGKILL");
+    assert.deepEqual(told, ["job-x"]);
+  },
+);

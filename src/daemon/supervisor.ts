@@ -12,7 +12,13 @@ import { VERSION } from "../core/version.js";
 import { clearSpares } from "../run/spare.js";
 import { DRAIN_MS } from "../run/runner.js";
 import { Spawner } from "../run/spawner.js";
-import { containmentRecord, releaseBase, setupContainment, sweepCgroups } from "../run/cgroup.js";
+import {
+  containmentRecord,
+  releaseBase,
+  setupContainment,
+  sweepCgroups,
+  tellJobCgroupKills,
+} from "../run/cgroup.js";
 import { holdLease, type Lease } from "./hold-lease.js";
 import { accepted, forNode, jobHashes } from "./nodes.js";
 import { keepRestartOnly, restartOnlyChanges } from "../core/restart-only.js";
@@ -126,7 +132,8 @@ export class Supervisor {
       throw e;
     }
     sweepCgroups(true); // cgroups a dead spawner left empty; a populated one's run is adopted
-    rt.spawner = new Spawner(DRAIN_MS, contained.base, true);
+    const spawner = (rt.spawner = new Spawner(DRAIN_MS, contained.base, true));
+    tellJobCgroupKills((name) => spawner.jobCgroupKilled(name));
     const runs = new Runs(rt);
     this.live = { rt, runs };
     clearSpares(cfg.stateDir); // an earlier daemon's, which it held in memory only

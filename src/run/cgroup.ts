@@ -270,25 +270,40 @@ function cgroupPids(dir: string): number[] {
 }
 
 /**
+ * Told of each job cgroup (`job-NAME`) that cgroup.kill was written to: the daemon's spawner,
+ * which keeps those cgroups for the jobs' next runs and must never clone a child into a killed
+ * one (the kernel SIGKILLs it at birth, spawner.c).
+ */
+let onJobCgroupKill: ((name: string) => void) | null = null;
+
+export function tellJobCgroupKills(fn: ((name: string) => void) | null): void {
+  onJobCgroupKill = fn;
+}
+
+/**
  * Signal every process of a run's cgroup (its group is signalled apart, runner.ts). SIGKILL goes
  * through cgroup.kill where the kernel has it (5.14), which also catches a process forking now.
+ * A run with a cgroup of its own (`run-ID`) is in that one only: its job's kept cgroup, if there
+ * is one, holds another run of the job, or none.
  */
 export function signalCgroup(run: RunRef, signal: NodeJS.Signals): void {
-  for (const dir of runCgroupsOf(run)) {
-    if (signal === "SIGKILL") {
-      try {
-        fs.writeFileSync(path.join(dir, "cgroup.kill"), "1");
-        continue;
-      } catch {
-        // an older kernel, or the cgroup is not there: one by one below
-      }
+  const [own, job] = runCgroupsOf(run);
+  if (own === undefined || job === undefined) return;
+  const dir = fs.existsSync(own) ? own : job;
+  if (signal === "SIGKILL") {
+    try {
+      fs.writeFileSync(path.join(dir, "cgroup.kill"), "1");
+      if (dir === job) onJobCgroupKill?.(path.basename(job));
+      return;
+    } catch {
+      // an older kernel, or the cgroup is not there: one by one below
     }
-    for (const pid of cgroupPids(dir)) {
-      try {
-        process.kill(pid, signal);
-      } catch {
-        // exited meanwhile
-      }
+  }
+  for (const pid of cgroupPids(dir)) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // exited meanwhile
     }
   }
 }

@@ -21,6 +21,8 @@
  *                                  memory.max, cpu.max and pids.max (0: none); cgroup: its
  *                                  job's cgroup, used and kept for the job's next run
  *                                  ("job-NAME"; without limits only), or empty: BASE/run-ID
+ *   -> 'D' name                    cgroup.kill was written to the job cgroup `name` (the daemon's
+ *                                  timeout or stop): it is never cloned into again (pool_killed)
  *   <- 'K' id pid starttime        forked, not yet exec'd (starttime: field 22 of /proc/PID/stat):
  *                                  a daemon that loses the spawner before 'P' or 'F' kills it
  *   <- 'P' id pid starttime        started: the child has exec'd
@@ -43,9 +45,12 @@
  *
  * Containment (ARCHITECTURE.md, "Containment"). Started with a cgroup base directory (argv[2]),
  * every run goes into a cgroup, BASE/run-ID or its job's kept BASE/job-NAME (pool_take), which
- * its child enters before its exec: a process that leaves the run's process group (setsid, a
- * double fork) stays in it, so the run (and its lock) lasts until nothing of it is left, and a
- * restarted daemon finds it by the run's id or job (src/core/proc.ts, runCgroupsOf).
+ * its child is born in (clone3's CLONE_INTO_CGROUP) or, on kernels without it, enters before its
+ * exec (cgroup.procs). A cgroup that cgroup.kill was written to is never cloned into (the kernel
+ * SIGKILLs such a child at birth): a killed job cgroup is removed and made anew. A process that
+ * leaves the run's process group (setsid, a double fork) stays in it, so the run (and its lock)
+ * lasts until nothing of it is left, and a restarted daemon finds it by the run's id or job
+ * (src/core/proc.ts, runCgroupsOf).
  * Without one, the run's process group is what is waited for and killed. Either way the pid
  * file (pid and start time) is written before the child may exec, so a daemon killed before it
  * recorded the pid still finds the run. The spawner is a child subreaper: escaped descendants are
@@ -60,6 +65,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -81,6 +87,9 @@ typedef struct {
   int script;         /* write end of fd 4 while bytes remain; -1 after */
   int ep;             /* the exec-error pipe until the child has exec'd (or said why not); -1 after */
   int failed;         /* it never became a run ('F' sent): no exit file, no 'X', no 'C' */
+  int go;             /* cloned into its cgroup: the go pipe's read end until the exec is known */
+  char *req;          /* cloned into its cgroup: its request, until the exec is known */
+  size_t req_len;
   char st[32];        /* its start time, read at the fork (the same after its exec) */
   char *script_buf;
   size_t script_len, script_off;
@@ -167,6 +176,8 @@ static void drop_run(size_t i) {
   close_fd(&r->script);
   close_fd(&r->ep);
   close_fd(&r->cg);
+  close_fd(&r->go);
+  free(r->req);
   free(r->script_buf);
   free(r->exit_file);
   free(r->id);
@@ -199,6 +210,22 @@ static void start_time(pid_t pid, char *out, size_t n) {
   out[len] = 0;
 }
 
+/* Is a SIGKILL pending for the (unreaped) process as a whole? /proc/PID/status's ShdPnd: a signal
+   to the process stays there until it is reaped, even once it is dying or a zombie (the stat
+   file's field 31 is the thread's own, cleared as it starts to die). */
+static int sigkill_pending(pid_t pid) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (got <= 0) return 0;
+  buf[got] = 0;
+  const char *p = strstr(buf, "\nShdPnd:");
+  return p && (strtoull(p + 8, NULL, 16) & (1ULL << (SIGKILL - 1)));
+}
+
 /* The status as the exit-file wrapper wrote it: the code, or 128 + the signal. */
 static void write_exit_file(const char *file, int status) {
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -224,6 +251,7 @@ static void write_pid_file(const char *file, const char *pid, const char *st) {
 }
 
 static void resolve(run_t *r);
+static void start(const char *p, const char *end, int retry);
 
 /* A small file of a cgroup directory, NUL-terminated; -1 when it cannot be read (absent). */
 static ssize_t read_at(int dir, const char *name, char *buf, size_t n) {
@@ -234,6 +262,25 @@ static ssize_t read_at(int dir, const char *name, char *buf, size_t n) {
   if (got < 0) return -1;
   buf[got] = 0;
   return got;
+}
+
+/* clone3(2)'s arguments as the kernel's ABI lays them out (CLONE_ARGS_SIZE_VER2, Linux 5.7): our
+   own copy, so that the build does not depend on the headers' age. */
+struct cv_clone_args {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+      set_tid_size, cgroup;
+};
+#define CV_CLONE_INTO_CGROUP 0x200000000ULL
+
+/* A child born in the cgroup `cg` (clone3's CLONE_INTO_CGROUP): like fork(), and errno ENOSYS,
+   E2BIG or EINVAL where the kernel has no such thing (before 5.7). */
+static pid_t fork_into(int cg) {
+  struct cv_clone_args a;
+  memset(&a, 0, sizeof a);
+  a.flags = CV_CLONE_INTO_CGROUP;
+  a.exit_signal = SIGCHLD;
+  a.cgroup = (uint64_t)cg;
+  return (pid_t)syscall(SYS_clone3, &a, sizeof a);
 }
 
 static int write_at(int dir, const char *name, const char *text) {
@@ -267,6 +314,7 @@ typedef struct pooled {
   char *name;
   int fd;
   int busy;          /* a run is in it */
+  int clean;         /* made by this spawner, never killed since: a child may be cloned into it */
   long long cpu_base; /* its cpu.stat usage_usec when its last run ended (or when found) */
   int64_t idle_since;
   struct pooled *next;
@@ -276,6 +324,7 @@ typedef struct pooled {
 #define POOL_IDLE_MS 10000
 static pooled_t *pool[POOL_BUCKETS];
 static int pool_off;          /* the memory controller is on: memory.peak cannot be reset */
+static int clone_into = 1;    /* children are born in their cgroup (fork_into); 0: they move */
 static int64_t pool_sweep_at; /* when the oldest idle kept cgroup expires; 0: none idle */
 
 static pooled_t **pool_slot(const char *name) {
@@ -295,29 +344,43 @@ static pooled_t *pool_take(const char *name) {
     e->busy = 1;
     return e;
   }
+  /* One left by an earlier spawner is made anew: whether cgroup.kill was ever written to it
+     cannot be read back, and a child cloned into such a cgroup is SIGKILLed at birth (Linux 6.18:
+     the fork compares the kill counts of the parent's cgroup and the child's). rmdir fails on a
+     populated one: a run this spawner did not start. */
   int fresh = mkdirat(cg_base, name, 0755) == 0;
-  if (!fresh && errno != EEXIST) return NULL;
+  if (!fresh && (errno != EEXIST || unlinkat(cg_base, name, AT_REMOVEDIR) < 0 ||
+                 mkdirat(cg_base, name, 0755) < 0))
+    return NULL;
   int fd = openat(cg_base, name, O_DIRECTORY | O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;
-  long long base = 0;
-  if (!fresh) {
-    /* Left by an earlier spawner: its count so far is not this run's; and a populated one holds
-       a run this spawner did not start. */
-    char b[256];
-    const char *p = read_at(fd, "cgroup.events", b, sizeof b) < 0 ? NULL : strstr(b, "populated ");
-    if (!p || p[10] != '0') {
-      close(fd);
-      return NULL;
-    }
-    base = keyed(fd, "cpu.stat", "usage_usec");
-  }
   e = calloc(1, sizeof *e);
   if (!e || !(e->name = strdup(name))) die("malloc");
   e->fd = fd;
   e->busy = 1;
-  e->cpu_base = base < 0 ? 0 : base;
+  e->clean = 1;
   *pp = e;
   return e;
+}
+
+/* A kept cgroup not in use is removed (made anew by the job's next run). */
+static void pool_drop(pooled_t *e) {
+  pooled_t **pp = pool_slot(e->name);
+  if (*pp != e) return;
+  *pp = e->next;
+  close(e->fd);
+  if (unlinkat(cg_base, e->name, AT_REMOVEDIR) < 0) { /* the daemon's sweep removes it */ }
+  free(e->name);
+  free(e);
+}
+
+/* cgroup.kill was written to a kept cgroup: no child is ever cloned into it again (it would be
+   SIGKILLed at birth). One in use goes when its run is over, an idle one now. */
+static void pool_killed(const char *name) {
+  pooled_t *e = *pool_slot(name);
+  if (!e) return;
+  e->clean = 0;
+  if (!e->busy) pool_drop(e);
 }
 
 /* A run is over and its job's cgroup empty: kept for the job's next run. */
@@ -376,6 +439,7 @@ static long cg_pids(run_t *r, pid_t skip, int sig, int to) {
 
 /* Everything in the run's cgroup, SIGKILLed at once (cgroup.kill, Linux 5.14), else one by one. */
 static void kill_cgroup(run_t *r) {
+  if (r->job_cg) r->job_cg->clean = 0;
   if (write_at(r->cg, "cgroup.kill", "1") < 0) cg_pids(r, 0, SIGKILL, -1);
 }
 
@@ -452,7 +516,9 @@ static void settle(run_t *r) {
       no_memory = 1;
     }
     if (r->job_cg) {
-      pool_give_back(r->job_cg); /* the fd is the pool's */
+      /* the fd is the pool's; a killed one is not kept (pool_killed) */
+      if (r->job_cg->clean) pool_give_back(r->job_cg);
+      else pool_drop(r->job_cg);
       r->job_cg = NULL;
       r->cg = -1;
     } else {
@@ -557,6 +623,7 @@ static void add_run(const char *id, const char *exitfile, char left, int cg, pid
   r->err = err;
   r->ep = ep;
   r->script = script;
+  r->go = -1;
   if (script_len > 0) {
     /* Written as the child reads it (poll), never blocking the spawner on a child that won't. */
     r->script_buf = malloc(script_len);
@@ -573,6 +640,60 @@ static void add_run(const char *id, const char *exitfile, char left, int cg, pid
   runs[nruns++] = r;
 }
 
+/* A run that never became one is done with its cgroup (its process is reaped, so it is empty):
+   the job's kept one goes back to the pool (a killed one is dropped), its own is removed. */
+static void release_cg(run_t *r) {
+  if (r->job_cg) {
+    long long v = keyed(r->cg, "cpu.stat", "usage_usec");
+    if (v >= 0) r->job_cg->cpu_base = v; /* the next run counts from here */
+    if (r->job_cg->clean) pool_give_back(r->job_cg);
+    else pool_drop(r->job_cg);
+    r->job_cg = NULL;
+    r->cg = -1;
+  } else if (r->cg >= 0) {
+    close_fd(&r->cg);
+    char name[64];
+    snprintf(name, sizeof name, "run-%s", r->id);
+    if (unlinkat(cg_base, name, AT_REMOVEDIR) < 0) { /* a later daemon's sweep removes it */ }
+  }
+}
+
+/* The safety net behind start()'s check at the fork: a child cloned into its cgroup that died of
+   SIGKILL without reading its go byte (so before its exec; its exec-error pipe at EOF) was killed
+   by the kernel, not by anyone who knew of it. It is reaped, its cgroup dropped, and the run
+   started once more from its request, moving itself into a fresh cgroup (the same id: the daemon
+   hears 'K' and 'P' again); nothing is cloned any more. 0: it is not such a child. */
+static int reborn(run_t *r) {
+  int unread = 0;
+  if (ioctl(r->go, FIONREAD, &unread) < 0 || unread == 0 || !r->req) return 0;
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  /* Its pipe is at EOF and it never got to exec: it is exiting, if not a zombie yet. */
+  while (waitid(P_PID, (id_t)r->pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  }
+  if (si.si_pid != r->pid || si.si_code != CLD_KILLED || si.si_status != SIGKILL) return 0;
+  while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  clone_into = 0;
+  fprintf(stderr, "cronvisor-spawner: run %s was killed before its exec in its cgroup; its runs "
+                  "now move into their cgroups after the fork\n", r->id);
+  if (r->job_cg) r->job_cg->clean = 0;
+  release_cg(r);
+  r->failed = 1; /* dropped without a word: the run goes on as the new child */
+  r->exited = 1;
+  r->drain_until = 0;
+  close_fd(&r->out);
+  close_fd(&r->err);
+  close_fd(&r->script);
+  close_fd(&r->go);
+  char *req = r->req;
+  size_t len = r->req_len;
+  r->req = NULL;
+  start(req, req + len, 1);
+  free(req);
+  return 1;
+}
+
 /* The child has exec'd (its exec-error pipe closed) or said why it could not (errno on it):
    'P' with its pid and start time, or 'F'. Called when the pipe is readable, and before anything
    else of the run is told (output, exit), so that 'P' always comes first: a child that writes or
@@ -585,6 +706,10 @@ static void resolve(run_t *r) {
   }
   close_fd(&r->ep);
   if (got != (ssize_t)sizeof en) en = 0;
+  if (got == 0 && r->go >= 0 && reborn(r)) return;
+  close_fd(&r->go);
+  free(r->req);
+  r->req = NULL;
   if (en != 0) {
     /* It never became a run: it exits 127 at once, reaped here (reap() skips it from now on). */
     while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR) {
@@ -595,6 +720,7 @@ static void resolve(run_t *r) {
     close_fd(&r->out);
     close_fd(&r->err);
     close_fd(&r->script);
+    release_cg(r);
     char e[16];
     snprintf(e, sizeof e, "%d", en);
     const char *f[] = {r->id, e};
@@ -605,6 +731,46 @@ static void resolve(run_t *r) {
   snprintf(pid_s, sizeof pid_s, "%d", (int)r->pid);
   const char *f[] = {r->id, pid_s, r->st};
   send_frame('P', f, 3, NULL, 0);
+}
+
+/* The run's own cgroup, BASE/run-ID (a restarted daemon finds its processes by the name), with
+   the job's limits set before anything of it runs; -1 and *en when it cannot be had. *clean: made
+   now, so never killed (a child may be cloned into it). */
+static int run_cgroup(const char *id, const char *mem_s, const char *cpu_s, const char *tasks_s,
+                      int *clean, int *en) {
+  char name[64];
+  snprintf(name, sizeof name, "run-%s", id);
+  int fresh = mkdirat(cg_base, name, 0755) == 0;
+  int made = fresh || errno == EEXIST;
+  if (!made && errno == ENOENT) {
+    /* The base was removed (a daemon's clean stop removes its empty base while a `cronvisor
+       run` beside it still starts): made again, by its path. */
+    int again = -1;
+    if ((mkdir(cg_base_path, 0755) == 0 || errno == EEXIST) &&
+        (again = open(cg_base_path, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) >= 0) {
+      dup3(again, cg_base, O_CLOEXEC);
+      close(again);
+    }
+    fresh = mkdirat(cg_base, name, 0755) == 0;
+    made = fresh || errno == EEXIST;
+  }
+  *clean = fresh;
+  int cg = -1;
+  if (!made || (cg = openat(cg_base, name, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) < 0) {
+    *en = errno ? errno : EIO;
+    return -1;
+  }
+  /* A limit that cannot be set fails the start (the daemon asks only for those its controllers
+     can enforce, and warns of the others). */
+  char v[48];
+  long long cpu = atoll(cpu_s);
+  if (*en == 0 && atoll(mem_s) > 0 && write_at(cg, "memory.max", mem_s) < 0) *en = errno;
+  if (*en == 0 && cpu > 0) {
+    snprintf(v, sizeof v, "%lld 100000", cpu * 1000);
+    if (write_at(cg, "cpu.max", v) < 0) *en = errno;
+  }
+  if (*en == 0 && atoll(tasks_s) > 0 && write_at(cg, "pids.max", tasks_s) < 0) *en = errno;
+  return cg;
 }
 
 /* The child, between fork and exec: what Node's spawn(..., { detached: true, cwd, env }) did.
@@ -668,7 +834,8 @@ fail:;
   _exit(127);
 }
 
-static void start(const char *p, const char *end) {
+static void start(const char *p, const char *end, int retry) {
+  const char *req = p;
   const char *id = field(&p, end), *nice_s = field(&p, end), *cwd = field(&p, end),
              *exitfile = field(&p, end), *pidfile = field(&p, end), *left_s = field(&p, end),
              *nofile_s = field(&p, end), *mem_s = field(&p, end), *cpu_s = field(&p, end),
@@ -695,53 +862,73 @@ static void start(const char *p, const char *end) {
 
   int out[2] = {-1, -1}, err[2] = {-1, -1}, ep[2] = {-1, -1}, sp[2] = {-1, -1}, go[2] = {-1, -1};
   pid_t pid = -1;
-  int en = 0, cg = -1;
+  int en = 0, cg = -1, clean = 0;
+  char st[32] = "";
   pooled_t *job_cg = NULL;
-  if (cg_base >= 0 && !pool_off && cgname[0] && atoll(mem_s) == 0 && atoll(cpu_s) == 0 &&
-      atoll(tasks_s) == 0)
-    job_cg = pool_take(cgname);
+  int limited = atoll(mem_s) > 0 || atoll(cpu_s) > 0 || atoll(tasks_s) > 0;
+  if (cg_base >= 0 && !pool_off && cgname[0] && !limited) job_cg = pool_take(cgname);
   if (job_cg) {
     cg = job_cg->fd;
+    clean = job_cg->clean;
   } else if (cg_base >= 0) {
-    /* The run's own cgroup, named by its id: a restarted daemon finds its processes by it. */
-    char name[64];
-    snprintf(name, sizeof name, "run-%s", id);
-    int made = mkdirat(cg_base, name, 0755) == 0 || errno == EEXIST;
-    if (!made && errno == ENOENT) {
-      /* The base was removed (a daemon's clean stop removes its empty base while a `cronvisor
-         run` beside it still starts): made again, by its path. */
-      int again = -1;
-      if ((mkdir(cg_base_path, 0755) == 0 || errno == EEXIST) &&
-          (again = open(cg_base_path, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) >= 0) {
-        dup3(again, cg_base, O_CLOEXEC);
-        close(again);
-      }
-      made = mkdirat(cg_base, name, 0755) == 0 || errno == EEXIST;
-    }
-    if (!made || (cg = openat(cg_base, name, O_DIRECTORY | O_RDONLY | O_CLOEXEC)) < 0)
-      en = errno ? errno : EIO;
-    /* The job's limits, before anything of it runs; one that cannot be set fails the start
-       (the daemon asks only for those its controllers can enforce, and warns of the others). */
-    char v[48];
-    long long cpu = atoll(cpu_s);
-    if (en == 0 && atoll(mem_s) > 0 && write_at(cg, "memory.max", mem_s) < 0) en = errno;
-    if (en == 0 && cpu > 0) {
-      snprintf(v, sizeof v, "%lld 100000", cpu * 1000);
-      if (write_at(cg, "cpu.max", v) < 0) en = errno;
-    }
-    if (en == 0 && atoll(tasks_s) > 0 && write_at(cg, "pids.max", tasks_s) < 0) en = errno;
+    cg = run_cgroup(id, mem_s, cpu_s, tasks_s, &clean, &en);
   }
-  if (en != 0) {
-  } else if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0 ||
-      pipe2(go, O_CLOEXEC) < 0 || (script_len > 0 && pipe2(sp, O_CLOEXEC) < 0) ||
-      (pid = fork()) < 0)
-    en = errno ? errno : EAGAIN;
-  /* The child moves itself into the run's cgroup (exec_child). clone3's CLONE_INTO_CGROUP was
-     measured: it cost the spawner more CPU per run than the move (BENCHMARKS.md, "containment"). */
-  if (pid == 0) exec_child(nice_v, nofile, cg, cwd, argv, envp, out[1], err[1], ep[1], sp[0], go);
+  if (en == 0 && (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+                  pipe2(ep, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0 ||
+                  (script_len > 0 && pipe2(sp, O_CLOEXEC) < 0)))
+    en = errno ? errno : EMFILE;
+  int cloned = 0;
+  for (int retried = retry; en == 0; retried = 1) {
+    /* Born in the run's cgroup where it can be (clone3's CLONE_INTO_CGROUP, Linux 5.7): moving
+       a process in (cgroup.procs) takes the kernel's cgroup lock for writing, which waits for a
+       grace period and holds back every fork meanwhile: the tail of a tick's lateness. Only into
+       a cgroup never killed (`clean`); else the child moves itself (exec_child). */
+    cloned = cg >= 0 && clean && clone_into && !retry;
+    pid = cloned ? fork_into(cg) : fork();
+    if (pid < 0 && cloned) {
+      /* ENOSYS, E2BIG, EINVAL: this kernel has no CLONE_INTO_CGROUP. Anything else: a cgroup it
+         would not clone into; the child moving itself says why, if it cannot either. */
+      if (errno == ENOSYS || errno == E2BIG || errno == EINVAL) clone_into = 0;
+      cloned = 0;
+      pid = fork();
+    }
+    if (pid < 0) {
+      en = errno ? errno : EAGAIN;
+      break;
+    }
+    if (pid == 0)
+      exec_child(nice_v, nofile, cloned ? -1 : cg, cwd, argv, envp, out[1], err[1], ep[1], sp[0],
+                 go);
+    /* Its start time; and whether it is dying already, before it could run anything of its own:
+       the kernel SIGKILLs a child cloned into a cgroup that cgroup.kill was written to (queued
+       before clone3 returns: no waiting for the child to run). Never a run: it is reaped, the
+       cgroup dropped, and the run forked once more into a fresh one, moving itself there; nothing
+       is cloned any more (a kill this spawner was not told of, or a kernel that kills for another
+       reason). */
+    start_time(pid, st, sizeof st); /* not reaped yet (only reap() does), so still this process */
+    if (!cloned || retried || !sigkill_pending(pid)) break;
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    pid = -1;
+    clone_into = 0;
+    fprintf(stderr, "cronvisor-spawner: run %s was killed at its birth in its cgroup; its runs now "
+                    "move into their cgroups after the fork\n", id);
+    if (job_cg) {
+      job_cg->clean = 0;
+      job_cg->busy = 0;
+      pool_drop(job_cg);
+      job_cg = pool_take(cgname);
+    } else {
+      close_fd(&cg);
+      char name[64];
+      snprintf(name, sizeof name, "run-%s", id);
+      unlinkat(cg_base, name, AT_REMOVEDIR);
+    }
+    cg = job_cg ? job_cg->fd : run_cgroup(id, mem_s, cpu_s, tasks_s, &clean, &en);
+  }
   free(argv);
   free(envp);
-  close_fd(&go[0]);
+  if (!cloned || en != 0) close_fd(&go[0]); /* else kept: did the child read its go byte? */
   close_fd(&ep[1]);
   close_fd(&out[1]);
   close_fd(&err[1]);
@@ -753,7 +940,8 @@ static void start(const char *p, const char *end) {
     close_fd(&err[0]);
     close_fd(&sp[1]);
     if (job_cg) {
-      pool_give_back(job_cg);
+      if (job_cg->clean) pool_give_back(job_cg);
+      else pool_drop(job_cg);
     } else if (cg >= 0) {
       char name[64];
       snprintf(name, sizeof name, "run-%s", id);
@@ -771,9 +959,9 @@ static void start(const char *p, const char *end) {
      (resolve), so the next request's fork does not wait behind this child's exec. A tick's runs
      then start side by side, and the spawner does not sleep and wake once per run: under load
      each wake-up waited behind other processes for a CPU, run after run. */
-  char pid_s[16], st[32];
+  char pid_s[16];
   snprintf(pid_s, sizeof pid_s, "%d", (int)pid);
-  start_time(pid, st, sizeof st); /* not reaped yet (only reap() does), so still this process */
+  if (retry && pidfile[0]) unlink(pidfile); /* the first child's */
   write_pid_file(pidfile, pid_s, st);
   const char *f[] = {id, pid_s, st};
   send_frame('K', f, 3, NULL, 0);
@@ -781,7 +969,14 @@ static void start(const char *p, const char *end) {
   if (write(go[1], "", 1) < 0) { /* it died already: its exit is reaped as any run's */ }
   close_fd(&go[1]);
   add_run(id, exitfile, left, cg, pid, st, out[0], err[0], ep[0], sp[1], p, script_len);
-  runs[nruns - 1]->job_cg = job_cg;
+  run_t *r = runs[nruns - 1];
+  r->job_cg = job_cg;
+  if (cloned) {
+    r->go = go[0];
+    r->req_len = (size_t)(end - req);
+    if (!(r->req = malloc(r->req_len))) die("malloc");
+    memcpy(r->req, req, r->req_len);
+  }
 }
 
 /* The script for fd 4, as far as the pipe takes it now. */
@@ -855,8 +1050,15 @@ static void read_requests(void) {
       break;
     }
     const char *frame = inbuf + off + 4;
-    if (frame[0] == 'S') start(frame + 1, frame + len);
-    else die("unknown request");
+    if (frame[0] == 'S') {
+      start(frame + 1, frame + len, 0);
+    } else if (frame[0] == 'D') {
+      const char *q = frame + 1, *name = field(&q, frame + len);
+      if (!name) die("malformed request");
+      if (cg_base >= 0) pool_killed(name);
+    } else {
+      die("unknown request");
+    }
     off += 4 + len;
   }
   memmove(inbuf, inbuf + off, inlen - off);

@@ -169,6 +169,18 @@ export class Spawner {
     child.stdin.write(frame);
   }
 
+  /**
+   * cgroup.kill was written to a job's kept cgroup (`job-NAME`): the spawner makes the job a
+   * fresh one, never cloning a child into the killed one (spawner.c, pool_killed).
+   */
+  jobCgroupKilled(name: string): void {
+    const body = Buffer.from(`D${name}\0`);
+    const frame = Buffer.allocUnsafe(4 + body.length);
+    frame.writeUInt32LE(body.length, 0);
+    body.copy(frame, 4);
+    this.child?.stdin?.write(frame);
+  }
+
   /** The daemon stops: the spawner exits once the runs it still waits for have ended. */
   close(): void {
     const child = this.child;
