@@ -6,7 +6,7 @@
 // - 8 processes of another user flood connect/close loops: every mark of the victim succeeds;
 //   the other user cannot connect to the victim's socket at all.
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
@@ -89,22 +89,6 @@ if (mode === "hold") {
 }
 `;
 
-/** A second throwaway user (testUser's is the first), made once; { skip } when it cannot be. */
-function secondUser() {
-  const name = "cvx-test2";
-  const id = (flag) => spawnSync("id", [flag, name], { encoding: "utf8" });
-  if (id("-u").status !== 0) {
-    const add = spawnSync(
-      "useradd",
-      ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-      { encoding: "utf8" },
-    );
-    if (add.status !== 0 && add.status !== 9)
-      return { skip: `cannot create the test user ${name}: ${add.stderr.trim() || add.error}` };
-  }
-  return { name, uid: Number(id("-u").stdout), gid: Number(id("-g").stdout) };
-}
-
 /**
  * A daemon with `victim` and `leaver` as user A, `bjob` as user B. Returns what the tests need:
  * env(NAME) (broker, secret, run, fence), mark(NAME, keys), stop(NAME), the attacker's path.
@@ -112,7 +96,7 @@ function secondUser() {
 async function setUp(t) {
   const a = testUser();
   if (a.skip) return a;
-  const b = secondUser();
+  const b = testUser("cvx-test2");
   if (b.skip) return b;
   const copy = userCli(a);
   if (copy.skip) return copy;

@@ -474,12 +474,12 @@ export function request(
 
 /**
  * The throwaway unprivileged user of the tests that run jobs as another user (`user:`), created
- * once and idempotently (every such test shares it). Returns { name, uid, gid }, or { skip }
- * saying why there is none: creating a user and running as it need root.
+ * once and idempotently (every such test shares it; a test that needs two names a second).
+ * Returns { name, uid, gid }, or { skip } saying why there is none: creating a user and running
+ * as it need root.
  */
-export function testUser() {
+export function testUser(name = "cvx-test") {
   if (process.getuid?.() !== 0) return { skip: "running jobs as another user needs root" };
-  const name = "cvx-test";
   const id = (flag) => spawnSync("id", [flag, name], { encoding: "utf8" });
   if (id("-u").status !== 0) {
     const add = spawnSync(

@@ -2,11 +2,16 @@
 // Table-group functions: they run in their caller's transaction (a snapshot when the caller
 // opened one) and never open one.
 import type { Q } from "../pg-connection.js";
-import { advance, factsOf, maxIdsWithFacts, SNAPSHOT_COLUMNS, type IdHorizon } from "./horizon.js";
+import {
+  advance,
+  factsOf,
+  maxIdsWithFacts,
+  SNAPSHOT_COLUMNS,
+  type IdHorizon,
+  type SnapshotRow,
+} from "./horizon.js";
 import type { HistoryRow, RunFacts, RunRow, TimelineChanges, TimelineRow } from "../rows.js";
 import * as S from "../queries/history.js";
-
-type SnapshotRow = Parameters<typeof factsOf>[0];
 
 export async function runRow(q: Q, id: number): Promise<RunRow | null> {
   return (await q.get<RunRow>(S.RUN_ROW, [id])) ?? null;

@@ -82,35 +82,21 @@ export function advance(from: number, seen: number, final: number): number {
   return Math.max(from, Math.min(seen, final));
 }
 
+/** A row that carries SNAPSHOT_COLUMNS. */
+export type SnapshotRow = { xmin: number; xmax: number; run_seq: number; event_seq: number };
+
 /** The facts of a row that carries SNAPSHOT_COLUMNS. */
-export function factsOf(r: {
-  xmin: number;
-  xmax: number;
-  run_seq: number;
-  event_seq: number;
-}): SnapshotFacts {
+export function factsOf(r: SnapshotRow): SnapshotFacts {
   return { xmin: r.xmin, xmax: r.xmax, runSeq: r.run_seq, eventSeq: r.event_seq };
 }
 
 /** The newest run and event ids, and the snapshot's facts: one statement. */
 export async function maxIdsWithFacts(q: Q): Promise<{ seen: Final; facts: SnapshotFacts }> {
-  const r = (await q.get<{
-    runs: number;
-    events: number;
-    xmin: number;
-    xmax: number;
-    run_seq: number;
-    event_seq: number;
-  }>(
+  type Row = SnapshotRow & { runs: number; events: number };
+  // Subqueries of no table: always one row.
+  const r = (await q.get<Row>(
     `SELECT (SELECT COALESCE(MAX(id), 0) FROM runs) AS runs,
        (SELECT COALESCE(MAX(id), 0) FROM events) AS events, ${SNAPSHOT_COLUMNS}`,
-  )) as NonNullable<unknown> as {
-    runs: number;
-    events: number;
-    xmin: number;
-    xmax: number;
-    run_seq: number;
-    event_seq: number;
-  };
+  )) as Row;
   return { seen: { runs: r.runs, events: r.events }, facts: factsOf(r) };
 }
