@@ -12,7 +12,7 @@ import type Database from "better-sqlite3";
 import fs, { type BigIntStats } from "node:fs";
 import { StoreError, storePath } from "./errors.js";
 import { LATEST, migrate } from "./migrate.js";
-import { numbered, sqlitePlaceholders } from "./queries/sql.js";
+import { sqlitePlaceholders } from "./queries/sql.js";
 import {
   changedSince,
   createStoreFile,
@@ -76,7 +76,7 @@ export class Conn {
     const key = arrays ? `\u0000${sql}` : sql;
     let s = this.stmts.get(key);
     if (!s) {
-      s = this.raw.prepare(numbered(sql) ? sqlitePlaceholders(sql) : sql);
+      s = this.raw.prepare(sqlitePlaceholders(sql));
       if (arrays) s.raw(true);
       this.stmts.set(key, s);
     }

@@ -7,7 +7,7 @@
 // differently stays in each engine (../sqlite/, ../postgres/), or is a word of `Dialect` here.
 // An engine's table-group module imports its group's statements as `S` (S.MARKERS: shared).
 
-/** The SQLite text of a statement written with $1..$n in order, each once. Pure. */
+/** The SQLite text of a statement written with $1..$n in order, each once; any other as it is. */
 export function sqlitePlaceholders(sql: string): string {
   let next = 1;
   return sql.replace(/\$(\d+)/g, (_m, n: string) => {
@@ -16,9 +16,6 @@ export function sqlitePlaceholders(sql: string): string {
     return "?";
   });
 }
-
-/** Does the text use numbered placeholders (a shared statement)? */
-export const numbered = (sql: string): boolean => /\$\d/.test(sql);
 
 /** The engines' words for the same thing, where only a word differs. */
 export interface Dialect {
