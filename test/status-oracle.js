@@ -1,12 +1,12 @@
 // The status reader of before migration 006, kept as the oracle of the tests that check that the
 // jobs' summary rows give the same status (test/store-contract.test.js, test/store-interface.test.js).
-import { digestRecent } from "../dist/health/health.js";
+import { digestRecent } from "./digest-oracle.js";
 import { SUMMARY_RECENT } from "../dist/store/summary.js";
 
 /**
  * The old reader, kept as the oracle: statusRows computed from the runs and markers tables
  * through the Store's per-query methods (what status read before migration 006), and health's
- * digest made from them by health itself (what status judged from before migration 008).
+ * digest made from them by its plain reading (test/digest-oracle.js).
  */
 export function fromRuns(store) {
   return new Proxy(store, {

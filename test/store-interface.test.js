@@ -6,7 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
-import { LATEST, migrationFiles } from "../dist/store/migrate.js";
+import { LATEST, migrationFiles, migrationText } from "../dist/store/migrate.js";
 import { SqliteStore } from "../dist/store/sqlite-store.js";
 import { openStore, StoreError } from "../dist/store/store.js";
 import { scheduledReserve, tmpdir } from "./helpers.js";
@@ -44,12 +44,33 @@ test("migrations: one numbering, 001.. with no gap; a new store is at the last n
     "013_holds.sql",
     "014_chains_drain.sql",
     "015_no_hot_row.sql",
+    "016_digest_once.sql",
   ]);
   // A store at LATEST skips listing the folder: a new file with LATEST left behind would never run.
   assert.equal(LATEST, files.length, "bump LATEST in src/store/migrate.ts with a new migration");
   const store = SqliteStore.open(path.join(tmpdir(t), "s"), { create: true });
   t.after(() => store.close());
   assert.equal(store.db.pragma("user_version", { simple: true }), files.length);
+});
+
+test("a migration's \\include line is a definition written once; unexpanded, it is no SQL", (t) => {
+  const file = "016_digest_once.sql";
+  const raw = fs.readFileSync(new URL(file, SQL), "utf8");
+  assert.match(raw, /^\\include job_verdicts$/m);
+  const text = migrationText(SQL, file, "sqlite");
+  assert.doesNotMatch(text, /\\include/);
+  assert.match(text, /CREATE TRIGGER job_verdicts AFTER UPDATE OF recent_runs ON jobs/);
+  // Fed by hand to SQLite as it is, the file fails instead of leaving the trigger out.
+  const db = new Database(":memory:");
+  t.after(() => db.close());
+  assert.throws(() => db.exec(raw), /syntax error|unrecognized token/);
+  // A name nothing defines is refused with the file's name.
+  const dir = tmpdir(t);
+  fs.writeFileSync(path.join(dir, "099_x.sql"), "SELECT 1;\n\\include no_such\n");
+  assert.throws(
+    () => migrationText(new URL(`file://${dir}/`), "099_x.sql", "sqlite"),
+    /099_x\.sql: nothing to include as \\include no_such/,
+  );
 });
 
 test("a store written at schema version 1 opens, is migrated in place and keeps its rows", async (t) => {

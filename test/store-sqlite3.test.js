@@ -8,7 +8,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
-import { migrationFiles } from "../dist/store/migrate.js";
+import { migrationFiles, migrationText } from "../dist/store/migrate.js";
 import { BIN, cli, tmpdir, writeConfig } from "./helpers.js";
 import { needs } from "./needs.js";
 
@@ -40,10 +40,8 @@ function storeAt(stateDir, upTo) {
   fs.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
   const db = new Database(path.join(stateDir, "cronvisor.db"));
   db.pragma("journal_mode = WAL");
-  for (const f of migrationFiles().slice(0, upTo))
-    db.exec(
-      fs.readFileSync(new URL(`../dist/store/migrations/sqlite/${f}`, import.meta.url), "utf8"),
-    );
+  const dir = new URL("../dist/store/migrations/sqlite/", import.meta.url);
+  for (const f of migrationFiles().slice(0, upTo)) db.exec(migrationText(dir, f, "sqlite"));
   db.pragma(`user_version = ${upTo}`);
   db.close();
 }

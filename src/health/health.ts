@@ -25,6 +25,7 @@
 // as a problem sentence without changing the word: slow is a warning sign, not a failure.
 import type { DaemonRow, JobRow, RunFacts } from "../store/rows.js";
 import type { RecentDigest } from "../store/status-rows.js";
+import { VERDICT_STATUSES } from "../store/digest.js";
 import type { JobConfig } from "../core/types.js";
 import { formatDurationRounded } from "../core/duration.js";
 
@@ -56,15 +57,13 @@ export const WARNING_WORDS: readonly HealthWord[] = [
 export const UNRESPONSIVE_BEATS = 3;
 /** A running run longer than this multiple of its recent p95 is flagged slow. */
 export const SLOW_FACTOR = 2;
-/** Fewer successful runs than this say nothing about what is usual. */
-export const SLOW_MIN_SAMPLES = 5;
 /** Runs shorter than this are never called slow (a 20 ms job taking 50 ms is noise). */
 const SLOW_FLOOR_MS = 1000;
-/** Statuses that judge the job's own code; the others (killed, interrupted) are looked past. */
 /** How many finished runs the failing streak is counted over (the job summary's SUMMARY_RECENT). */
 const STREAK_WINDOW = 20;
 
-const VERDICTS: ReadonlySet<string> = new Set(["ok", "failed", "timeout", "spawn_failed"]);
+/** Statuses that judge the job's own code; the others (killed, interrupted) are looked past. */
+const VERDICTS: ReadonlySet<string> = new Set(VERDICT_STATUSES);
 
 export function daemonState(row: DaemonRow | null, pidAlive: boolean, now: number): DaemonState {
   if (!row || row.pid === null || row.stopped_at !== null || !pidAlive) return "down";
@@ -94,10 +93,7 @@ export interface JobFacts {
   lastWorkAt?: number | null;
   /** Successful runs since lastWorkAt that did nothing new (the job row's idle_runs). */
   idleRuns?: number;
-  /**
-   * What is judged of the finished runs that had a process: digestRecent of the newest 20, or
-   * the same kept in the job's row (migration 008).
-   */
+  /** What is judged of the finished runs that had a process, as the job's row keeps it. */
   recent: RecentDigest;
   /** Runs whose processes (or supervisor) still live, oldest first. */
   running: RunFacts[];
@@ -187,20 +183,6 @@ export function assessJob(f: JobFacts): Assessment {
   return assessment(findings, p95, slowRunIds);
 }
 
-/**
- * What health judges of a job's finished runs with a process (newest first, the newest 20 as
- * status reads them): the newest, the p95 of the successes, the failing streak. Migration 008
- * keeps the same in each job's row; test/store-contract.test.js checks the two agree.
- */
-export function digestRecent(recent: readonly RunFacts[]): RecentDigest {
-  const failing = failingStreak(recent);
-  return {
-    newest: recent[0] ?? null,
-    okP95: okPercentile95(recent),
-    failing: failing && { run: failing[0], streak: failing[1] },
-  };
-}
-
 /** The findings, worst first (notes, word null, at the end), as an Assessment. */
 function assessment(findings: Finding[], p95: number | null, slowRunIds: number[]): Assessment {
   if (findings.length === 0) {
@@ -220,34 +202,6 @@ function assessment(findings: Finding[], p95: number | null, slowRunIds: number[
     p95DurationMs: p95,
     slowRunIds,
   };
-}
-
-/** The p95 of the successful runs' durations (null with fewer than SLOW_MIN_SAMPLES). */
-function okPercentile95(recent: readonly RunFacts[]): number | null {
-  return percentile95(okDurations(recent));
-}
-
-/** The successful runs' durations (a missing one counts as 0). */
-function okDurations(recent: readonly RunFacts[]): number[] {
-  const out: number[] = [];
-  for (const r of recent) if (r.status === "ok") out.push(r.duration_ms ?? 0);
-  return out;
-}
-
-/**
- * The newest run with a verdict, if it did not succeed, and how many verdicts in a row (newest
- * first) did not; null when the newest verdict is a success or there is none.
- */
-function failingStreak(recent: readonly RunFacts[]): [RunFacts, number] | null {
-  let verdict: RunFacts | null = null;
-  let n = 0;
-  for (const r of recent) {
-    if (!VERDICTS.has(r.status)) continue;
-    if (r.status === "ok") break;
-    verdict ??= r;
-    n++;
-  }
-  return verdict === null ? null : [verdict, n];
 }
 
 /** `repeating`: keys attempted over the limit and still being attempted. */
@@ -355,12 +309,4 @@ function idleness(f: JobFacts): string | null {
   return f.lastWorkAt == null
     ? `${runs} ${did} nothing new: no marker or progress call since it was first seen ${formatDurationRounded(f.now - (f.firstSeenAt as number))} ago (limit ${within})`
     : `${runs} ${did} nothing new: no new marker or progress call for ${formatDurationRounded(f.now - f.lastWorkAt)} (limit ${within})`;
-}
-
-/** Nearest-rank p95; null with fewer than SLOW_MIN_SAMPLES samples. */
-export function percentile95(xs: readonly number[]): number | null {
-  if (xs.length < SLOW_MIN_SAMPLES) return null;
-  // A typed array sorts numerically without a comparator call per step.
-  const s = Float64Array.from(xs).sort();
-  return s[Math.min(s.length - 1, Math.ceil(0.95 * s.length) - 1)] ?? null;
 }

@@ -6,7 +6,6 @@ import { parseContainment, type ContainmentReport } from "./containment.js";
 import {
   assessJob,
   daemonState,
-  digestRecent,
   WARNING_WORDS,
   type Assessment,
   type DaemonState,
@@ -149,7 +148,7 @@ export async function inspectJob(
   nodes: readonly NodeRow[] = [],
 ): Promise<JobInspection> {
   // No recent run read: the job's row keeps their digest (migration 008).
-  const readings = await store.jobReadings(job.name, 0, job.health.repeatLimit);
+  const readings = await store.jobReadings(job.name, job.health.repeatLimit);
   return judgeJob(job, readings, now, runLiveness(nodes, store.shared, store.node, runAlive));
 }
 
@@ -172,7 +171,7 @@ export function judgeJob(
     lastSuccessAt: row?.last_success_at ?? null,
     lastWorkAt: row?.last_work_at ?? null,
     idleRuns: row?.idle_runs ?? 0,
-    recent: r.digest ?? digestRecent(r.recent),
+    recent: r.digest,
     running,
     attempts,
   });

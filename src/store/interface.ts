@@ -243,11 +243,11 @@ export interface Store extends MarkerStore {
   setAlertState(job: string, active: string, now: number): Promise<void>;
 
   // ---- health, status and the monitor
-  /** What one job's health is judged from, in one snapshot. */
-  jobReadings(job: string, recentLimit: number, repeatLimit: number): Promise<JobReadings>;
+  /** What one job's health is judged from, in one snapshot (no recent run read: its digest). */
+  jobReadings(job: string, repeatLimit: number): Promise<JobReadings>;
   /**
    * Everything `status` shows, in one snapshot: one row per job (its summary, migration 006),
-   * the running runs and the attempts; `recentLimit` above SUMMARY_RECENT reads the runs.
+   * the running runs and the attempts, and at most SUMMARY_RECENT recent runs (the summary's).
    * `parses`: the summaries as parsed by an earlier read, reused where unchanged and updated.
    */
   statusRows(

@@ -6,6 +6,7 @@
 import type Database from "better-sqlite3";
 import fs from "node:fs";
 import { StoreError } from "./errors.js";
+import { INCLUDES } from "./digest.js";
 
 const DIR = new URL("./migrations/sqlite/", import.meta.url);
 const NAME = /^(\d{3})_[a-z0-9_]+\.sql$/;
@@ -14,7 +15,7 @@ const NAME = /^(\d{3})_[a-z0-9_]+\.sql$/;
  * folder (every `mark` call opens the store); test/store-interface.test.js checks it is the
  * folder's count.
  */
-export const LATEST = 15;
+export const LATEST = 16;
 
 /** The SQLite migration files in order. */
 export const migrationFiles = (): string[] => migrationFilesIn(DIR);
@@ -32,6 +33,22 @@ export function migrationFilesIn(dir: URL): string[] {
   return files;
 }
 
+/**
+ * A migration file's text for `engine`: each line `\include NAME` becomes what INCLUDES holds
+ * for it (a definition written once for both engines, digest.ts). The line is no SQL
+ * either engine takes, so a file fed to sqlite3 or psql by hand fails instead of skipping it.
+ */
+export function migrationText(dir: URL, file: string, engine: "sqlite" | "postgresql"): string {
+  return fs
+    .readFileSync(new URL(file, dir), "utf8")
+    .replace(/^\\include (\w+)$/gm, (line, name) => {
+      const text = INCLUDES[name as string]?.[engine];
+      if (text === undefined)
+        throw new Error(`store migration ${file}: nothing to include as ${line}`);
+      return text;
+    });
+}
+
 export function migrate(db: Database.Database): void {
   const version = db.pragma("user_version", { simple: true }) as number;
   if (version === LATEST) return;
@@ -46,7 +63,7 @@ export function migrate(db: Database.Database): void {
   db.transaction(() => {
     // Re-read inside the write lock: another process may have migrated meanwhile.
     const v = db.pragma("user_version", { simple: true }) as number;
-    for (const f of files.slice(v)) db.exec(fs.readFileSync(new URL(f, DIR), "utf8"));
+    for (const f of files.slice(v)) db.exec(migrationText(DIR, f, "sqlite"));
     db.pragma(`user_version = ${files.length}`);
   }).immediate();
 }

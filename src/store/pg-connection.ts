@@ -10,15 +10,14 @@
 // until the commit is on disk, would make the writers of all nodes commit one at a time); a
 // transaction that wins nothing writes nothing, and so is no fsync'd commit. Readers that follow
 // new rows by id find which ids are final by the snapshot (postgres/horizon.ts).
-import fs from "node:fs";
 import os from "node:os";
 import pg from "pg";
 import { StoreError } from "./errors.js";
-import { migrationFilesIn } from "./migrate.js";
+import { migrationFilesIn, migrationText } from "./migrate.js";
 
 const DIR = new URL("./migrations/postgresql/", import.meta.url);
 /** The number of the newest migration: the same as SQLite's LATEST (one numbering). */
-export const PG_LATEST = 15;
+export const PG_LATEST = 16;
 /** The advisory lock key that serialises two processes migrating one database. */
 const MIGRATE_LOCK = 0x63767372; // "cvsr"
 
@@ -337,7 +336,7 @@ async function migrate(conn: PgConn, opts: PgOpenOptions, where: string): Promis
       id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)`);
     const v = (await schemaVersion(q)) ?? 0;
     if (v > files.length) throw newer(where, v, files.length);
-    for (const f of files.slice(v)) await client.query(fs.readFileSync(new URL(f, DIR), "utf8"));
+    for (const f of files.slice(v)) await client.query(migrationText(DIR, f, "postgresql"));
     await q.run(
       `INSERT INTO schema_version (id, version) VALUES (1, $1)
        ON CONFLICT (id) DO UPDATE SET version = excluded.version`,

@@ -120,8 +120,8 @@ export class PgReadStore extends PgMarkerStore {
     return events.alertState(this.c.one, job);
   }
 
-  async jobReadings(job: string, recentLimit: number, repeatLimit: number) {
-    return this.c.read((q) => status.jobReadings(q, job, recentLimit, repeatLimit));
+  async jobReadings(job: string, repeatLimit: number) {
+    return this.c.read((q) => status.jobReadings(q, job, repeatLimit));
   }
 
   async statusRows(list: readonly StatusJob[], recentLimit: number, parses?: SummaryParses) {

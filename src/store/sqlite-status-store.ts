@@ -63,8 +63,8 @@ export class SqliteStatusStore extends SqliteMarkerStore implements StatusStore 
     return history.history(this.c, job, limit);
   }
 
-  async jobReadings(job: string, recentLimit: number, repeatLimit: number) {
-    return this.c.read(() => status.jobReadings(this.c, job, recentLimit, repeatLimit));
+  async jobReadings(job: string, repeatLimit: number) {
+    return this.c.read(() => status.jobReadings(this.c, job, repeatLimit));
   }
 
   async drain() {

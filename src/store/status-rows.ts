@@ -12,9 +12,9 @@ import type {
 } from "./rows.js";
 
 /**
- * What health judges of a job's finished runs with a process (health.ts, digestRecent): the
- * newest, the p95 of the successes, and the failing streak. `status` has it from the job's row
- * (migration 008's columns and last_finished) without parsing the runs.
+ * What health judges of a job's finished runs with a process: the newest, the p95 of the
+ * successes, and the failing streak. `status` has it from the job's row (the columns defined in
+ * digest.ts, and last_finished) without parsing the runs.
  */
 export interface RecentDigest {
   newest: Pick<RunFacts, "id" | "status" | "reason" | "started_at"> | null;
@@ -34,8 +34,8 @@ export interface JobReadings {
   running: RunRow[];
   /** Finished runs with a process, newest first (none when the reader asked for none). */
   recent: RunFacts[];
-  /** The digest of the newest 20 of them, when the job's row kept it; else health makes it. */
-  digest?: RecentDigest;
+  /** The digest of the newest 20 of them, as the job's row keeps it. */
+  digest: RecentDigest;
   /**
    * Keys attempted more than the job's repeat limit, whose last attempt is at or after the start
    * of the newest finished run (still being tried), worst first, at most 10.

@@ -102,7 +102,7 @@ export const NO_RUNS: RecentDigest = { newest: null, okP95: null, failing: null 
 
 /**
  * One job's readings judged from its summary row (undefined: none) and no run read, as `status`
- * judges (jobReadings with `recentLimit` 0), but the attempts: the engine reads those attempted
+ * judges (jobReadings), but the attempts: the engine reads those attempted
  * at or after `since` (the start of the row's last finished run).
  */
 export function summaryReadings(

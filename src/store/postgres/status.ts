@@ -16,32 +16,16 @@ import type {
 } from "../status-rows.js";
 import { byJob, statusJobRows, SUMMARY_RECENT, summaryReadings, summaryRowOf } from "../summary.js";
 import { daemonRow, nodes } from "./daemon.js";
-import { historyRow, lastRun, recentFinished, runningRuns } from "./history.js";
-import { jobRow } from "./jobs.js";
+import { runningRuns } from "./history.js";
 import { markerCount, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
 
 const HOLDS_HELD = holdsHeldSql(POSTGRES);
 
-/** One job's readings, by per-job queries; `recentLimit` 0 as ../sqlite/status.ts's. */
-export async function jobReadings(
-  q: Q,
-  job: string,
-  recentLimit: number,
-  repeatLimit: number,
-): Promise<JobReadings> {
-  if (recentLimit === 0) {
-    const s = (await summaryRows(q, job, false)).get(job);
-    const { readings, since } = summaryReadings(job, s, await runningRuns(q, job));
-    return { ...readings, attempts: await repeatingKeysSince(q, job, repeatLimit, since) };
-  }
-  const recent = await recentFinished(q, job, recentLimit);
-  const since = recent[0]?.started_at ?? 0;
-  return {
-    row: await jobRow(q, job),
-    running: await runningRuns(q, job),
-    recent,
-    attempts: await repeatingKeysSince(q, job, repeatLimit, since),
-  };
+/** One job's readings, by per-job queries, as ../sqlite/status.ts's. */
+export async function jobReadings(q: Q, job: string, repeatLimit: number): Promise<JobReadings> {
+  const s = (await summaryRows(q, job, false)).get(job);
+  const { readings, since } = summaryReadings(job, s, await runningRuns(q, job));
+  return { ...readings, attempts: await repeatingKeysSince(q, job, repeatLimit, since) };
 }
 
 /**
@@ -70,7 +54,7 @@ export async function statusRows(
   node: string,
   parses?: SummaryParses,
 ): Promise<StatusRows> {
-  if (recentLimit > SUMMARY_RECENT) return statusRowsFromRuns(q, jobs, recentLimit, node);
+  if (recentLimit > SUMMARY_RECENT) throw new RangeError(`statusRows: ${recentLimit} recent runs`);
   const out = new Map<string, StatusJobRows>();
   const daemon = await daemonRow(q, node);
   const one = jobs.length === 1 ? (jobs[0] as StatusJob).name : null;
@@ -87,25 +71,6 @@ export async function statusRows(
     out.set(job.name, { ...r, markers: s ? s[3] : await markerCount(q, job.name) });
   }
   return { daemon, nodes: await nodes(q), jobs: out };
-}
-
-/** statusRows from the runs table, one job at a time. */
-async function statusRowsFromRuns(
-  q: Q,
-  jobs: readonly StatusJob[],
-  recentLimit: number,
-  node: string,
-): Promise<StatusRows> {
-  const out = new Map<string, StatusJobRows>();
-  for (const job of jobs) {
-    const r = await jobReadings(q, job.name, recentLimit, job.repeatLimit);
-    const last = await lastRun(q, job.name);
-    const newest = r.recent[0];
-    const lastFinished =
-      newest === undefined ? null : last?.id === newest.id ? last : await historyRow(q, newest.id);
-    out.set(job.name, { ...r, last, lastFinished, markers: await markerCount(q, job.name) });
-  }
-  return { daemon: await daemonRow(q, node), nodes: await nodes(q), jobs: out };
 }
 
 /** Every hold of a running run, with its run (status: `locks` and `groups`). */

@@ -18,35 +18,20 @@ import type {
 } from "../status-rows.js";
 import { byJob, statusJobRows, SUMMARY_RECENT, summaryReadings, summaryRowOf } from "../summary.js";
 import { daemonRow, nodes } from "./daemon.js";
-import { historyRow, lastRun, recentFinished, runningRuns } from "./history.js";
-import { jobRow, jobWrites } from "./jobs.js";
+import { runningRuns } from "./history.js";
+import { jobWrites } from "./jobs.js";
 import { markerCount, repeatingKeysAll, repeatingKeysSince } from "./markers.js";
 
 const HOLDS_HELD = holdsHeldSql(SQLITE);
 
 /**
- * One job's readings, by per-job queries. `recentLimit` 0: judged from the digest its row keeps
- * (migration 008) and no run read, as `status` judges; the monitor judges each job so.
+ * One job's readings, by per-job queries: judged from the digest its row keeps (digest.ts)
+ * and no run read, as `status` judges; the monitor judges each job so.
  */
-export function jobReadings(
-  c: Conn,
-  job: string,
-  recentLimit: number,
-  repeatLimit: number,
-): JobReadings {
-  if (recentLimit === 0) {
-    const s = summaryRows(c, job, false).get(job);
-    const { readings, since } = summaryReadings(job, s, runningRuns(c, job));
-    return { ...readings, attempts: repeatingKeysSince(c, job, repeatLimit, since) };
-  }
-  const recent = recentFinished(c, job, recentLimit);
-  const since = recent[0]?.started_at ?? 0;
-  return {
-    row: jobRow(c, job),
-    running: runningRuns(c, job),
-    recent,
-    attempts: repeatingKeysSince(c, job, repeatLimit, since),
-  };
+export function jobReadings(c: Conn, job: string, repeatLimit: number): JobReadings {
+  const s = summaryRows(c, job, false).get(job);
+  const { readings, since } = summaryReadings(job, s, runningRuns(c, job));
+  return { ...readings, attempts: repeatingKeysSince(c, job, repeatLimit, since) };
 }
 
 /**
@@ -93,7 +78,7 @@ export function statusRows(
   recentLimit: number,
   parses?: SummaryParses,
 ): StatusRows {
-  if (recentLimit > SUMMARY_RECENT) return statusRowsFromRuns(c, jobs, recentLimit);
+  if (recentLimit > SUMMARY_RECENT) throw new RangeError(`statusRows: ${recentLimit} recent runs`);
   const out = new Map<string, StatusJobRows>();
   const daemon = daemonRow(c);
   const one = jobs.length === 1 ? (jobs[0] as StatusJob).name : null;
@@ -110,20 +95,6 @@ export function statusRows(
     out.set(job.name, { ...r, markers: s ? s[3] : markerCount(c, job.name) });
   }
   return { daemon, nodes: nodes(c, Date.now()), jobs: out };
-}
-
-/** statusRows from the runs table, one job at a time. */
-function statusRowsFromRuns(c: Conn, jobs: readonly StatusJob[], recentLimit: number): StatusRows {
-  const out = new Map<string, StatusJobRows>();
-  for (const job of jobs) {
-    const r = jobReadings(c, job.name, recentLimit, job.repeatLimit);
-    const last = lastRun(c, job.name);
-    const newest = r.recent[0];
-    const lastFinished =
-      newest === undefined ? null : last?.id === newest.id ? last : historyRow(c, newest.id);
-    out.set(job.name, { ...r, last, lastFinished, markers: markerCount(c, job.name) });
-  }
-  return { daemon: daemonRow(c), nodes: nodes(c, Date.now()), jobs: out };
 }
 
 /** Every hold of a running run, with its run (status: `locks` and `groups`). */

@@ -1,6 +1,7 @@
 -- 8: what health judges of a job's recent runs, kept in its row beside recent_runs, as
--- sqlite/008_job_verdicts.sql (the same columns and definitions; health's digestRecent is the
--- one they follow). A BEFORE trigger on recent_runs sets them in the row being written.
+-- sqlite/008_job_verdicts.sql (the same columns and definitions; since migration 016 the one
+-- definition is src/store/digest.ts). A BEFORE trigger on recent_runs sets them in the row
+-- being written.
 ALTER TABLE jobs ADD COLUMN recent_ok_p95_ms BIGINT;
 ALTER TABLE jobs ADD COLUMN failing_streak INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE jobs ADD COLUMN failing_run_id BIGINT;

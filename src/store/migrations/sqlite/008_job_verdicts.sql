@@ -1,7 +1,7 @@
 -- 8: what health judges of a job's recent runs, kept in its row beside recent_runs (migration
--- 006), so that `status` judges each job without parsing its runs. The one definition of these
--- columns is health's, digestRecent in src/health/health.ts; test/store-contract.test.js checks
--- this trigger against it on random histories, for both engines.
+-- 006), so that `status` judges each job without parsing its runs. Since migration 016 the one
+-- definition of these columns is src/store/digest.ts (it was health's digestRecent, kept in step
+-- with this trigger by a test).
 --   recent_ok_p95_ms  the nearest-rank p95 of the durations of the ok runs in recent_runs (a
 --                     missing duration counts as 0); NULL with fewer than 5 of them
 --   failing_streak    when the newest run with a verdict (ok, failed, timeout, spawn_failed) did
