@@ -12,7 +12,6 @@ import {
   alive,
   cli,
   killGroupsAfter,
-  query,
   scheduleSlots,
   startDaemon,
   statusJson,
@@ -29,11 +28,7 @@ import { needs } from "./needs.js";
  * run, `skipped` or `missed`): `* * * * * *` slots one second apart, none twice, none left out.
  */
 function assertEverySlotOnce(stateDir, job) {
-  const dup = query(
-    stateDir,
-    "SELECT slot, COUNT(*) n FROM runs WHERE job = ? AND trigger = 'schedule' GROUP BY slot HAVING n > 1",
-    job,
-  );
+  const dup = readStore(stateDir).doubled({ job, trigger: "schedule" });
   assert.deepEqual(dup, [], `${job}: no slot has two dispositions`);
   const { slots, gaps } = scheduleSlots(stateDir, job);
   assert.ok(slots.length >= 2, `${job}: slots recorded`);
@@ -101,12 +96,14 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
   assert.equal(second.code, 1, second.stderr);
   assert.match(second.stderr, new RegExp(`another cronvisor daemon \\(pid ${d.pid},`));
   assert.deepEqual(
-    query(state, "SELECT id FROM runs WHERE status = 'running'").map((r) => r.id),
+    readStore(state)
+      .runs({ status: "running" })
+      .map((r) => r.id),
     [first.id],
     "one running run while the daemon is stopped",
   );
   assert.equal(
-    query(state, "SELECT COUNT(*) n FROM runs WHERE trigger = 'manual'")[0].n,
+    readStore(state).runs({ trigger: "manual" }).length,
     0,
     "the refused run left no row",
   );
@@ -126,19 +123,12 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
     stopSlots.push(s);
   assert.ok(stopSlots.length >= 4, `${stopSlots.length} slots passed during the stop`);
   await waitFor(() => {
-    const rows = query(
-      state,
-      `SELECT slot FROM runs WHERE status = 'missed' AND reason = 'timer late (suspend or clock step)'
-       AND slot >= ? AND slot <= ?`,
-      stopSlots[0],
-      stopSlots[stopSlots.length - 1],
-    );
+    const rows = readStore(state)
+      .runs({ status: "missed", reason: "timer late (suspend or clock step)" })
+      .filter((r) => r.slot >= stopSlots[0] && r.slot <= stopSlots[stopSlots.length - 1]);
     return rows.length === stopSlots.length;
   }, "every slot of the stop recorded missed");
-  const late = query(
-    state,
-    "SELECT * FROM events WHERE job = 'long' AND kind = 'late' ORDER BY id",
-  );
+  const late = readStore(state).events({ job: "long", kind: "late" });
   assert.ok(
     late.some((e) =>
       /^timer fired \d+ ms after slot \S+ \(suspend or clock step\); \d+ older slot\(s\) recorded missed$/.test(
@@ -148,7 +138,9 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
     JSON.stringify(late),
   );
   assert.deepEqual(
-    query(state, "SELECT id FROM runs WHERE status = 'running'").map((r) => r.id),
+    readStore(state)
+      .runs({ status: "running" })
+      .map((r) => r.id),
     [first.id],
     "still one copy after SIGCONT",
   );
@@ -162,20 +154,16 @@ test("daemon SIGSTOPped past every staleness: no second copy, status unresponsiv
   assert.equal(ended.status, "ok");
   await waitFor(
     () =>
-      query(
-        state,
-        "SELECT * FROM runs WHERE id > ? AND status = 'ok' AND trigger = 'schedule'",
-        first.id,
-      ).length >= 2,
+      readStore(state)
+        .runs({ status: "ok", trigger: "schedule" })
+        .filter((r) => r.id > first.id).length >= 2,
     "runs after the stop",
   );
   await stopDaemon(d);
   assertEverySlotOnce(state, "long");
-  const withProcess = query(
-    state,
-    "SELECT * FROM runs WHERE pid IS NOT NULL AND id != ?",
-    first.id,
-  );
+  const withProcess = readStore(state)
+    .runs()
+    .filter((r) => r.pid !== null && r.id !== first.id);
   for (const r of withProcess)
     assert.ok(r.started_at >= ended.finished_at, `run ${r.id} started after the long run ended`);
 });
@@ -200,14 +188,7 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
     ].join("\n"),
   );
   let d = startDaemon(t, cfg);
-  const first = await waitFor(
-    () =>
-      query(
-        state,
-        "SELECT * FROM runs WHERE job = 'long' AND status = 'running' AND pid IS NOT NULL",
-      )[0],
-    "the long run",
-  );
+  const first = await waitFor(() => readStore(state).spawned({ job: "long" })[0], "the long run");
   killGroupsAfter(t, [first.pgid]);
   await waitFor(
     () => readStore(state).runs({ job: "tick", status: "ok" }).length >= 2,
@@ -217,7 +198,11 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
   await d.exited;
   assert.ok(alive(first.pid), "the job outlives its daemon");
   // The downtime must span a slot: the CLI calls below can take less than a second.
-  const lastSlot = query(state, "SELECT MAX(slot) s FROM runs")[0].s;
+  const lastSlot = Math.max(
+    ...readStore(state)
+      .runs()
+      .map((r) => r.slot),
+  );
   await waitFor(() => Date.now() > lastSlot + 2000, "a slot passes with no daemon");
 
   // No daemon at all: the lock is the live process group, not a lease.
@@ -235,28 +220,23 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
   d = startDaemon(t, cfg);
   await waitFor(
     () =>
-      query(
-        state,
-        "SELECT * FROM runs WHERE job = 'long' AND status = 'skipped' AND started_at > ?",
-        downAt,
-      ).length >= 2 &&
-      query(
-        state,
-        "SELECT * FROM runs WHERE job = 'tick' AND status = 'ok' AND started_at > ?",
-        downAt,
-      ).length >= 2,
+      readStore(state)
+        .runs({ job: "long", status: "skipped" })
+        .filter((r) => r.started_at > downAt).length >= 2 &&
+      readStore(state)
+        .runs({ job: "tick", status: "ok" })
+        .filter((r) => r.started_at > downAt).length >= 2,
     "both jobs handled by the new daemon",
   );
   assert.match(d.err, new RegExp(`adopted run ${first.id} of long \\(pid ${first.pid}\\)`));
   assert.deepEqual(
-    query(state, "SELECT id FROM runs WHERE job = 'long' AND status = 'running'").map((r) => r.id),
+    readStore(state)
+      .runs({ job: "long", status: "running" })
+      .map((r) => r.id),
     [first.id],
     "no second copy",
   );
-  for (const r of query(
-    state,
-    "SELECT reason FROM runs WHERE job = 'long' AND status = 'skipped'",
-  )) {
+  for (const r of readStore(state).runs({ job: "long", status: "skipped" })) {
     assert.equal(r.reason, `overlap: run ${first.id} holds the lock`);
   }
   fs.writeFileSync(flag, "");
@@ -268,19 +248,17 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
   assert.equal(ended.exit_code, 0);
   await waitFor(
     () =>
-      query(state, "SELECT * FROM runs WHERE job = 'long' AND status = 'ok' AND id > ?", first.id)
-        .length >= 1,
+      readStore(state)
+        .runs({ job: "long", status: "ok" })
+        .filter((r) => r.id > first.id).length >= 1,
     "long runs again after the orphan ended",
   );
   await stopDaemon(d);
 
   for (const job of ["long", "tick"]) assertEverySlotOnce(state, job);
-  const downtime = query(
-    state,
-    "SELECT job, COUNT(*) n FROM runs WHERE status = 'missed' AND reason = 'daemon down' GROUP BY job ORDER BY job",
-  );
+  const downtime = readStore(state).runs({ status: "missed", reason: "daemon down" });
   assert.deepEqual(
-    downtime.map((r) => r.job),
+    [...new Set(downtime.map((r) => r.job))].sort(),
     ["long", "tick"],
     "the slots of the downtime are recorded missed for both jobs",
   );
@@ -289,11 +267,9 @@ test("daemon SIGKILLed alone with two jobs: the orphan's lock holds with no daem
     manualRow.map((r) => [r.job, r.status]),
     [["tick", "ok"]],
   );
-  const copies = query(
-    state,
-    "SELECT * FROM runs WHERE job = 'long' AND pid IS NOT NULL AND id != ?",
-    first.id,
-  );
+  const copies = readStore(state)
+    .runs({ job: "long" })
+    .filter((r) => r.pid !== null && r.id !== first.id);
   for (const r of copies)
     assert.ok(r.started_at >= ended.finished_at, `run ${r.id} started after the orphan ended`);
 });
@@ -343,41 +319,41 @@ test(
     // The step's late event (a loaded machine may add small ones of its own).
     const late = await waitFor(
       () =>
-        query(state, "SELECT * FROM events WHERE job = 'tick' AND kind = 'late'").find(
-          (e) => Number(/^timer fired (\d+) ms/.exec(e.detail)?.[1]) >= 3_000_000,
-        ),
+        readStore(state)
+          .events({ job: "tick", kind: "late" })
+          .find((e) => Number(/^timer fired (\d+) ms/.exec(e.detail)?.[1]) >= 3_000_000),
       "the step's late event",
     );
     await waitFor(
       () =>
-        query(state, "SELECT * FROM runs WHERE status = 'ok' AND slot > ?", steppedAt + 3_500_000)
-          .length >= 2,
+        readStore(state)
+          .runs({ status: "ok" })
+          .filter((r) => r.slot > steppedAt + 3_500_000).length >= 2,
       "runs an hour ahead",
     );
-    const ahead = query(state, "SELECT MAX(slot) s FROM runs WHERE trigger = 'schedule'")[0].s;
+    const ahead = Math.max(
+      ...readStore(state)
+        .runs({ trigger: "schedule" })
+        .map((r) => r.slot),
+    );
 
     // Back one hour.
     setClock("+0");
     const clock = await waitFor(
-      () => query(state, "SELECT * FROM events WHERE kind = 'clock'")[0],
+      () => readStore(state).events({ kind: "clock" })[0],
       "a clock event",
     );
     await waitFor(
       () =>
-        query(
-          state,
-          "SELECT * FROM runs WHERE status = 'ok' AND slot < ? AND started_at >= ?",
-          steppedAt + 60_000,
-          clock.at,
-        ).length >= 2,
+        readStore(state)
+          .runs({ status: "ok" })
+          .filter((r) => r.slot < steppedAt + 60_000 && r.started_at >= clock.at).length >= 2,
       "runs continue on the stepped-back clock",
     );
     await stopDaemon(d);
 
-    const dup = query(
-      state,
-      "SELECT slot, COUNT(*) n FROM runs WHERE trigger = 'schedule' GROUP BY slot HAVING n > 1",
-    );
+    // One job: its slots doubled are the store's.
+    const dup = readStore(state).doubled({ trigger: "schedule" });
     assert.deepEqual(dup, [], "no slot has two dispositions");
 
     // The late event names the slot the timer was armed for and how many slots the step passed over.
@@ -388,34 +364,29 @@ test(
     assert.ok(m, late.detail);
     assert.ok(Number(m[1]) >= 3_599_000, `timer ${m[1]} ms late`);
     const due = Date.parse(m[2]);
-    const firstAhead = query(
-      state,
-      "SELECT MIN(slot) s FROM runs WHERE trigger = 'schedule' AND status != 'missed' AND slot > ?",
-      due + 3_000_000,
-    )[0].s;
+    const firstAhead = readStore(state)
+      .runs({ trigger: "schedule" })
+      .filter((r) => r.status !== "missed" && r.slot > due + 3_000_000)
+      .map((r) => r.slot)
+      .sort((a, b) => a - b)[0];
     assert.ok(firstAhead - due >= 3_599_000, "the slot run after the step is an hour on");
     const passedOver = (firstAhead - due) / 1000;
     if (m[3]) assert.ok(Number(m[4]) < passedOver, `"more than ${m[4]}" of ${passedOver}`);
     else assert.equal(Number(m[4]), passedOver, "the event counts every passed-over slot");
     // The latest passed-over slots are recorded one by one, contiguous up to the slot that ran;
     // no slot of the skipped hour ran.
-    const missed = query(
-      state,
-      "SELECT slot, reason FROM runs WHERE status = 'missed' AND slot >= ? AND slot < ? ORDER BY slot",
-      due,
-      firstAhead,
-    );
+    const missed = readStore(state)
+      .runs({ status: "missed" })
+      .filter((r) => r.slot >= due && r.slot < firstAhead)
+      .sort((a, b) => a.slot - b.slot);
     assert.ok(missed.length >= 1 && missed.length < passedOver);
     for (const r of missed) assert.equal(r.reason, "timer late (suspend or clock step)");
     missed.forEach((r, i) => assert.equal(r.slot, firstAhead - (missed.length - i) * 1000));
     // Nothing ran for a passed-over slot while the clock was ahead; after the step back, slots
     // come round again on the real clock and the ones without a disposition run then.
-    const passedRuns = query(
-      state,
-      "SELECT * FROM runs WHERE slot >= ? AND slot < ? AND status != 'missed'",
-      due,
-      firstAhead,
-    );
+    const passedRuns = readStore(state)
+      .runs()
+      .filter((r) => r.slot >= due && r.slot < firstAhead && r.status !== "missed");
     for (const r of passedRuns) {
       assert.ok(
         r.started_at >= clock.at && Math.abs(r.started_at - r.slot) < 5000,
@@ -425,19 +396,18 @@ test(
 
     // Stepping back is one event (not one per tick) and only re-plans: the slots ahead that
     // already had a disposition keep it, the job runs on the real clock again.
-    const clocks = query(state, "SELECT * FROM events WHERE kind = 'clock'");
+    const clocks = readStore(state).events({ kind: "clock" });
     assert.equal(clocks.length, 1, JSON.stringify(clocks));
     assert.equal(clocks[0].job, null);
     assert.match(
       clocks[0].detail,
       /^wall clock stepped back -\d+ ms; slots already handled will not run again$/,
     );
-    const after = query(
-      state,
-      "SELECT slot FROM runs WHERE trigger = 'schedule' AND started_at >= ? AND started_at < ? ORDER BY slot",
-      clock.at,
-      clock.at + 3_000_000, // the runs of the hour ahead carry that hour's times
-    );
+    const after = readStore(state)
+      .runs({ trigger: "schedule" })
+      // the runs of the hour ahead carry that hour's times
+      .filter((r) => r.started_at >= clock.at && r.started_at < clock.at + 3_000_000)
+      .sort((a, b) => a.slot - b.slot);
     assert.ok(after.length >= 2);
     for (const r of after) assert.ok(r.slot < ahead, "the job runs on the real clock");
   },

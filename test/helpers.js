@@ -265,35 +265,130 @@ export function query(stateDir, sql, ...args) {
   }
 }
 
-/** The columns readStore's `runs` and `ended` may be asked by (equality). */
-const RUN_KEYS = new Set(["id", "job", "status", "trigger", "slot", "attempt", "node"]);
+/** The columns each table's named read may be asked by, for `where` (see readStore). */
+const WHERE_KEYS = {
+  runs: ["id", "job", "status", "trigger", "slot", "attempt", "node", "reason"],
+  events: ["job", "kind"],
+  markers: ["job", "key", "run_id"],
+  slots: ["job", "slot"],
+  chains: ["job", "slot"],
+};
+
+/**
+ * `where` as SQL: each key equal to its value, an array its values (IN), null IS NULL. The keys
+ * are checked against WHERE_KEYS so a misspelled one throws instead of matching everything.
+ */
+function whereSql(table, where) {
+  const parts = [];
+  const args = [];
+  for (const [k, v] of Object.entries(where)) {
+    if (!WHERE_KEYS[table].includes(k)) throw new Error(`readStore: ${table} by ${k}?`);
+    if (v === null) parts.push(`${k} IS NULL`);
+    else if (Array.isArray(v)) {
+      parts.push(`${k} IN (${v.map(() => "?").join(", ")})`);
+      args.push(...v);
+    } else {
+      parts.push(`${k} = ?`);
+      args.push(v);
+    }
+  }
+  return { sql: parts.length ? ` WHERE ${parts.join(" AND ")}` : "", args };
+}
+
+/** f(x), or x.then(f) for a promise: one set of named reads over a sync or an async engine. */
+const then = (x, f) => (x instanceof Promise ? x.then(f) : f(x));
+
+/**
+ * The named reads over `select(sql, args)` (`?` placeholders): sync when it is (SQLite),
+ * promises when it gives promises (PostgreSQL). See readStore.
+ */
+function storeReads(select) {
+  const table =
+    (name, order) =>
+    (where = {}) => {
+      const w = whereSql(name, where);
+      return select(`SELECT * FROM ${name}${w.sql} ORDER BY ${order}`, w.args);
+    };
+  const runs = table("runs", "id");
+  const markers = table("markers", "job, key");
+  return {
+    runs,
+    ended: (where) => then(runs(where), (rs) => rs.filter((r) => r.status !== "running")),
+    spawned: (where) =>
+      then(runs(where), (rs) => rs.filter((r) => r.status === "running" && r.pid !== null)),
+    ran: (where) =>
+      then(runs(where), (rs) => rs.filter((r) => r.status !== "skipped" && r.status !== "missed")),
+    doubled: (where) =>
+      then(runs(where), (rs) => {
+        const n = new Map();
+        for (const r of rs) {
+          if (r.slot === null) continue;
+          const k = JSON.stringify([r.job, r.slot]);
+          n.set(k, (n.get(k) ?? 0) + 1);
+        }
+        return [...n]
+          .filter(([, c]) => c > 1)
+          .map(([k, c]) => ({ job: JSON.parse(k)[0], slot: JSON.parse(k)[1], n: c }))
+          .sort((a, b) => (a.job < b.job ? -1 : a.job > b.job ? 1 : a.slot - b.slot));
+      }),
+    job: (name) => then(select("SELECT * FROM jobs WHERE name = ?", [name]), (rs) => rs[0] ?? null),
+    events: table("events", "id"),
+    markers,
+    markerKeys: (job) =>
+      then(markers(job === undefined ? {} : { job }), (rs) => rs.map((r) => r.key).sort()),
+    claims: () => select("SELECT * FROM claims ORDER BY job, key", []),
+    attempts: () => select("SELECT * FROM attempts ORDER BY job, key", []),
+    slots: table("slots", "job, slot"),
+    chains: table("chains", "job, slot"),
+    daemon: () => then(select("SELECT * FROM daemon ORDER BY node", []), (rs) => rs[0] ?? null),
+    daemons: () => select("SELECT * FROM daemon ORDER BY node", []),
+  };
+}
 
 /**
  * A state dir's store as the tests read it: named reads, so that a test says what it looks for
  * and the SQL is written once, here (the schema is schema/sqlite.sql). Read-only, while a daemon
  * may be writing (`query`); no store yet reads as empty, so each can be polled from the start.
+ * A `where` is { column: value } (an array: any of them; null: IS NULL), every key must match;
+ * what it cannot say (ranges, NOT) the test filters from the rows.
  *   runs({ job: "a", status: "ok" })   the runs rows matching every key, oldest first
- *   ended({ id })                      the same, but only runs no longer `running`
+ *   ended(where)                       the same, but only runs no longer `running`
+ *   spawned(where)                     the same, but only `running` ones with their child's pid
+ *   ran(where)                         the same, but neither `skipped` nor `missed`
+ *   doubled(where)                     [{ job, slot, n }] for each job's slot with n > 1 such runs
+ *   job(name)                          the jobs row, or null
+ *   events({ job, kind })              the events rows, oldest first
+ *   markers({ job, key, run_id })      the markers rows, by job and key
  *   markerKeys(job)                    a job's done keys (every job's without one), sorted
- *   daemon()                           the daemon row, or null
+ *   claims(), attempts()               every claims / attempts row, by job and key
+ *   slots({ job, slot })               the slots rows (each claimed schedule slot), by job and slot
+ *   chains({ job, slot })              the pending chain rows, by job and slot
+ *   daemon(), daemons()                the daemon row (or null); every node's, by node
  */
 export function readStore(stateDir) {
-  const runs = (where = {}) => {
-    const keys = Object.keys(where);
-    for (const k of keys) if (!RUN_KEYS.has(k)) throw new Error(`readStore: runs by ${k}?`);
-    const clause = keys.length ? ` WHERE ${keys.map((k) => `${k} = ?`).join(" AND ")}` : "";
-    return query(stateDir, `SELECT * FROM runs${clause} ORDER BY id`, ...Object.values(where));
-  };
-  return {
-    runs,
-    ended: (where = {}) => runs(where).filter((r) => r.status !== "running"),
-    markerKeys: (job) =>
-      (job === undefined
-        ? query(stateDir, "SELECT key FROM markers ORDER BY key")
-        : query(stateDir, "SELECT key FROM markers WHERE job = ? ORDER BY key", job)
-      ).map((r) => r.key),
-    daemon: () => query(stateDir, "SELECT * FROM daemon")[0] ?? null,
-  };
+  return storeReads((sql, args) => query(stateDir, sql, ...args));
+}
+
+/** The int8 type of PostgreSQL: a raw client gives it as a string, SQLite as a number. */
+const PG_INT8 = 20;
+
+/**
+ * readStore's named reads on a PostgreSQL store through a raw client (test/pg.js's rawClient),
+ * each a promise; BIGINT columns come back as numbers, as SQLite gives them.
+ */
+export function readPgStore(raw) {
+  return storeReads(async (sql, args) => {
+    let i = 0;
+    const r = await raw.query(
+      sql.replace(/\?/g, () => `$${++i}`),
+      args,
+    );
+    const big = r.fields.filter((f) => f.dataTypeID === PG_INT8).map((f) => f.name);
+    return r.rows.map((row) => {
+      for (const k of big) if (row[k] !== null) row[k] = Number(row[k]);
+      return row;
+    });
+  });
 }
 
 /**
@@ -357,6 +452,11 @@ export function scheduleSlots(stateDir, job) {
     }
   }
   return { slots, gaps };
+}
+
+/** readStore on the default state dir of a config in `dir` (`dir/.cronvisor`). */
+export function readStoreIn(dir) {
+  return readStore(path.join(dir, ".cronvisor"));
 }
 
 /** `query` on the default state dir of a config in `dir` (`dir/.cronvisor`). */

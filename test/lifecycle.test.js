@@ -10,7 +10,7 @@ import {
   cli,
   killGroup,
   killGroupsAfter,
-  rows,
+  readStoreIn,
   spawnCli,
   startDaemon,
   tmpdir,
@@ -27,10 +27,7 @@ test("daemon SIGKILLed alone: the restarted daemon adopts the live run, starts n
     `heartbeat: 1s\njobs:\n  long:\n    schedule: "* * * * * *"\n    command: "while [ ! -e ${flag} ]; do sleep 0.1; done; exit 4"\n`,
   );
   let d = startDaemon(t, cfg);
-  const first = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
-    "a running run",
-  );
+  const first = await waitFor(() => readStoreIn(dir).spawned()[0], "a running run");
   killGroupsAfter(t, [first.pgid]);
   d.kill("SIGKILL");
   await d.exited;
@@ -39,19 +36,19 @@ test("daemon SIGKILLed alone: the restarted daemon adopts the live run, starts n
   // While the orphan lives, every slot is skipped with the orphan as the holder.
   await waitFor(
     () =>
-      rows(dir, "SELECT * FROM runs WHERE status = 'skipped' AND started_at > ?", first.started_at)
-        .length >= 2,
+      readStoreIn(dir)
+        .runs({ status: "skipped" })
+        .filter((r) => r.started_at > first.started_at).length >= 2,
     "skips behind the orphan",
   );
-  const running = rows(dir, "SELECT * FROM runs WHERE status = 'running'");
+  const running = readStoreIn(dir).runs({ status: "running" });
   assert.deepEqual(
     running.map((r) => r.id),
     [first.id],
     "no second copy",
   );
   assert.match(
-    rows(dir, "SELECT reason FROM runs WHERE status = 'skipped' ORDER BY id DESC LIMIT 1")[0]
-      .reason,
+    readStoreIn(dir).runs({ status: "skipped" }).at(-1).reason,
     new RegExp(`run ${first.id} holds`),
   );
   assert.equal(
@@ -60,7 +57,7 @@ test("daemon SIGKILLed alone: the restarted daemon adopts the live run, starts n
   );
   fs.writeFileSync(flag, "");
   const ended = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status != 'running'", first.id)[0],
+    () => readStoreIn(dir).ended({ id: first.id })[0],
     "the orphan's end recorded",
   );
   assert.equal(ended.status, "failed");
@@ -76,10 +73,7 @@ test("daemon and jobs SIGKILLed together: the run is recorded interrupted and re
     `heartbeat: 1s\njobs:\n  work:\n    schedule: "0 0 1 1 *"\n    command: "echo attempt=$CRONVISOR_ATTEMPT trigger=$CRONVISOR_TRIGGER; sleep 30"\n    catchup: once\n    catchup_window: 1h\n    kill_grace: 1s\n`,
   );
   const run = spawnCli(["run", "work", "-c", cfg], { detached: true });
-  const first = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
-    "the manual run",
-  );
+  const first = await waitFor(() => readStoreIn(dir).spawned()[0], "the manual run");
   // SIGKILL the owner, its spawner and its job's whole group at once: nothing is left to record
   // the end. The owner first: killed second, it could still see its child die and record that.
   // (The spawner alone left alive would write the job's exit status: its end would be known.)
@@ -91,14 +85,14 @@ test("daemon and jobs SIGKILLed together: the run is recorded interrupted and re
   await waitFor(() => !alive(first.pid), "job gone");
   const d = startDaemon(t, cfg);
   const resumed = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE trigger = 'resume' AND pid IS NOT NULL")[0],
+    () =>
+      readStoreIn(dir)
+        .runs({ trigger: "resume" })
+        .find((r) => r.pid !== null),
     "a resume run",
   );
   killGroupsAfter(t, [resumed.pgid]);
-  assert.equal(
-    rows(dir, "SELECT status FROM runs WHERE id = ?", first.id)[0].status,
-    "interrupted",
-  );
+  assert.equal(readStoreIn(dir).runs({ id: first.id })[0].status, "interrupted");
   assert.equal(resumed.attempt, 2);
   await waitFor(
     () =>
@@ -110,13 +104,16 @@ test("daemon and jobs SIGKILLed together: the run is recorded interrupted and re
   await d.exited;
 });
 
-/** A store whose job was last scanned `agoMs` ago: as if the daemon had been down since. */
-function fakeDowntime(dir, job, agoMs) {
-  const store = SqliteStore.open(path.join(dir, ".cronvisor"), { create: true });
-  store.ensureJob(job, Date.now() - agoMs);
-  store.db.prepare("UPDATE jobs SET scanned_to = ? WHERE name = ?").run(Date.now() - agoMs, job);
+/** A store whose `job` was last scanned up to `at`: as if the daemon had been down since. */
+function scannedTo(dir, job, at, create = true) {
+  const store = SqliteStore.open(path.join(dir, ".cronvisor"), { create });
+  if (create) store.ensureJob(job, at);
+  store.db.prepare("UPDATE jobs SET scanned_to = ? WHERE name = ?").run(at, job);
   store.close();
 }
+
+/** A store whose job was last scanned `agoMs` ago: as if the daemon had been down since. */
+const fakeDowntime = (dir, job, agoMs) => scannedTo(dir, job, Date.now() - agoMs);
 
 for (const [policy, expectRuns] of [
   ["skip", 0],
@@ -137,23 +134,19 @@ for (const [policy, expectRuns] of [
     // Scanned up to one second after the 11th slot back: the 10 after it were missed.
     fakeDowntime(dir, "c", now - (lastSlot - 10 * 600_000 + 1000));
     const d = startDaemon(t, cfg);
-    await waitFor(() => rows(dir, "SELECT pid FROM daemon")[0]?.pid === d.pid, "daemon up");
+    await waitFor(() => readStoreIn(dir).daemon()?.pid === d.pid, "daemon up");
     await waitFor(
       () =>
-        rows(dir, "SELECT COUNT(*) n FROM runs WHERE trigger = 'catchup' AND status = 'ok'")[0]
-          .n === expectRuns &&
-        rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'missed'")[0].n === 10 - expectRuns,
+        readStoreIn(dir).runs({ trigger: "catchup", status: "ok" }).length === expectRuns &&
+        readStoreIn(dir).runs({ status: "missed" }).length === 10 - expectRuns,
       `${expectRuns} catch-up runs`,
     );
     d.kill("SIGTERM");
     await d.exited;
-    const missed = rows(
-      dir,
-      "SELECT COUNT(*) n FROM runs WHERE status = 'missed' AND reason = 'daemon down'",
-    )[0].n;
-    const caught = rows(dir, "SELECT slot FROM runs WHERE trigger = 'catchup' ORDER BY id").map(
-      (r) => r.slot,
-    );
+    const missed = readStoreIn(dir).runs({ status: "missed", reason: "daemon down" }).length;
+    const caught = readStoreIn(dir)
+      .runs({ trigger: "catchup" })
+      .map((r) => r.slot);
     assert.equal(missed + caught.length, 10, "every missed slot has exactly one disposition");
     assert.equal(caught.length, expectRuns);
     if (policy === "once") assert.equal(caught[0], lastSlot, "once runs the latest missed slot");
@@ -170,7 +163,7 @@ test("a slot stamp in the future (clock was wrong) does not block the job", asyn
   fakeDowntime(dir, "f", -86_400_000); // scanned_to = tomorrow
   const d = startDaemon(t, cfg);
   await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1,
+    () => readStoreIn(dir).runs({ status: "ok" }).length >= 1,
     "runs despite the future stamp",
   );
   assert.match(d.err, /in the future/);
@@ -187,7 +180,7 @@ test("SIGTERM: a job that traps TERM cleans up within the grace; one that ignore
   );
   const d = startDaemon(t, cfg);
   const running = await waitFor(() => {
-    const r = rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL");
+    const r = readStoreIn(dir).spawned();
     return r.length === 2 ? r : null;
   }, "both running");
   d.kill("SIGTERM");
@@ -195,12 +188,9 @@ test("SIGTERM: a job that traps TERM cleans up within the grace; one that ignore
   assert.equal(exit.code, 0);
   assert.equal(fs.readFileSync(cleaned, "utf8"), "bye\n");
   for (const r of running) assert.equal(alive(r.pid), false);
-  const after = rows(
-    dir,
-    "SELECT job, status, reason FROM runs WHERE id IN (?, ?) ORDER BY job",
-    running[0].id,
-    running[1].id,
-  );
+  const after = readStoreIn(dir)
+    .runs({ id: [running[0].id, running[1].id] })
+    .sort((x, y) => (x.job < y.job ? -1 : 1));
   assert.deepEqual(
     after.map((r) => [r.job, r.status]),
     [
@@ -208,7 +198,7 @@ test("SIGTERM: a job that traps TERM cleans up within the grace; one that ignore
       ["stubborn", "killed"],
     ],
   );
-  assert.equal(rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'running'")[0].n, 0);
+  assert.equal(readStoreIn(dir).runs({ status: "running" }).length, 0);
 });
 
 test("SIGHUP with a broken config keeps the old schedule and shows the error; a fixed one adds a job", async (t) => {
@@ -216,32 +206,29 @@ test("SIGHUP with a broken config keeps the old schedule and shows the error; a 
   const good = `heartbeat: 1s\njobs:\n  a:\n    schedule: "* * * * * *"\n    command: "true"\n`;
   const cfg = writeConfig(dir, good);
   const d = startDaemon(t, cfg);
-  await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE job = 'a' AND status = 'ok'").length >= 1,
-    "a runs",
-  );
+  await waitFor(() => readStoreIn(dir).runs({ job: "a", status: "ok" }).length >= 1, "a runs");
   writeConfig(dir, `${good}  b:\n    schedule: "* * * * * *"\n    comand: oops\n`);
   const r = cli(["reload", "-c", cfg]);
   assert.equal(r.code, 2);
   d.kill("SIGHUP");
   const errRow = await waitFor(
-    () => rows(dir, "SELECT config_error FROM daemon")[0]?.config_error,
+    () => readStoreIn(dir).daemon()?.config_error,
     "config_error recorded",
   );
   assert.match(errRow, /comand/);
-  const n = rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'a' AND status = 'ok'")[0].n;
+  const n = readStoreIn(dir).runs({ job: "a", status: "ok" }).length;
   await waitFor(
-    () => rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'a' AND status = 'ok'")[0].n > n,
+    () => readStoreIn(dir).runs({ job: "a", status: "ok" }).length > n,
     "old schedule still runs",
   );
   writeConfig(dir, `${good}  b:\n    schedule: "* * * * * *"\n    command: "true"\n`);
   const ok = cli(["reload", "-c", cfg]);
   assert.equal(ok.code, 0, ok.stderr);
   await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE job = 'b' AND status = 'ok'").length >= 1,
+    () => readStoreIn(dir).runs({ job: "b", status: "ok" }).length >= 1,
     "the new job runs",
   );
-  assert.equal(rows(dir, "SELECT config_error FROM daemon")[0].config_error, null);
+  assert.equal(readStoreIn(dir).daemon().config_error, null);
   d.kill("SIGTERM");
   await d.exited;
 });
@@ -254,34 +241,33 @@ test("overlap policies: queue waits for one, replace kills the old run (fence re
   );
   const d = startDaemon(t, cfg);
   await waitFor(
-    () =>
-      rows(dir, "SELECT * FROM runs WHERE job = 'r' AND status = 'killed' AND reason = 'replaced'")
-        .length >= 1,
+    () => readStoreIn(dir).runs({ job: "r", status: "killed", reason: "replaced" }).length >= 1,
     "a replaced run",
   );
   await waitFor(
-    () => rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'a' AND status = 'running'")[0].n >= 2,
+    () => readStoreIn(dir).runs({ job: "a", status: "running" }).length >= 2,
     "concurrent allow runs",
   );
   await waitFor(
-    () => rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'q' AND status = 'ok'")[0].n >= 2,
+    () => readStoreIn(dir).runs({ job: "q", status: "ok" }).length >= 2,
     "queued runs complete",
   );
   d.kill("SIGTERM");
   await d.exited;
-  const replaced = rows(dir, "SELECT * FROM runs WHERE job = 'r' AND reason = 'replaced'")[0];
+  const replaced = readStoreIn(dir).runs({ job: "r", reason: "replaced" })[0];
   assert.equal(replaced.revoked, 1);
   // queue: a run starts right after the previous ends (never two at once), extra slots skipped.
-  const q = rows(dir, "SELECT * FROM runs WHERE job = 'q' AND status = 'ok' ORDER BY id");
+  const q = readStoreIn(dir).runs({ job: "q", status: "ok" });
   for (let i = 1; i < q.length; i++)
     assert.ok(q[i].started_at >= q[i - 1].finished_at - 5, "queue never overlaps");
   assert.ok(
-    rows(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'q' AND status = 'skipped'")[0].n >= 1,
+    readStoreIn(dir).runs({ job: "q", status: "skipped" }).length >= 1,
     "a full queue skips",
   );
-  const allowFences = rows(dir, "SELECT fence FROM runs WHERE job = 'a' AND fence IS NOT NULL").map(
-    (r) => r.fence,
-  );
+  const allowFences = readStoreIn(dir)
+    .runs({ job: "a" })
+    .filter((r) => r.fence !== null)
+    .map((r) => r.fence);
   assert.equal(new Set(allowFences).size, allowFences.length, "each allow run has its own fence");
 });
 
@@ -292,27 +278,20 @@ test("retries: a failing run is retried with backoff, CRONVISOR_ATTEMPT counting
     `heartbeat: 1s\njobs:\n  flaky:\n    schedule: "0 0 1 1 *"\n    command: "echo attempt=$CRONVISOR_ATTEMPT trigger=$CRONVISOR_TRIGGER; exit 1"\n    retries: { attempts: 2, backoff: 200ms }\n`,
   );
   const d = startDaemon(t, cfg);
-  await waitFor(() => rows(dir, "SELECT pid FROM daemon")[0]?.pid === d.pid, "daemon up");
+  await waitFor(() => readStoreIn(dir).daemon()?.pid === d.pid, "daemon up");
   // A manual run does not retry (the operator sees the failure at once)...
   assert.equal(cli(["run", "flaky", "-c", cfg]).code, 1);
   d.kill("SIGTERM");
   await d.exited;
   // ...a catch-up of a missed slot does.
-  const store = SqliteStore.open(path.join(dir, ".cronvisor"), { create: false });
-  store.db
-    .prepare("UPDATE jobs SET scanned_to = ? WHERE name = 'flaky'")
-    .run(Date.UTC(new Date().getUTCFullYear(), 0, 1) - 1000);
-  store.close();
+  scannedTo(dir, "flaky", Date.UTC(new Date().getUTCFullYear(), 0, 1) - 1000, false);
   writeConfig(
     dir,
     fs.readFileSync(cfg, "utf8").replace("retries", "catchup_window: 366d\n    retries"),
   );
   const d2 = startDaemon(t, cfg);
   const runs = await waitFor(() => {
-    const r = rows(
-      dir,
-      "SELECT * FROM runs WHERE job = 'flaky' AND trigger IN ('catchup', 'retry') ORDER BY id",
-    );
+    const r = readStoreIn(dir).runs({ job: "flaky", trigger: ["catchup", "retry"] });
     return r.length === 3 && r.every((x) => x.status === "failed") ? r : null;
   }, "a run and two retries");
   assert.deepEqual(
