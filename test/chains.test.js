@@ -9,7 +9,8 @@ import {
   cli,
   freePort,
   request,
-  rows,
+  readPgStore,
+  readStoreIn,
   startDaemon,
   statusJson,
   stopDaemon,
@@ -21,7 +22,7 @@ import { nodeConfig } from "./nodes-helpers.js";
 import { freshDatabase, pgMissing, rawClient } from "./pg.js";
 import { needs } from "./needs.js";
 
-/** Each engine: a config of `jobs(dir)` on a fresh store, and a query of it ($1-style parameters). */
+/** Each engine: a config of `jobs(dir)` on a fresh store, and its named reads (readStore's, each awaited). */
 const ENGINES = [
   {
     name: "sqlite",
@@ -30,8 +31,7 @@ const ENGINES = [
       const dir = tmpdir(t);
       const port = await freePort();
       const cfg = writeConfig(dir, `heartbeat: 1s\nhttp: 127.0.0.1:${port}\njobs:\n${jobs(dir)}`);
-      const q = async (sql, ...args) => rows(dir, sql.replace(/\$\d+/g, "?"), ...args);
-      return { dir, cfg, q, port };
+      return { dir, cfg, store: readStoreIn(dir), port };
     },
   },
   {
@@ -45,17 +45,7 @@ const ENGINES = [
       const raw = await rawClient(url, t);
       const port = await freePort();
       const cfg = nodeConfig(dir, "n1", url, jobs(dir), "3s", `http: 127.0.0.1:${port}`);
-      // BIGINT columns come back as strings from a raw client: numbers, as SQLite gives them.
-      const q = async (sql, ...args) =>
-        (await raw.query(sql, args)).rows.map((r) =>
-          Object.fromEntries(
-            Object.entries(r).map(([k, v]) => [
-              k,
-              typeof v === "string" && /^\d+$/.test(v) ? Number(v) : v,
-            ]),
-          ),
-        );
-      return { dir, cfg, q, port };
+      return { dir, cfg, store: readPgStore(raw), port };
     },
   },
 ];
@@ -68,7 +58,7 @@ for (const e of ENGINES) {
     `${e.name}: then / then_on_failure start the downstream job once for the upstream's slot, trigger chained`,
     needs(e.skip),
     async (t) => {
-      const { dir, cfg, q } = await e.setup(
+      const { dir, cfg, store } = await e.setup(
         t,
         (dir) => `  extract:
     schedule: "*/2 * * * * *"
@@ -89,14 +79,10 @@ for (const e of ENGINES) {
       // start: a quick run may end first, so wait for both.
       const ok = await waitFor(
         async () =>
-          (
-            await q(
-              "SELECT * FROM runs WHERE job = 'report' AND status = 'ok' AND reason IS NOT NULL",
-            )
-          )[0],
+          (await store.runs({ job: "report", status: "ok" })).find((r) => r.reason !== null),
         "a chained report run",
       );
-      const up = (await q("SELECT * FROM runs WHERE job = 'extract' AND slot = $1", ok.slot))[0];
+      const up = (await store.runs({ job: "extract", slot: ok.slot }))[0];
       assert.equal(up.status, "ok");
       assert.equal(ok.trigger, "chained");
       assert.equal(ok.reason, `chained after extract run ${up.id}`);
@@ -107,14 +93,10 @@ for (const e of ENGINES) {
       fs.writeFileSync(path.join(dir, "fail"), "");
       const c = await waitFor(
         async () =>
-          (
-            await q(
-              "SELECT * FROM runs WHERE job = 'cleanup' AND status = 'ok' AND reason IS NOT NULL",
-            )
-          )[0],
+          (await store.runs({ job: "cleanup", status: "ok" })).find((r) => r.reason !== null),
         "a chained cleanup run after a failure",
       );
-      const failed = (await q("SELECT * FROM runs WHERE job = 'extract' AND slot = $1", c.slot))[0];
+      const failed = (await store.runs({ job: "extract", slot: c.slot }))[0];
       assert.equal(failed.status, "failed");
       assert.equal(c.reason, `chained after extract run ${failed.id}`);
       await stopDaemon(d);
@@ -131,10 +113,18 @@ for (const e of ENGINES) {
         new RegExp(`Started by a chain: chained after extract run ${up.id} ended`),
       );
       // A failed upstream never starts `then:`; an ok one never `then_on_failure:`.
-      const wrong = await q(
-        `SELECT r.job, r.slot FROM runs r JOIN runs u ON u.job = 'extract' AND u.slot = r.slot
-       WHERE (r.job = 'report' AND u.status <> 'ok') OR (r.job = 'cleanup' AND u.status = 'ok')`,
-      );
+      const all = await store.runs();
+      const wrong = all
+        .filter((r) =>
+          all.some(
+            (u) =>
+              u.job === "extract" &&
+              u.slot === r.slot &&
+              ((r.job === "report" && u.status !== "ok") ||
+                (r.job === "cleanup" && u.status === "ok")),
+          ),
+        )
+        .map((r) => ({ job: r.job, slot: r.slot }));
       assert.deepEqual(wrong, []);
     },
   );
@@ -144,7 +134,7 @@ for (const e of ENGINES) {
       `${e.name}: a daemon SIGKILLed at ${fault} starts the chain once after a restart, never twice`,
       needs(e.skip),
       async (t) => {
-        const { dir, cfg, q } = await e.setup(
+        const { dir, cfg, store } = await e.setup(
           t,
           (dir) => `  extract:
     schedule: "* * * * * *"
@@ -160,34 +150,24 @@ for (const e of ENGINES) {
         const first = startDaemon(t, cfg, { CRONVISOR_FAULT: fault });
         const r = await first.exited;
         assert.equal(r.signal, "SIGKILL", `the fault hook killed the daemon: ${first.err}`);
-        const [pending] = await q("SELECT * FROM chains");
+        const [pending] = await store.chains();
         assert.ok(pending, "the chain start is in the store, written with the upstream's end");
         const slot = pending.slot;
-        const up = (await q("SELECT * FROM runs WHERE id = $1", pending.upstream_run))[0];
+        const up = (await store.runs({ id: pending.upstream_run }))[0];
         assert.equal(up.status, "ok", "the upstream's end is recorded");
         assert.equal(up.slot, slot);
         const second = startDaemon(t, cfg);
         await waitFor(
           async () =>
-            (
-              await q(
-                "SELECT * FROM runs WHERE job = 'report' AND slot = $1 AND status = 'ok'",
-                slot,
-              )
-            )[0] &&
-            (await q("SELECT * FROM chains WHERE job = 'report' AND slot = $1", slot)).length === 0,
+            (await store.runs({ job: "report", slot, status: "ok" }))[0] &&
+            (await store.chains({ job: "report", slot })).length === 0,
           "the chained run of that slot, ended ok, its chain start settled",
         );
         // Later upstream runs chain as usual: wait for one, so the restarted daemon had its chance
         // to start the first slot's chain a second time.
         await waitFor(
           async () =>
-            (
-              await q(
-                "SELECT * FROM runs WHERE job = 'report' AND slot > $1 AND status = 'ok'",
-                slot,
-              )
-            )[0],
+            (await store.runs({ job: "report", status: "ok" })).find((r) => r.slot > slot),
           "a later chained run",
         );
         await stopDaemon(second);
@@ -197,9 +177,7 @@ for (const e of ENGINES) {
           1,
           `report ran once for ${iso}: ${lines(out)}`,
         );
-        const twice = await q(
-          "SELECT slot, COUNT(*) AS n FROM runs WHERE job = 'report' AND attempt = 1 GROUP BY slot HAVING COUNT(*) > 1",
-        );
+        const twice = await store.doubled({ job: "report", attempt: 1 });
         assert.deepEqual(twice, []);
       },
     );
@@ -209,7 +187,7 @@ for (const e of ENGINES) {
     `${e.name}: pause --all drains (slots skipped with the reason, status WARNING, until ends it), resume --all ends it`,
     needs(e.skip),
     async (t) => {
-      const { cfg, q, port } = await e.setup(
+      const { cfg, store, port } = await e.setup(
         t,
         (dir) => `  tick:
     schedule: "* * * * * *"
@@ -219,20 +197,18 @@ for (const e of ENGINES) {
       );
       const d = startDaemon(t, cfg);
       const running = await waitFor(
-        async () => (await q("SELECT * FROM runs WHERE status = 'running'"))[0],
+        async () => (await store.runs({ status: "running" }))[0],
         "a running run",
       );
       const p = cli(["pause", "--all", "--reason", "db upgrade", "-c", cfg]);
       assert.equal(p.code, 0, p.stderr);
       await waitFor(
-        async () =>
-          (await q("SELECT * FROM runs WHERE reason = 'paused (maintenance: db upgrade)'"))
-            .length >= 2,
+        async () => (await store.runs({ reason: "paused (maintenance: db upgrade)" })).length >= 2,
         "slots skipped while drained",
       );
       // The run that was going when the drain began finishes.
       await waitFor(
-        async () => (await q("SELECT * FROM runs WHERE id = $1 AND status = 'ok'", running.id))[0],
+        async () => (await store.runs({ id: running.id, status: "ok" }))[0],
         "the running run to finish",
       );
       const s = statusJson(cfg);
@@ -245,15 +221,11 @@ for (const e of ENGINES) {
       // While drained, nothing new starts.
       const since = Date.now();
       await waitFor(
-        async () =>
-          (await q("SELECT * FROM runs WHERE slot > $1 AND status = 'skipped'", since + 1000))[0],
+        async () => (await store.runs({ status: "skipped" })).find((r) => r.slot > since + 1000),
         "a later slot skipped",
       );
       assert.deepEqual(
-        await q(
-          "SELECT id FROM runs WHERE started_at > $1 AND status NOT IN ('skipped', 'missed')",
-          since,
-        ),
+        (await store.ran()).filter((r) => r.started_at > since).map((r) => ({ id: r.id })),
         [],
       );
       // The page says it beside its verdict.
@@ -272,7 +244,7 @@ for (const e of ENGINES) {
       const resumed = Date.now();
       await waitFor(
         async () =>
-          (await q("SELECT * FROM runs WHERE started_at > $1 AND status <> 'skipped'", resumed))[0],
+          (await store.runs()).find((r) => r.started_at > resumed && r.status !== "skipped"),
         "a run after resume --all",
       );
       assert.equal(statusJson(cfg).daemon.drain, null);
@@ -281,22 +253,16 @@ for (const e of ENGINES) {
       const drained = Date.now();
       await waitFor(
         async () =>
-          (
-            await q(
-              "SELECT * FROM runs WHERE started_at > $1 AND reason = 'paused (maintenance)'",
-              drained,
-            )
-          )[0],
+          (await store.runs({ reason: "paused (maintenance)" })).find(
+            (r) => r.started_at > drained,
+          ),
         "a slot skipped under --until",
       );
       await waitFor(
         async () =>
-          (
-            await q(
-              "SELECT * FROM runs WHERE started_at > $1 AND status IN ('running', 'ok')",
-              drained + 2500,
-            )
-          )[0],
+          (await store.runs({ status: ["running", "ok"] })).find(
+            (r) => r.started_at > drained + 2500,
+          ),
         "runs again once --until passed",
       );
       assert.equal(statusJson(cfg).daemon.drain, null);
@@ -332,15 +298,15 @@ jobs:
   assert.equal(v.code, 0, v.stderr);
   const d = startDaemon(t, cfg);
   await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE job = 'tick' AND status = 'skipped'").length >= 2,
+    () => readStoreIn(dir).runs({ job: "tick", status: "skipped" }).length >= 2,
     "skipped slots",
   );
   await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE job = 'free' AND status = 'ok'").length >= 2,
+    () => readStoreIn(dir).runs({ job: "free", status: "ok" }).length >= 2,
     "the other job runs",
   );
   await stopDaemon(d);
-  const ticks = rows(dir, "SELECT * FROM runs WHERE job = 'tick'");
+  const ticks = readStoreIn(dir).runs({ job: "tick" });
   // Near midnight in Kolkata a slot may fall on the next day: only those may run.
   for (const r of ticks)
     if (f.format(new Date(r.slot)) === today)
@@ -355,14 +321,13 @@ jobs:
   const d2 = startDaemon(t, cfg);
   const n = ticks.length;
   await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE job = 'tick'").length >= n + 2,
+    () => readStoreIn(dir).runs({ job: "tick" }).length >= n + 2,
     "slots after the restart",
   );
   await stopDaemon(d2);
-  const caught = rows(
-    dir,
-    "SELECT * FROM runs WHERE job = 'tick' AND trigger = 'catchup' AND status <> 'skipped'",
-  );
+  const caught = readStoreIn(dir)
+    .runs({ job: "tick", trigger: "catchup" })
+    .filter((r) => r.status !== "skipped");
   assert.deepEqual(
     caught.filter((r) => f.format(new Date(r.slot)) === today),
     [],

@@ -6,7 +6,7 @@ import { test } from "node:test";
 import {
   alive,
   cli,
-  rows,
+  readStoreIn,
   spawnCli,
   startDaemon,
   stopDaemon,
@@ -23,24 +23,19 @@ test("a per-second job runs, is recorded with its log, and no slot runs twice ac
     `heartbeat: 1s\njobs:\n  tick:\n    schedule: "* * * * * *"\n    command: echo slot=$CRONVISOR_SLOT trigger=$CRONVISOR_TRIGGER\n    catchup: skip\n`,
   );
   let d = startDaemon(t, cfg);
-  await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 2,
-    "two ok runs",
-  );
+  await waitFor(() => readStoreIn(dir).runs({ status: "ok" }).length >= 2, "two ok runs");
   await stopDaemon(d);
   d = startDaemon(t, cfg);
-  const before = rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok'")[0].n;
+  const before = readStoreIn(dir).runs({ status: "ok" }).length;
   await waitFor(
-    () => rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok'")[0].n >= before + 2,
+    () => readStoreIn(dir).runs({ status: "ok" }).length >= before + 2,
     "runs after restart",
   );
   await stopDaemon(d);
-  const dup = rows(
-    dir,
-    "SELECT slot, COUNT(*) n FROM runs WHERE slot IS NOT NULL AND trigger = 'schedule' GROUP BY slot HAVING n > 1",
-  );
+  // One job: its slots doubled are the store's.
+  const dup = readStoreIn(dir).doubled({ trigger: "schedule" });
   assert.deepEqual(dup, [], "no slot has two dispositions");
-  const last = rows(dir, "SELECT * FROM runs WHERE status = 'ok' ORDER BY id DESC LIMIT 1")[0];
+  const last = readStoreIn(dir).runs({ status: "ok" }).at(-1);
   const log = fs.readFileSync(last.log_path, "utf8");
   assert.equal(log, `slot=${new Date(last.slot).toISOString()} trigger=schedule\n`);
   // Permissions: state dir 0700, store and logs 0600.
@@ -81,12 +76,9 @@ test("overlap: a held lock skips the slot and records why; `run` exits 75; statu
     `heartbeat: 1s\njobs:\n  slow:\n    schedule: "* * * * * *"\n    command: sleep 30\n    kill_grace: 1s\n`,
   );
   const d = startDaemon(t, cfg);
-  await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'skipped'").length >= 1,
-    "a skipped slot",
-  );
-  const skipped = rows(dir, "SELECT * FROM runs WHERE status = 'skipped'")[0];
-  const holder = rows(dir, "SELECT * FROM runs WHERE status = 'running'")[0];
+  await waitFor(() => readStoreIn(dir).runs({ status: "skipped" }).length >= 1, "a skipped slot");
+  const skipped = readStoreIn(dir).runs({ status: "skipped" })[0];
+  const holder = readStoreIn(dir).runs({ status: "running" })[0];
   assert.equal(skipped.reason, `overlap: run ${holder.id} holds the lock`);
   const r = cli(["run", "slow", "-c", cfg]);
   assert.equal(r.code, 75, r.stderr);
@@ -101,7 +93,7 @@ test("overlap: a held lock skips the slot and records why; `run` exits 75; statu
   assert.equal(job.lock.pid, holder.pid);
   assert.equal(job.running.run_id, holder.id);
   await stopDaemon(d);
-  const ended = rows(dir, "SELECT * FROM runs WHERE id = ?", holder.id)[0];
+  const ended = readStoreIn(dir).runs({ id: holder.id })[0];
   assert.equal(ended.status, "killed");
   assert.equal(alive(holder.pid), false, "graceful stop took the job down");
 });
@@ -113,14 +105,11 @@ test("a second daemon on the same state dir is refused and leaves the first unto
     `heartbeat: 1s\njobs:\n  a:\n    schedule: "0 0 1 1 *"\n    command: "true"\n`,
   );
   const d = startDaemon(t, cfg);
-  await waitFor(
-    () => rows(dir, "SELECT pid FROM daemon")[0]?.pid === d.pid,
-    "first daemon registered",
-  );
+  await waitFor(() => readStoreIn(dir).daemon()?.pid === d.pid, "first daemon registered");
   const second = cli(["daemon", "-c", cfg]);
   assert.notEqual(second.code, 0);
   assert.match(second.stderr, new RegExp(`another cronvisor daemon \\(pid ${d.pid}`));
-  assert.equal(rows(dir, "SELECT pid FROM daemon")[0].pid, d.pid);
+  assert.equal(readStoreIn(dir).daemon().pid, d.pid);
   assert.equal(JSON.parse(cli(["status", "-c", cfg, "--json"]).stdout).daemon.state, "running");
   await stopDaemon(d);
 });
@@ -195,19 +184,16 @@ test("spawn failures are recorded and the daemon keeps serving the other jobs", 
   const d = startDaemon(t, cfg);
   await waitFor(
     () =>
-      rows(dir, "SELECT DISTINCT job FROM runs WHERE status = 'spawn_failed'").length === 2 &&
-      rows(dir, "SELECT * FROM runs WHERE job = 'fine' AND status = 'ok'").length >= 2,
+      new Set(
+        readStoreIn(dir)
+          .runs({ status: "spawn_failed" })
+          .map((r) => r.job),
+      ).size === 2 && readStoreIn(dir).runs({ job: "fine", status: "ok" }).length >= 2,
     "spawn failures recorded and the fine job running",
   );
-  const missing = rows(
-    dir,
-    "SELECT reason FROM runs WHERE job = 'missing' AND status = 'spawn_failed'",
-  )[0];
+  const missing = readStoreIn(dir).runs({ job: "missing", status: "spawn_failed" })[0];
   assert.match(missing.reason, /ENOENT/);
-  const nocwd = rows(
-    dir,
-    "SELECT reason FROM runs WHERE job = 'nocwd' AND status = 'spawn_failed'",
-  )[0];
+  const nocwd = readStoreIn(dir).runs({ job: "nocwd", status: "spawn_failed" })[0];
   assert.match(nocwd.reason, /nonexistent-dir/);
   const st = JSON.parse(cli(["status", "-c", cfg, "--json"]).stdout);
   assert.equal(st.jobs.find((j) => j.name === "missing").health, "failing");
@@ -238,19 +224,15 @@ test("pause survives a restart: paused slots are recorded skipped; resume fires 
   assert.equal(cli(["pause", "p", "-c", cfg]).code, 0);
   let d = startDaemon(t, cfg);
   await waitFor(
-    () =>
-      rows(dir, "SELECT * FROM runs WHERE status = 'skipped' AND reason = 'paused'").length >= 2,
+    () => readStoreIn(dir).runs({ status: "skipped", reason: "paused" }).length >= 2,
     "paused skips",
   );
   await stopDaemon(d);
-  assert.equal(rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok'")[0].n, 0);
+  assert.equal(readStoreIn(dir).runs({ status: "ok" }).length, 0);
   assert.equal(JSON.parse(cli(["status", "-c", cfg, "--json"]).stdout).jobs[0].health, "paused");
   assert.equal(cli(["resume", "p", "-c", cfg]).code, 0);
   d = startDaemon(t, cfg);
-  await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1,
-    "runs after resume",
-  );
+  await waitFor(() => readStoreIn(dir).runs({ status: "ok" }).length >= 1, "runs after resume");
   await stopDaemon(d);
 });
 
@@ -290,11 +272,14 @@ test("retention: log.keep_runs prunes old run rows and their logs", async (t) =>
   );
   const d = startDaemon(t, cfg);
   await waitFor(
-    () => rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'ok' AND id >= 6")[0].n >= 1,
+    () =>
+      readStoreIn(dir)
+        .runs({ status: "ok" })
+        .filter((r) => r.id >= 6).length >= 1,
     "six runs",
   );
   await stopDaemon(d);
-  const left = rows(dir, "SELECT id, log_path FROM runs ORDER BY id");
+  const left = readStoreIn(dir).runs();
   assert.ok(left.length <= 4, `at most keep_runs (+1 in flight) rows left: ${left.length}`);
   assert.ok(left[0].id > 1, "the oldest runs are gone");
   const logs = fs.readdirSync(path.join(dir, ".cronvisor", "logs", "r"));
@@ -334,10 +319,7 @@ test("run --no-wait returns at once and the run is still recorded; logs --follow
   const r = cli(["run", "bg", "--no-wait", "-c", cfg]);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /started bg in the background/);
-  await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
-    "the background run",
-  );
+  await waitFor(() => readStoreIn(dir).spawned()[0], "the background run");
   const follow = spawnCli(["logs", "bg", "--follow", "-c", cfg]);
   await waitFor(() => follow.out.includes("first\n"), "the first line");
   assert.ok(!follow.out.includes("second"));
@@ -345,5 +327,5 @@ test("run --no-wait returns at once and the run is still recorded; logs --follow
   const end = await follow.exited;
   assert.equal(end.code, 0);
   assert.equal(follow.out, "first\nsecond\n");
-  assert.equal(rows(dir, "SELECT status FROM runs")[0].status, "ok");
+  assert.equal(readStoreIn(dir).runs()[0].status, "ok");
 });

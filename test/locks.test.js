@@ -9,7 +9,7 @@ import {
   freePort,
   killDaemon,
   request,
-  rows,
+  readStoreIn,
   startDaemon,
   stopDaemon,
   tmpdir,
@@ -35,11 +35,17 @@ jobs:
 `,
   );
   const d = startDaemon(t, cfg);
-  const lockSkips = () => rows(dir, "SELECT * FROM runs WHERE reason LIKE 'lock db held by %'");
+  const lockSkips = () =>
+    readStoreIn(dir)
+      .runs()
+      .filter((r) => r.reason?.startsWith("lock db held by "));
   await waitFor(
     () =>
-      rows(dir, "SELECT DISTINCT job FROM runs WHERE status = 'ok'").length === 2 &&
-      lockSkips().length >= 2,
+      new Set(
+        readStoreIn(dir)
+          .runs({ status: "ok" })
+          .map((r) => r.job),
+      ).size === 2 && lockSkips().length >= 2,
     "both jobs ran, and slots skipped for the lock",
     30_000,
   );
@@ -48,8 +54,7 @@ jobs:
   await waitFor(
     () => {
       // Asked while b's run holds db (else a manual run of a may start, or meet a's own lock).
-      if (rows(dir, "SELECT id FROM runs WHERE job = 'b' AND status = 'running'").length === 0)
-        return false;
+      if (readStoreIn(dir).runs({ job: "b", status: "running" }).length === 0) return false;
       manual = cli(["run", "a", "-c", cfg]);
       return manual.code === 75 && /lock db held by b \(run \d+\)/.test(manual.stderr);
     },
@@ -73,11 +78,11 @@ jobs:
     /^ {2}lock db: (free|held by [ab] \(run \d+\))$/m,
   );
   await stopDaemon(d);
-  const ran = rows(dir, "SELECT * FROM runs WHERE status NOT IN ('skipped', 'missed')");
+  const ran = readStoreIn(dir).ran();
   assert.equal(mostAtOnce(ran), 1, "never two holders of db at once");
   for (const s of lockSkips()) {
     const [, job, id] = /^lock db held by (\w+) \(run (\d+)\)$/.exec(s.reason) ?? [];
-    const holder = rows(dir, "SELECT * FROM runs WHERE id = ?", Number(id))[0];
+    const holder = readStoreIn(dir).runs({ id: Number(id) })[0];
     assert.equal(holder?.job, job, s.reason);
     assert.notEqual(holder.job, s.job, "another job's run holds it");
     // The holder was running when the slot was decided.
@@ -104,10 +109,9 @@ test("a group of max_running 2 with four jobs never has three running; the slot 
     `heartbeat: 1s\nhttp: 127.0.0.1:${port}\ngroups: { heavy: { max_running: 2 } }\njobs:\n${jobs}`,
   );
   const d = startDaemon(t, cfg);
-  const full = () =>
-    rows(dir, "SELECT * FROM runs WHERE reason = 'group heavy full (2 of 2 running)'");
+  const full = () => readStoreIn(dir).runs({ reason: "group heavy full (2 of 2 running)" });
   await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 6 && full().length >= 3,
+    () => readStoreIn(dir).runs({ status: "ok" }).length >= 6 && full().length >= 3,
     "runs, and slots skipped for the full group",
     30_000,
   );
@@ -121,7 +125,7 @@ test("a group of max_running 2 with four jobs never has three running; the slot 
   assert.equal(page.status, 200);
   assert.match(page.body, /<li data-group="heavy"[^>]*>group heavy: [0-2] of 2 running<\/li>/);
   await stopDaemon(d);
-  const ran = rows(dir, "SELECT * FROM runs WHERE status NOT IN ('skipped', 'missed')");
+  const ran = readStoreIn(dir).ran();
   assert.equal(mostAtOnce(ran), 2, "two at once at most, and the cap was reached");
 });
 
@@ -154,34 +158,27 @@ jobs:
   const { spawnCli } = await import("./helpers.js");
   const blocker = spawnCli(["run", "blocker", "-c", cfg]);
   t.after(() => blocker.kill("SIGKILL"));
-  await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE job = 'blocker'").length === 1,
-    "blocker",
-  );
+  await waitFor(() => readStoreIn(dir).runs({ job: "blocker" }).length === 1, "blocker");
   const d = startDaemon(t, cfg);
   // One slot of each waits; their next ones are skipped (queue keeps one per job).
   await waitFor(
     () =>
-      rows(
-        dir,
-        "SELECT * FROM runs WHERE reason LIKE 'group one full (1 of 1 running) and a slot is already waiting'",
-      ).length >= 4,
+      readStoreIn(dir).runs({
+        reason: "group one full (1 of 1 running) and a slot is already waiting",
+      }).length >= 4,
     "later slots skipped behind the waiting ones",
   );
   writeFileSync(gate, "");
   assert.equal((await blocker.exited).code, 0);
   await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE job IN ('lo', 'hi') AND status = 'ok'").length >= 2,
+    () => readStoreIn(dir).runs({ job: ["lo", "hi"], status: "ok" }).length >= 2,
     "the waiting slots ran",
   );
   await stopDaemon(d);
-  const [first, second] = rows(
-    dir,
-    "SELECT * FROM runs WHERE job IN ('lo', 'hi') AND status NOT IN ('skipped', 'missed') ORDER BY id",
-  );
+  const [first, second] = readStoreIn(dir).ran({ job: ["lo", "hi"] });
   assert.equal(first.slot, second.slot, "the two waited for the same slot");
   assert.deepEqual([first.job, second.job], ["hi", "lo"]);
-  const end = rows(dir, "SELECT finished_at FROM runs WHERE job = 'blocker'")[0].finished_at;
+  const end = readStoreIn(dir).runs({ job: "blocker" })[0].finished_at;
   assert.ok(first.slot < end, "they waited for the blocker");
 });
 
@@ -294,23 +291,26 @@ jobs:
   // After the restart the catch-up of the slot missed while it was down waits for db too, and
   // later slots say so (`... and a slot is already waiting`).
   const heldBy = (id) =>
-    rows(
-      dir,
-      "SELECT * FROM runs WHERE job = 'b' AND reason LIKE ?",
-      `lock db held by a (run ${id})%`,
-    );
+    readStoreIn(dir)
+      .runs({ job: "b" })
+      .filter((r) => r.reason?.startsWith(`lock db held by a (run ${id})`));
   await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE job = 'a' AND pid IS NOT NULL").length === 1,
+    () =>
+      readStoreIn(dir)
+        .runs({ job: "a" })
+        .filter((r) => r.pid !== null).length === 1,
     "a running",
   );
-  const [run] = rows(dir, "SELECT * FROM runs WHERE job = 'a'");
+  const [run] = readStoreIn(dir).runs({ job: "a" });
   await killDaemon(d);
   const before = heldBy(run.id).length;
   d = startDaemon(t, cfg);
   await waitFor(() => heldBy(run.id).length >= before + 2, "b skipped for the adopted run's lock");
-  assert.equal(rows(dir, "SELECT status FROM runs WHERE id = ?", run.id)[0].status, "running");
+  assert.equal(readStoreIn(dir).runs({ id: run.id })[0].status, "running");
   assert.deepEqual(
-    rows(dir, "SELECT id FROM runs WHERE job = 'b' AND status NOT IN ('skipped', 'missed')"),
+    readStoreIn(dir)
+      .ran({ job: "b" })
+      .map((r) => ({ id: r.id })),
     [],
     "b never ran while a's run held db",
   );
