@@ -11,7 +11,7 @@ import {
   killDaemonAndSpawner,
   killGroup,
   killGroupsAfter,
-  rows,
+  readStoreIn,
   startDaemon,
   stopDaemon,
   tmpdir,
@@ -187,8 +187,8 @@ async function receiver(t, answer = () => 200) {
   return { got, url: `http://127.0.0.1:${server.address().port}` };
 }
 
-const count = (dir, sql, ...args) => rows(dir, sql, ...args)[0]?.n ?? 0;
-const heartbeat = (dir) => rows(dir, "SELECT heartbeat_at FROM daemon")[0]?.heartbeat_at ?? 0;
+const count = (dir, where) => readStoreIn(dir).runs(where).length;
+const heartbeat = (dir) => readStoreIn(dir).daemon()?.heartbeat_at ?? 0;
 
 /** Wait until the daemon has beaten `n` more times: level alerts are judged on each beat. */
 async function beats(dir, n) {
@@ -244,10 +244,7 @@ test("webhook: exactly one alert per transition (failed then recovered, late onc
   assert.equal(failed.job, "flip");
   assert.equal(failed.health, "failing");
   assert.equal(typeof failed.run_id, "number");
-  assert.equal(
-    rows(dir, "SELECT status FROM runs WHERE id = ?", failed.run_id)[0].status,
-    "failed",
-  );
+  assert.equal(readStoreIn(dir).runs({ id: failed.run_id })[0].status, "failed");
   assert.match(
     failed.message,
     new RegExp(`^flip failed: the last run failed \\(run ${failed.run_id}: failed, exit 1\\)$`),
@@ -269,11 +266,9 @@ test("webhook: exactly one alert per transition (failed then recovered, late onc
   assert.ok(!d.err.includes("secret"), "no token in the log");
 
   // The job keeps failing and stays late: no more alerts.
-  const after = count(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'flip' AND status = 'failed'");
+  const after = count(dir, { job: "flip", status: "failed" });
   await waitFor(
-    () =>
-      count(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'flip' AND status = 'failed'") >=
-      after + 3,
+    () => count(dir, { job: "flip", status: "failed" }) >= after + 3,
     "three more failed runs",
   );
   await beats(dir, 3);
@@ -283,14 +278,9 @@ test("webhook: exactly one alert per transition (failed then recovered, late onc
   // A restart remembers what was announced.
   await stopDaemon(d);
   d = startDaemon(t, cfg);
-  const restarted = count(
-    dir,
-    "SELECT COUNT(*) n FROM runs WHERE job = 'flip' AND status = 'failed'",
-  );
+  const restarted = count(dir, { job: "flip", status: "failed" });
   await waitFor(
-    () =>
-      count(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'flip' AND status = 'failed'") >=
-      restarted + 3,
+    () => count(dir, { job: "flip", status: "failed" }) >= restarted + 3,
     "failing on after the restart",
   );
   await beats(dir, 3);
@@ -342,14 +332,7 @@ test("command alert: `interrupted` once, with the event in env vars and JSON on 
   );
   const env = { DAEMON_SECRET: "s3cret" };
   let d = startDaemon(t, cfg, env);
-  const run = await waitFor(
-    () =>
-      rows(
-        dir,
-        "SELECT * FROM runs WHERE job = 'long' AND status = 'running' AND pid IS NOT NULL",
-      )[0],
-    "a running run",
-  );
+  const run = await waitFor(() => readStoreIn(dir).spawned({ job: "long" })[0], "a running run");
   killGroupsAfter(t, [run.pgid]);
   // The daemon (with its spawner) and the job die together: the next daemon finds the run dead
   // and records it interrupted.
@@ -377,7 +360,7 @@ test("command alert: `interrupted` once, with the event in env vars and JSON on 
   const json = JSON.parse(lines[3]);
   assert.equal(json.event, "interrupted");
   assert.equal(json.run_id, run.id);
-  assert.equal(rows(dir, "SELECT status FROM runs WHERE id = ?", run.id)[0].status, "interrupted");
+  assert.equal(readStoreIn(dir).runs({ id: run.id })[0].status, "interrupted");
   await beats(dir, 3);
   assert.equal(
     fs.readFileSync(logFile, "utf8").match(/^event=/gm).length,
@@ -418,11 +401,10 @@ test("pings: /start, success and /fail with the run's id; a hanging ping server 
   /** Pings of one run, by its rid. */
   const pingsOf = (rid) =>
     hc.got.filter((r) => new URL(r.url, hc.url).searchParams.get("rid") === rid);
-  const ridOf = (runId) =>
-    runUuid(stateDir, rows(dir, "SELECT id, started_at FROM runs WHERE id = ?", runId)[0]);
+  const ridOf = (runId) => runUuid(stateDir, readStoreIn(dir).runs({ id: runId })[0]);
 
   const ok = await waitFor(() => {
-    for (const r of rows(dir, "SELECT id FROM runs WHERE job = 'hc' AND status = 'ok'")) {
+    for (const r of readStoreIn(dir).runs({ job: "hc", status: "ok" })) {
       const got = pingsOf(ridOf(r.id)).map((p) => `${p.method} ${new URL(p.url, hc.url).pathname}`);
       if (got.length === 2) return { id: r.id, got };
     }
@@ -441,7 +423,7 @@ test("pings: /start, success and /fail with the run's id; a hanging ping server 
 
   fs.writeFileSync(path.join(dir, "broken"), "");
   const failed = await waitFor(() => {
-    for (const r of rows(dir, "SELECT id FROM runs WHERE job = 'hc' AND status = 'failed'")) {
+    for (const r of readStoreIn(dir).runs({ job: "hc", status: "failed" })) {
       const got = pingsOf(ridOf(r.id)).map((p) => `${p.method} ${new URL(p.url, hc.url).pathname}`);
       if (got.length === 2) return { id: r.id, got, pings: pingsOf(ridOf(r.id)) };
     }
@@ -452,7 +434,7 @@ test("pings: /start, success and /fail with the run's id; a hanging ping server 
 
   // Meanwhile the job whose ping server never answers ran on, every second.
   await waitFor(
-    () => count(dir, "SELECT COUNT(*) n FROM runs WHERE job = 'stalled' AND status = 'ok'") >= 3,
+    () => count(dir, { job: "stalled", status: "ok" }) >= 3,
     "stalled job keeps running",
   );
   const t0 = Date.now();

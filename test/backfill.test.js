@@ -11,7 +11,8 @@ import { parseIsoTime } from "../dist/schedule/zone.js";
 import {
   ROOT,
   cli,
-  rows,
+  readPgStore,
+  readStoreIn,
   spawnCli,
   startDaemon,
   stopDaemon,
@@ -164,11 +165,7 @@ test("backfill: --dry-run lists and runs nothing; --max refuses and runs nothing
   r = cli(["backfill", "fill", ...range]);
   assert.equal(r.code, 0);
   assert.match(r.stdout, /0 slot\(s\) to run .* 5 already ok.*: nothing to run/);
-  const hist = rows(
-    dir,
-    "SELECT slot, status, attempt, trigger FROM runs WHERE job = 'fill' AND slot = ? ORDER BY id",
-    T0 + 2 * H,
-  );
+  const hist = readStoreIn(dir).runs({ job: "fill", slot: T0 + 2 * H });
   assert.deepEqual(
     hist.map((h) => [h.status, h.attempt, h.trigger]),
     [
@@ -178,8 +175,8 @@ test("backfill: --dry-run lists and runs nothing; --max refuses and runs nothing
     ],
   );
   // The slots were claimed (a daemon's catch-up finds them taken) without moving the slot stamp.
-  assert.equal(rows(dir, "SELECT COUNT(*) n FROM slots WHERE job = 'fill'")[0].n, 5);
-  assert.equal(rows(dir, "SELECT scanned_to FROM jobs WHERE name = 'fill'")[0].scanned_to, null);
+  assert.equal(readStoreIn(dir).slots({ job: "fill" }).length, 5);
+  assert.equal(readStoreIn(dir).job("fill").scanned_to, null);
 
   // Bad usage: exit 2, with the flag named.
   r = cli(["backfill", "fill", "--from", "yesterday", "--to", "2026-01-01T04:00", "-c", cfg]);
@@ -219,7 +216,7 @@ test("backfill: SIGKILLed mid-range, run again, it resumes: no ok slot runs twic
   // 00:00 and 01:00 end ok; 02:00 has done its work, marked it, and waits: kill the backfill
   // now. (Killed between the work and its marker, the work would be done again: at least once.)
   await waitFor(
-    () => rows(dir, "SELECT 1 FROM markers WHERE job = 'fill' AND key = ?", `w-${slot(2)}`).length,
+    () => readStoreIn(dir).markers({ job: "fill", key: `w-${slot(2)}` }).length,
     "the third slot's marker",
     30_000,
   );
@@ -235,12 +232,7 @@ test("backfill: SIGKILLed mid-range, run again, it resumes: no ok slot runs twic
   assert.equal(r.code, 0, r.stdout + r.stderr);
   // 00:00 and 01:00 were ok: not run again. 02:00 (its run's supervisor died) and 03:00 run.
   assert.match(r.stdout, /2 slot\(s\) to run .* 2 already ok/);
-  const runsOf = (h) =>
-    rows(
-      dir,
-      "SELECT status, attempt FROM runs WHERE job = 'fill' AND slot = ? ORDER BY id",
-      T0 + h * H,
-    );
+  const runsOf = (h) => readStoreIn(dir).runs({ job: "fill", slot: T0 + h * H });
   assert.deepEqual(
     runsOf(0).map((x) => x.status),
     ["ok"],
@@ -263,11 +255,7 @@ test("backfill: SIGKILLed mid-range, run again, it resumes: no ok slot runs twic
   // Each slot's work was done once: the rerun of 02:00 found its marker.
   assert.deepEqual(lines(work), [slot(0), slot(1), slot(2), slot(3)]);
   assert.equal(
-    rows(
-      dir,
-      "SELECT markers_skipped FROM runs WHERE job = 'fill' AND slot = ? AND status = 'ok'",
-      T0 + 2 * H,
-    )[0].markers_skipped,
+    readStoreIn(dir).runs({ job: "fill", slot: T0 + 2 * H, status: "ok" })[0].markers_skipped,
     1,
   );
 });
@@ -295,12 +283,10 @@ test(
     r = cli(["backfill", "fill", ...range]);
     assert.equal(r.code, 0);
     assert.match(r.stdout, /nothing to run/);
-    const raw = await rawClient(url, t);
-    const got = await raw.query(
-      "SELECT slot, status, trigger FROM runs WHERE job = 'fill' ORDER BY slot",
-    );
+    const store = readPgStore(await rawClient(url, t));
+    const got = (await store.runs({ job: "fill" })).sort((a, b) => a.slot - b.slot);
     assert.deepEqual(
-      got.rows.map((x) => [Number(x.slot), x.status, x.trigger]),
+      got.map((x) => [x.slot, x.status, x.trigger]),
       [0, 1, 2].map((h) => [T0 + h * H, "ok", "backfill"]),
     );
     // A run of the job holds the lock: 75, and the slot stays free (no row, no claim).
@@ -320,11 +306,7 @@ test(
     ]);
     assert.equal(r.code, 75, r.stdout + r.stderr);
     assert.match(r.stderr, /fill is running: run \d+ .* holds the lock; nothing was started/);
-    const claims = await raw.query(
-      "SELECT count(*)::int AS n FROM slots WHERE job = 'fill' AND slot = $1",
-      [T0 + 3 * H],
-    );
-    assert.equal(claims.rows[0].n, 0);
+    assert.equal((await store.slots({ job: "fill", slot: T0 + 3 * H })).length, 0);
     fs.rmSync(path.join(dir, "hold"));
     assert.equal((await held.exited).code, 0);
     await stopDaemon(d);

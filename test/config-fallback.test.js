@@ -11,8 +11,8 @@ import { test } from "node:test";
 import Database from "better-sqlite3";
 import {
   cli,
-  query,
-  rows,
+  readStore,
+  readStoreIn,
   startDaemon,
   stopDaemon,
   tmpdir,
@@ -64,10 +64,7 @@ async function daemonOnGood(t) {
   const dir = tmpdir(t);
   const cfg = writeConfig(dir, GOOD);
   const d = startDaemon(t, cfg);
-  await waitFor(
-    () => rows(dir, "SELECT 1 FROM runs WHERE job = 'a' AND status = 'ok'").length > 0,
-    "a ran",
-  );
+  await waitFor(() => readStoreIn(dir).runs({ job: "a", status: "ok" }).length > 0, "a ran");
   return { dir, cfg, d };
 }
 
@@ -98,7 +95,7 @@ test("a broken config file: the readers work from the daemon's record and say so
     assert.equal(run(cfg, "reload").code, 2, what);
     d.kill("SIGHUP");
     await waitFor(
-      () => broken.error.test(rows(dir, "SELECT config_error FROM daemon")[0]?.config_error ?? ""),
+      () => broken.error.test(readStoreIn(dir).daemon()?.config_error ?? ""),
       `${what}: the refused reload recorded`,
     );
 
@@ -169,10 +166,7 @@ test("a broken config file: the readers work from the daemon's record and say so
 
     // The newest run that has ended (the newest run may have just started, its log still
     // empty; the oldest may be pruned at any end: keep_runs).
-    const [ended] = rows(
-      dir,
-      "SELECT id FROM runs WHERE job = 'a' AND status = 'ok' ORDER BY id DESC LIMIT 1",
-    );
+    const ended = readStoreIn(dir).runs({ job: "a", status: "ok" }).at(-1);
     const logs = run(cfg, "logs", "a", "--run", String(ended.id));
     assert.equal(logs.code, 0, `${what}: ${logs.stderr}`);
     assertNotice(logs, broken.error, `${what}: logs`);
@@ -234,11 +228,8 @@ test("a broken config file with no record (no store, a store without a daemon's 
   fs.writeFileSync(cfg, GOOD);
   const d = startDaemon(t, cfg);
   // A run ended: the daemon is past its start (and handles SIGTERM), its record written.
-  await waitFor(
-    () => rows(dir, "SELECT 1 FROM runs WHERE job = 'a' AND status = 'ok'").length,
-    "a ran",
-  );
-  assert.ok(rows(dir, "SELECT config_json FROM daemon")[0].config_json);
+  await waitFor(() => readStoreIn(dir).runs({ job: "a", status: "ok" }).length, "a ran");
+  assert.ok(readStoreIn(dir).daemon().config_json);
   await stopDaemon(d);
   const db = new Database(path.join(dir, ".cronvisor", "cronvisor.db"));
   db.prepare(
@@ -256,8 +247,8 @@ test("the record of a daemon that runs another config file is not used", async (
   const b = writeConfig(dir, `${text}  c: [unclosed\n`, "b.yaml");
   const d = startDaemon(t, a);
   const state = path.join(dir, "state");
-  await waitFor(() => query(state, "SELECT 1 FROM runs WHERE status = 'ok'").length, "a ran");
-  assert.ok(query(state, "SELECT config_json FROM daemon")[0].config_json);
+  await waitFor(() => readStore(state).runs({ status: "ok" }).length, "a ran");
+  assert.ok(readStore(state).daemon().config_json);
   assert.equal(run(a, "status").code, 0);
   for (const args of [["status"], ["status", "--json"], ["history"], ["next"]]) {
     const r = run(b, ...args);

@@ -9,7 +9,7 @@ import { test } from "node:test";
 import {
   BIN,
   cli,
-  rows,
+  readStoreIn,
   startDaemon,
   stopDaemon,
   tmpdir,
@@ -66,7 +66,9 @@ test("why: ran, skipped by overlap, paused, not_a_slot, not_due, a bad TIME, an 
   // ran: a tick run that wrote its marker.
   const ran = await waitFor(
     () =>
-      rows(dir, "SELECT * FROM runs WHERE job = 'tick' AND status = 'ok' AND markers_new = 1")[0],
+      readStoreIn(dir)
+        .runs({ job: "tick", status: "ok" })
+        .find((r) => r.markers_new === 1),
     "a tick run with its marker",
   );
   const w = whyJson(cfg, "tick", "--at", iso(ran.slot));
@@ -106,7 +108,7 @@ test("why: ran, skipped by overlap, paused, not_a_slot, not_due, a bad TIME, an 
 
   // skipped by overlap: the run holding the lock is named.
   const skip = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE job = 'slow' AND status = 'skipped'")[0],
+    () => readStoreIn(dir).runs({ job: "slow", status: "skipped" })[0],
     "an overlap-skipped slot",
   );
   const s = whyJson(cfg, "slow", "--at", iso(skip.slot));
@@ -124,11 +126,7 @@ test("why: ran, skipped by overlap, paused, not_a_slot, not_due, a bad TIME, an 
   // paused by `cronvisor pause`: by which command, and since when.
   assert.equal(cli(["pause", "held", "-c", cfg]).code, 0);
   const paused = await waitFor(
-    () =>
-      rows(
-        dir,
-        "SELECT * FROM runs WHERE job = 'held' AND status = 'skipped' AND reason = 'paused'",
-      )[0],
+    () => readStoreIn(dir).runs({ job: "held", status: "skipped", reason: "paused" })[0],
     "a slot skipped while paused",
   );
   const p = whyJson(cfg, "held", "--at", iso(paused.slot));
@@ -183,12 +181,9 @@ test("why: a slot missed while the daemon was down names the catch-up run; works
   const dir = tmpdir(t);
   const cfg = config(dir);
   const d1 = startDaemon(t, cfg);
-  await waitFor(
-    () => rows(dir, "SELECT id FROM runs WHERE job = 'tick' AND status = 'ok'")[0],
-    "a first tick run",
-  );
+  await waitFor(() => readStoreIn(dir).runs({ job: "tick", status: "ok" })[0], "a first tick run");
   await stopDaemon(d1);
-  const stoppedAt = rows(dir, "SELECT stopped_at FROM daemon")[0].stopped_at;
+  const stoppedAt = readStoreIn(dir).daemon().stopped_at;
 
   // While the daemon is down, a slot that passed is missed, not yet recorded.
   await waitFor(() => Date.now() > stoppedAt + 1500, "a slot to pass with the daemon down");
@@ -203,17 +198,12 @@ test("why: a slot missed while the daemon was down names the catch-up run; works
   await waitFor(() => Date.now() > stoppedAt + 3000, "three slots to pass with the daemon down");
   const d2 = startDaemon(t, cfg);
   const catchUp = await waitFor(
-    () =>
-      rows(
-        dir,
-        "SELECT * FROM runs WHERE job = 'tick' AND trigger = 'catchup' AND status = 'ok'",
-      )[0],
+    () => readStoreIn(dir).runs({ job: "tick", trigger: "catchup", status: "ok" })[0],
     "the catch-up run",
   );
-  const missed = rows(
-    dir,
-    "SELECT * FROM runs WHERE job = 'tick' AND status = 'missed' ORDER BY slot",
-  );
+  const missed = readStoreIn(dir)
+    .runs({ job: "tick", status: "missed" })
+    .sort((a, b) => a.slot - b.slot);
   assert.ok(missed.length >= 1, "slots recorded missed");
   const m = whyJson(cfg, "tick", "--at", iso(missed[0].slot));
   assert.equal(m.disposition, "missed");
