@@ -6,30 +6,25 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import {
-  BIN,
-  ROOT,
-  cli,
-  query,
-  startDaemon,
-  tmpdir,
-  waitFor,
-  writeConfig,
-  readStore,
-} from "./helpers.js";
+import { BIN, ROOT, cli, startDaemon, tmpdir, waitFor, writeConfig, readStore } from "./helpers.js";
 
 const FIXTURES = path.join(ROOT, "test", "fixtures", "faults");
 
+/** Each row of `rows` with only the fields `cols`. */
+const pick = (rows, ...cols) => rows.map((r) => Object.fromEntries(cols.map((c) => [c, r[c]])));
+
 /** What marker commands may write: markers, claims, attempts, and counts on runs. */
 function markerState(stateDir) {
+  const s = readStore(stateDir);
   return {
-    markers: query(stateDir, "SELECT job, key FROM markers ORDER BY key"),
-    claims: query(stateDir, "SELECT job, key FROM claims"),
-    attempts: query(stateDir, "SELECT job, key, count FROM attempts"),
-    runs: query(
-      stateDir,
-      "SELECT id, markers_new, markers_skipped, progress_count FROM runs ORDER BY id",
+    markers: pick(
+      s.markers().sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)),
+      "job",
+      "key",
     ),
+    claims: pick(s.claims(), "job", "key"),
+    attempts: pick(s.attempts(), "job", "key", "count"),
+    runs: pick(s.runs(), "id", "markers_new", "markers_skipped", "progress_count"),
   };
 }
 
@@ -227,11 +222,7 @@ test("an env_file that cannot be read (a directory, a missing file, a bad line):
     badline: (id) => `spawn failed: ${badEnv}:3: expected KEY=value (job: badline, run: ${id})`,
   };
   for (const j of broken) {
-    const runs = query(
-      state,
-      "SELECT * FROM runs WHERE job = ? AND status != 'running' ORDER BY id",
-      j,
-    );
+    const runs = readStore(state).ended({ job: j });
     for (const r of runs) {
       assert.equal(r.status, "spawn_failed");
       assert.equal(r.reason, reasons[j](r.id));
@@ -270,11 +261,7 @@ test("an env_file that cannot be read (a directory, a missing file, a bad line):
   d.kill("SIGTERM");
   assert.equal((await d.exited).code, 0, d.err);
   for (const j of [...broken, "fine"]) {
-    const dup = query(
-      state,
-      "SELECT slot FROM runs WHERE job = ? AND trigger = 'schedule' GROUP BY slot HAVING COUNT(*) > 1",
-      j,
-    );
+    const dup = readStore(state).doubled({ job: j, trigger: "schedule" });
     assert.deepEqual(dup, [], `${j}: no slot twice`);
   }
 });

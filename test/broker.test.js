@@ -10,7 +10,6 @@ import { test } from "node:test";
 import {
   ROOT,
   cli,
-  query,
   reserveManualRun,
   runAs,
   startDaemon,
@@ -250,7 +249,7 @@ jobs:
     assert.equal(run.markers_new, 3);
     assert.equal(run.progress_msg, "lib");
   }
-  assert.equal(query(state, "SELECT * FROM markers WHERE job = 'other'").length, 0);
+  assert.equal(readStore(state).markers({ job: "other" }).length, 0);
   await stopDaemon(d);
 });
 
@@ -361,13 +360,13 @@ jobs:
   const [huge] = await raw(sock, "x".repeat(2 << 20), hugeSocket);
   if (huge) assert.deepEqual([huge.ok, huge.code], [false, 2]);
   else assert.match(String(hugeSocket.error?.code), /^(EPIPE|ECONNRESET)$/, "closed by the broker");
-  assert.equal(query(state, "SELECT * FROM markers WHERE job = 'b'").length, 0);
-  assert.equal(query(state, "SELECT * FROM markers WHERE key = 'x'").length, 0);
+  assert.equal(readStore(state).markers({ job: "b" }).length, 0);
+  assert.equal(readStore(state).markers({ key: "x" }).length, 0);
   // The daemon and its broker still serve the run.
   fs.writeFileSync(path.join(out, "go"), "");
   await waitFor(() => fs.existsSync(path.join(out, "after")), "the mark after the attacks");
   assert.equal(fs.readFileSync(path.join(out, "after"), "utf8").trim(), "0");
-  assert.equal(query(state, "SELECT * FROM markers WHERE job = 'a' AND key = 'after'").length, 1);
+  assert.equal(readStore(state).markers({ job: "a", key: "after" }).length, 1);
   assert.equal(d.exitCode, null, d.err);
   await stopDaemon(d);
   assert.equal(fs.existsSync(sock), false, "the socket is removed at stop");
@@ -408,7 +407,7 @@ jobs:
       // ended already
     }
   });
-  const before = query(state, "SELECT last_progress_at FROM jobs WHERE name = 'a'")[0];
+  const before = readStore(state).job("a")?.last_progress_at;
   fs.writeFileSync(path.join(out, "go"), "");
   await waitFor(() => fs.existsSync(path.join(out, "late")), "the straggler's calls", 60_000);
   const err = fs.readFileSync(path.join(out, "late.err"), "utf8");
@@ -418,10 +417,10 @@ jobs:
     err,
   );
   assert.match(err, /refused/);
-  assert.deepEqual(query(state, "SELECT last_progress_at FROM jobs WHERE name = 'a'")[0], before);
+  assert.deepEqual(readStore(state).job("a")?.last_progress_at, before);
   const after = readStore(state).runs({ id: run.id })[0];
   assert.equal(after.progress_count, run.progress_count);
-  assert.equal(query(state, "SELECT * FROM markers").length, 0);
+  assert.equal(readStore(state).markers().length, 0);
   await stopDaemon(d);
 });
 
@@ -553,10 +552,7 @@ jobs:
     fs.readFileSync(path.join(out, "err"), "utf8"),
   );
   assert.equal(storeConnections(d.pid, stateDir), 2, "the store thread's connection too");
-  assert.deepEqual(
-    query(stateDir, "SELECT key FROM markers").map((k) => k.key),
-    ["k"],
-  );
+  assert.deepEqual(readStore(stateDir).markerKeys(), ["k"]);
   fs.writeFileSync(`${go}.stop`, "");
   await waitFor(() => done(path.join(out, "r")), "the job's end");
   await stopDaemon(d);

@@ -12,7 +12,7 @@ import {
   ROOT,
   cleanEnv,
   cli,
-  rows,
+  readStoreIn,
   startDaemon,
   tmpdir,
   waitFor,
@@ -71,10 +71,7 @@ test("two writers at once: manual runs racing scheduled ticks never overlap and 
     `heartbeat: 1s\njobs:\n  w:\n    schedule: "* * * * * *"\n    command: sleep 0.3\n`,
   );
   const d = startDaemon(t, cfg);
-  await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'").length >= 1,
-    "a scheduled run",
-  );
+  await waitFor(() => readStoreIn(dir).runs({ status: "ok" }).length >= 1, "a scheduled run");
   const codes = await Promise.all(
     Array.from(
       { length: 12 },
@@ -95,22 +92,35 @@ test("two writers at once: manual runs racing scheduled ticks never overlap and 
     `exit codes ${codes}`,
   );
   assert.ok(codes.includes(75), "some manual runs found the lock held");
-  const runs = rows(dir, "SELECT * FROM runs WHERE status IN ('ok', 'killed') ORDER BY started_at");
+  const runs = readStoreIn(dir)
+    .runs({ status: ["ok", "killed"] })
+    .sort((a, b) => a.started_at - b.started_at);
   for (let i = 1; i < runs.length; i++) {
     assert.ok(
       runs[i].started_at >= runs[i - 1].finished_at,
       `run ${runs[i].id} started before run ${runs[i - 1].id} ended: ${JSON.stringify(
-        rows(
-          dir,
-          "SELECT id, trigger, status, reason, started_at, finished_at, pid, pgid, owner_pid FROM runs WHERE id BETWEEN ? AND ?",
-          runs[i - 1].id - 1,
-          runs[i].id + 1,
-        ),
+        readStoreIn(dir)
+          .runs()
+          .filter((r) => r.id >= runs[i - 1].id - 1 && r.id <= runs[i].id + 1)
+          .map(
+            ({ id, trigger, status, reason, started_at, finished_at, pid, pgid, owner_pid }) => ({
+              id,
+              trigger,
+              status,
+              reason,
+              started_at,
+              finished_at,
+              pid,
+              pgid,
+              owner_pid,
+            }),
+          ),
       )}`,
     );
   }
   assert.deepEqual(
-    rows(dir, "SELECT slot FROM runs WHERE slot IS NOT NULL GROUP BY slot HAVING COUNT(*) > 1"),
+    // One job: its slots doubled are the store's.
+    readStoreIn(dir).doubled(),
     [],
   );
 });
