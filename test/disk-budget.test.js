@@ -14,7 +14,7 @@ import {
   freePort,
   mountTmpfs,
   request,
-  rows,
+  readStoreIn,
   startDaemon,
   statusJson,
   stopDaemon,
@@ -104,19 +104,13 @@ jobs:
   const logs = path.join(dir, ".cronvisor", "logs");
   const d = startDaemon(t, cfg);
   await waitFor(
-    () => rows(dir, "SELECT 1 FROM runs WHERE job = 'chatty' AND status = 'ok'").length >= 10,
+    () => readStoreIn(dir).runs({ job: "chatty", status: "ok" }).length >= 10,
     "10 chatty runs",
     40_000,
   );
-  const [long] = rows(
-    dir,
-    "SELECT id, status, log_path FROM runs WHERE job = 'long' ORDER BY id LIMIT 1",
-  );
+  const [long] = readStoreIn(dir).runs({ job: "long" });
   assert.equal(long.status, "running");
-  const chatty = rows(
-    dir,
-    "SELECT id, log_path FROM runs WHERE job = 'chatty' AND status = 'ok' ORDER BY id",
-  );
+  const chatty = readStoreIn(dir).runs({ job: "chatty", status: "ok" });
   const kept = chatty.filter((r) => fs.existsSync(r.log_path)).map((r) => r.id);
   const gone = chatty.filter((r) => !fs.existsSync(r.log_path)).map((r) => r.id);
   assert.ok(gone.length >= 3, `some logs were removed: kept ${kept}, gone ${gone}`);

@@ -88,26 +88,24 @@ test("a state dir that fills up (tmpfs): the daemon stays up, status turns CRITI
   const freedAt = Date.now();
   await waitFor(() => statusJson(cfg).daemon.state === "running", "status: running", 15_000, 200);
   const after = await waitFor(() => {
-    const r = query(
-      state,
-      "SELECT * FROM runs WHERE status = 'ok' AND started_at > ? ORDER BY id",
-      freedAt,
-    );
+    const r = readStore(state)
+      .runs({ status: "ok" })
+      .filter((x) => x.started_at > freedAt);
     return r.length >= 2 ? r : null;
   }, "runs after space returned");
   for (const r of after)
     assert.equal(fs.readFileSync(r.log_path, "utf8"), `tick ${new Date(r.slot).toISOString()}\n`);
   await stopDaemon(d);
   assert.deepEqual(
-    query(state, "SELECT id, status FROM runs WHERE status = 'running'"),
+    readStore(state)
+      .runs({ status: "running" })
+      .map(({ id, status }) => ({ id, status })),
     [],
     "every run's end recorded",
   );
   assert.deepEqual(query(state, "PRAGMA integrity_check"), [{ integrity_check: "ok" }]);
-  const dup = query(
-    state,
-    "SELECT slot, COUNT(*) n FROM runs WHERE trigger = 'schedule' GROUP BY slot HAVING n > 1",
-  );
+  // One job: its slots doubled are the store's.
+  const dup = readStore(state).doubled({ trigger: "schedule" });
   assert.deepEqual(dup, []);
 });
 
@@ -134,7 +132,7 @@ test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays 
   );
   const d = startDaemon(t, cfg, {}, { wrapper: ["prlimit", "--nofile=64:64", "--"] });
   await waitFor(
-    () => query(state, "SELECT COUNT(*) n FROM runs WHERE status = 'spawn_failed'")[0].n >= 5,
+    () => readStore(state).runs({ status: "spawn_failed" }).length >= 5,
     "spawn failures",
     30_000,
     100,
@@ -156,12 +154,11 @@ test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays 
     () =>
       active.every(
         (j) =>
-          query(
-            state,
-            "SELECT status FROM runs WHERE job = ? AND started_at > ? AND status NOT IN ('running', 'skipped') ORDER BY id DESC LIMIT 3",
-            j,
-            pausedAt + 1000,
-          ).filter((r) => r.status === "ok").length === 3,
+          readStore(state)
+            .ended({ job: j })
+            .filter((r) => r.started_at > pausedAt + 1000 && r.status !== "skipped")
+            .slice(-3)
+            .filter((r) => r.status === "ok").length === 3,
       ),
     "three ok runs in a row of every active job",
     30_000,
@@ -177,29 +174,22 @@ test("EMFILE: 30 per-second jobs under prlimit --nofile=64 — the daemon stays 
       new RegExp(`^spawn failed: EMFILE .*\\(job: ${r.job}, run: ${r.id}\\)$`),
     );
   }
-  t.diagnostic(
-    JSON.stringify(
-      query(
-        state,
-        "SELECT status, COUNT(*) n, SUM(started_at > ?) after_pause FROM runs GROUP BY status",
-        pausedAt + 1000,
-      ),
-    ),
-  );
+  const byStatus = new Map();
+  for (const r of readStore(state).runs()) {
+    const g = byStatus.get(r.status) ?? { status: r.status, n: 0, after_pause: 0 };
+    g.n++;
+    if (r.started_at > pausedAt + 1000) g.after_pause++;
+    byStatus.set(r.status, g);
+  }
+  t.diagnostic(JSON.stringify([...byStatus.values()]));
   assert.equal(
-    query(
-      state,
-      "SELECT COUNT(*) n FROM runs WHERE status = 'spawn_failed' AND started_at > ?",
-      pausedAt + 1000,
-    )[0].n,
+    readStore(state)
+      .runs({ status: "spawn_failed" })
+      .filter((r) => r.started_at > pausedAt + 1000).length,
     0,
     "no spawn failure once the burst is over",
   );
-  assert.equal(
-    query(state, "SELECT COUNT(*) n FROM runs WHERE status = 'running'")[0].n,
-    0,
-    "every run's end recorded",
-  );
+  assert.equal(readStore(state).runs({ status: "running" }).length, 0, "every run's end recorded");
   for (const j of jobs) assertEverySlotOnce(state, j);
   assert.doesNotMatch(d.err, /error handling slot/, "the store kept every disposition");
 });

@@ -11,7 +11,6 @@ import {
   killDaemon,
   killGroup,
   mountTmpfs,
-  query,
   spawnCli,
   tmpdir,
   waitFor,
@@ -62,19 +61,17 @@ test("a run that ends while the state dir is full is recorded once space returns
   assert.equal(ended.exit_code, 0);
   await waitFor(
     () =>
-      query(
-        state,
-        "SELECT * FROM runs WHERE status = 'ok' AND id > ? AND started_at > ?",
-        run.id,
-        freedAt,
-      ).length >= 2,
+      readStore(state)
+        .runs({ status: "ok" })
+        .filter((r) => r.id > run.id && r.started_at > freedAt).length >= 2,
     "the job runs again",
   );
   d.kill("SIGTERM");
   assert.equal((await d.exited).code, 0);
-  const slots = query(state, "SELECT slot FROM runs WHERE trigger = 'schedule' ORDER BY slot").map(
-    (r) => r.slot,
-  );
+  const slots = readStore(state)
+    .runs({ trigger: "schedule" })
+    .map((r) => r.slot)
+    .sort((a, b) => a - b);
   const gaps = [];
   for (let i = 1; i < slots.length; i++)
     if (slots[i] - slots[i - 1] !== 1000) gaps.push(new Date(slots[i - 1]).toISOString());

@@ -8,7 +8,7 @@ import path from "node:path";
 import { test } from "node:test";
 import {
   cli,
-  query,
+  readStore,
   runAs,
   startDaemon,
   stopDaemon,
@@ -85,7 +85,9 @@ test(
     const d = startDaemon(t, s.cfg);
     const run = await waitFor(
       () =>
-        query(s.state, "SELECT * FROM runs WHERE trigger != 'manual' AND status != 'running'")[0],
+        readStore(s.state)
+          .ended()
+          .find((r) => r.trigger !== "manual"),
       "the daemon's run of peek",
     );
     await stopDaemon(d);

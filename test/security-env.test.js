@@ -10,7 +10,6 @@ import path from "node:path";
 import { test } from "node:test";
 import {
   cli,
-  query,
   startDaemon,
   stopDaemon,
   testUser,
@@ -144,11 +143,7 @@ test("root: the root processes of a user: job's run carry none of the job's envi
   const state = path.join(s.dir, ".cronvisor");
   // The job may be ready before its pid is recorded (one transaction after the tick's spawns).
   const run = await waitFor(
-    () =>
-      query(
-        state,
-        "SELECT * FROM runs WHERE job = 'app' AND status = 'running' AND pid IS NOT NULL",
-      )[0],
+    () => readStore(state).spawned({ job: "app" })[0],
     "the run's pid recorded",
   );
   // Every process of the run's group that runs as root, and the run's parent (the daemon's

@@ -12,7 +12,7 @@ import { describe, test } from "node:test";
 import {
   cli,
   killDaemon,
-  query,
+  readStore,
   startDaemon as start,
   stopDaemon,
   tmpdir,
@@ -84,19 +84,22 @@ ${victimExtra}  other:
  * Runs that tried to start and have ended: not `skipped` or `missed` (a slot disposition, no log
  * opened; on a loaded machine a run may outlast its second and skip the next slot).
  */
-const RAN = "status NOT IN ('running', 'skipped', 'missed')";
+const ended = (r) => !["running", "skipped", "missed"].includes(r.status);
 
-const runsOf = (state, job, where = "1") =>
-  query(state, `SELECT * FROM runs WHERE job = ? AND (${where}) ORDER BY id`, job);
+/** The runs of `job` that `keep`, oldest first. */
+const runsOf = (state, job, keep = () => true) => readStore(state).runs({ job }).filter(keep);
 
-const beatAt = (state) => query(state, "SELECT heartbeat_at FROM daemon")[0]?.heartbeat_at ?? 0;
+/** The id of the newest run, or null. */
+const lastId = (state) => readStore(state).runs().at(-1)?.id ?? null;
+
+const beatAt = (state) => readStore(state).daemon()?.heartbeat_at ?? 0;
 
 /** The daemon keeps beating and keeps running `other` after `sinceId`; status and history work. */
 async function stillServing(d, state, cfg, sinceId) {
   const beat = beatAt(state);
   await waitFor(() => beatAt(state) > beat, "a heartbeat after the attack", DEADLINE);
   await waitFor(
-    () => runsOf(state, "other", `status = 'ok' AND id > ${sinceId}`).length >= 2,
+    () => runsOf(state, "other", (r) => r.status === "ok" && r.id > sinceId).length >= 2,
     "`other` to keep running",
     DEADLINE,
   );
@@ -149,12 +152,12 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       const state = path.join(dir, ".cronvisor");
       const d = startDaemon(cfg);
       await waitFor(
-        () => runsOf(state, "victim", "status = 'ok'").length >= 1,
+        () => runsOf(state, "victim", (r) => r.status === "ok").length >= 1,
         "a victim run",
         DEADLINE,
       );
       // The next ids (both jobs take them, two a second): a link at each of the next 6.
-      const max = query(state, "SELECT MAX(id) id FROM runs")[0].id;
+      const max = lastId(state);
       const planted = [];
       for (let id = max + 2; id <= max + 7; id++) {
         const link = path.join(state, "logs", "victim", `${id}.log`);
@@ -163,18 +166,18 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       }
       const last = planted.at(-1);
       const failed = await waitFor(
-        () => runsOf(state, "victim", `id BETWEEN ${max + 2} AND ${last} AND ${RAN}`)[0],
+        () => runsOf(state, "victim", (r) => r.id >= max + 2 && r.id <= last && ended(r))[0],
         "a victim run at a planted id",
         DEADLINE,
       );
       assert.deepEqual(t0.snapshot(), t0.before, "the run's log was not opened through the link");
       assert.equal(failed.status, "spawn_failed", JSON.stringify(failed));
       await waitFor(
-        () => runsOf(state, "victim", `status = 'ok' AND id > ${last}`).length >= 1,
+        () => runsOf(state, "victim", (r) => r.status === "ok" && r.id > last).length >= 1,
         "a victim run after the planted ids",
         DEADLINE,
       );
-      for (const r of runsOf(state, "victim", `id > ${max} AND ${RAN}`)) {
+      for (const r of runsOf(state, "victim", (r) => r.id > max && ended(r))) {
         if (planted.includes(r.id)) {
           assert.equal(r.status, "spawn_failed", `run ${r.id} met a link: ${JSON.stringify(r)}`);
           assert.match(r.reason, /^spawn failed: ELOOP /, `run ${r.id}`);
@@ -207,12 +210,12 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       const d = startDaemon(cfg);
       // Without its env_file every victim run fails to spawn, and says so in its log.
       const first = await waitFor(
-        () => runsOf(state, "victim", "status = 'spawn_failed'")[0],
+        () => runsOf(state, "victim", (r) => r.status === "spawn_failed")[0],
         "a victim run without its env_file",
         DEADLINE,
       );
       assert.match(fs.readFileSync(first.log_path, "utf8"), /spawn failed/);
-      const max = query(state, "SELECT MAX(id) id FROM runs")[0].id;
+      const max = lastId(state);
       const planted = [];
       for (let id = max + 2; id <= max + 7; id++) {
         fs.symlinkSync(t0.file, path.join(state, "logs", "victim", `${id}.log`));
@@ -220,11 +223,12 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       }
       const last = planted.at(-1);
       await waitFor(
-        () => runsOf(state, "victim", `status = 'spawn_failed' AND id > ${last}`).length >= 1,
+        () =>
+          runsOf(state, "victim", (r) => r.status === "spawn_failed" && r.id > last).length >= 1,
         "victim runs past the planted ids",
         DEADLINE,
       );
-      const met = runsOf(state, "victim", `id BETWEEN ${max + 2} AND ${last} AND ${RAN}`);
+      const met = runsOf(state, "victim", (r) => r.id >= max + 2 && r.id <= last && ended(r));
       assert.ok(met.length >= 1, "some victim runs met a link");
       for (const r of met) {
         assert.equal(r.status, "spawn_failed", JSON.stringify(r));
@@ -250,7 +254,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       const state = path.join(dir, ".cronvisor");
       const d = startDaemon(cfg);
       const run = await waitFor(
-        () => runsOf(state, "victim", "status = 'running' AND pid IS NOT NULL")[0],
+        () => readStore(state).spawned({ job: "victim" })[0],
         "a running victim run",
         DEADLINE,
       );
@@ -260,7 +264,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       fs.symlinkSync(t0.file, exitFile);
       fs.writeFileSync(go, "");
       const ended = await waitFor(
-        () => runsOf(state, "victim", `id = ${run.id} AND status != 'running'`)[0],
+        () => readStore(state).ended({ job: "victim", id: run.id })[0],
         "the victim run's end",
         DEADLINE,
       );
@@ -277,8 +281,11 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       // The victim's later runs (go exists now) end the same way, each on its own exit file.
       await waitFor(
         () =>
-          runsOf(state, "victim", `id > ${run.id} AND status = 'failed' AND exit_code = 7`)
-            .length >= 1,
+          runsOf(
+            state,
+            "victim",
+            (r) => r.id > run.id && r.status === "failed" && r.exit_code === 7,
+          ).length >= 1,
         "a later victim run",
         DEADLINE,
       );
@@ -300,7 +307,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       await waitFor(() => fs.existsSync(heartbeat), "the heartbeat file", DEADLINE);
       fs.rmSync(heartbeat);
       fs.symlinkSync(t0.file, heartbeat);
-      const since = query(state, "SELECT MAX(id) id FROM runs")[0]?.id ?? 0;
+      const since = lastId(state) ?? 0;
       // Three beats later (1 s apart): each one met the link.
       const beat = beatAt(state);
       await waitFor(
@@ -312,7 +319,7 @@ describe("links planted in the state dir of a root daemon", { concurrency: true 
       const check = cli(["status", "-c", cfg, "--check"]);
       assert.notEqual(check.code, 2, `the daemon is not CRITICAL: ${check.stdout}${check.stderr}`);
       await waitFor(
-        () => runsOf(state, "victim", `status = 'ok' AND id > ${since}`).length >= 2,
+        () => runsOf(state, "victim", (r) => r.status === "ok" && r.id > since).length >= 2,
         "victim runs go on",
         DEADLINE,
       );

@@ -10,7 +10,7 @@ import { startRun } from "../dist/run/runner.js";
 import {
   cli,
   freePort,
-  query,
+  readStore,
   request,
   startDaemon,
   tmpdir,
@@ -161,10 +161,7 @@ test(
       make();
       const r = cli(["run", "victim", "-c", cfg]);
       assert.notEqual(r.code, 0, what);
-      const row = query(
-        stateDir,
-        "SELECT * FROM runs WHERE job = 'victim' ORDER BY id DESC LIMIT 1",
-      )[0];
+      const row = readStore(stateDir).runs({ job: "victim" }).at(-1);
       assert.equal(row.status, "spawn_failed", what);
       assert.match(row.reason, reason, what);
       assert.doesNotMatch(row.reason, /\$6\$|daemon-secret-canary/, what);

@@ -18,7 +18,7 @@ import {
   ROOT,
   cleanEnv,
   killGroupsAfter,
-  rows,
+  readStoreIn,
   startDaemon,
   stopDaemon,
   tmpdir,
@@ -195,10 +195,7 @@ test("KillMode=process, the daemon crashes: its run lives on, the restarted daem
     `heartbeat: 1s\njobs:\n  long:\n    schedule: "* * * * * *"\n    command: "sh -c 'while [ ! -e ${flag} ]; do sleep 0.1; done' && echo $CRONVISOR_RUN_ID >> ${done}"\n`,
   );
   let d = startAsUnit(t, cfg);
-  const first = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
-    "a running run",
-  );
+  const first = await waitFor(() => readStoreIn(dir).spawned()[0], "a running run");
   killGroupsAfter(t, [first.pgid]);
   await waitFor(() => settled(first.pgid).length >= 2, "the job and its child");
   const members = settled(first.pgid);
@@ -211,7 +208,7 @@ test("KillMode=process, the daemon crashes: its run lives on, the restarted daem
   await waitFor(() => d.err.includes(`adopted run ${first.id} of long`), "the run adopted");
   fs.writeFileSync(flag, "");
   const ended = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status != 'running'", first.id)[0],
+    () => readStoreIn(dir).ended({ id: first.id })[0],
     "the adopted run's end recorded",
   );
   assert.equal(ended.status, "ok", JSON.stringify(ended));
@@ -220,12 +217,10 @@ test("KillMode=process, the daemon crashes: its run lives on, the restarted daem
   const ran = fs.readFileSync(done, "utf8").split("\n");
   assert.equal(ran.filter((id) => id === String(first.id)).length, 1, "it finished once");
   assert.deepEqual(
-    rows(
-      dir,
-      "SELECT id FROM runs WHERE job = 'long' AND status NOT IN ('skipped', 'missed') AND id != ? AND started_at < ?",
-      first.id,
-      ended.finished_at,
-    ),
+    readStoreIn(dir)
+      .ran({ job: "long" })
+      .filter((r) => r.id !== first.id && r.started_at < ended.finished_at)
+      .map((r) => ({ id: r.id })),
     [],
     "no second copy while it ran",
   );
@@ -281,7 +276,7 @@ for (const adopted of [false, true]) {
     const { cfg, ready } = stopJobs(dir);
     let d = startAsUnit(t, cfg);
     const running = await waitFor(() => {
-      const r = rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL");
+      const r = readStoreIn(dir).spawned();
       return r.length === 3 && ready() ? r : null;
     }, "three runs with their traps set");
     killGroupsAfter(
@@ -308,9 +303,9 @@ for (const adopted of [false, true]) {
     assert.equal(fs.readFileSync(`${dir}/polite.term`, "utf8"), "TERM\n");
     assert.equal(fs.readFileSync(`${dir}/stubborn.term`, "utf8"), "TERM\n", "TERM came first");
     const after = Object.fromEntries(
-      rows(dir, `SELECT * FROM runs WHERE id IN (${running.map((r) => r.id).join(",")})`).map(
-        (r) => [r.job, r],
-      ),
+      readStoreIn(dir)
+        .runs({ id: running.map((r) => r.id) })
+        .map((r) => [r.job, r]),
     );
     for (const job of ["polite", "stubborn", "kids"]) {
       assert.equal(after[job].status, "killed", `${job}: ${JSON.stringify(after[job])}`);
@@ -324,7 +319,7 @@ for (const adopted of [false, true]) {
     for (const r of running) {
       assert.deepEqual(groupMembers(r.pgid), [], `nothing left of ${r.job}'s group`);
     }
-    assert.equal(rows(dir, "SELECT COUNT(*) n FROM runs WHERE status = 'running'")[0].n, 0);
+    assert.equal(readStoreIn(dir).runs({ status: "running" }).length, 0);
   });
 }
 
