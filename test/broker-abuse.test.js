@@ -15,7 +15,6 @@ import { after, test } from "node:test";
 import {
   ROOT,
   cli,
-  query,
   runAs,
   startDaemon,
   stopDaemon,
@@ -259,7 +258,7 @@ async function underAttack(t, v, user, args, prefix) {
     const keys = await marksSucceed(v, prefix, 3);
     await waitFor(() => beatAt(v.state) > started + 1000, "a heartbeat during the attack", 5000);
     await a.kill();
-    const stored = query(v.state, "SELECT key FROM markers WHERE job = 'victim'").map((r) => r.key);
+    const stored = readStore(v.state).markerKeys("victim");
     for (const k of keys) assert.ok(stored.includes(k), `${k} is in the store`);
   });
   assert.ok(
@@ -439,7 +438,9 @@ test(
     const keys = Array.from({ length: 3000 }, (_, i) => `many-${i}`);
     const r = await v.mark(keys);
     assert.equal(r.code, 0, r.err);
-    const n = query(v.state, "SELECT count(*) AS n FROM markers WHERE key LIKE 'many-%'")[0].n;
+    const n = readStore(v.state)
+      .markers()
+      .filter((m) => m.key.startsWith("many-")).length;
     assert.equal(n, 3000);
   },
 );

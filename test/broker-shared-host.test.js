@@ -12,7 +12,6 @@ import net from "node:net";
 import path from "node:path";
 import { after, test } from "node:test";
 import {
-  query,
   startDaemon,
   stopDaemon,
   testUser,
@@ -20,6 +19,7 @@ import {
   userCli,
   waitFor,
   writeConfig,
+  readStore,
 } from "./helpers.js";
 import { needs, needsNow } from "./needs.js";
 
@@ -221,7 +221,7 @@ async function victimMarks(s, prefix, count) {
     assert.equal(r.code, 0, `mark ${prefix}-${i}: ${r.err}`);
     times.push(r.ms);
   }
-  const stored = query(s.state, "SELECT key FROM markers WHERE job = 'victim'").map((r) => r.key);
+  const stored = readStore(s.state).markerKeys("victim");
   for (let i = 0; i < count; i++) assert.ok(stored.includes(`${prefix}-${i}`));
   return times;
 }
@@ -247,7 +247,7 @@ test(
     // The run ends; its leftover stays (the attacker process is not in the run's group).
     s.stop("leaver");
     await waitFor(
-      () => query(s.state, "SELECT status FROM runs WHERE id = ?", l.runId)[0]?.status === "ok",
+      () => readStore(s.state).runs({ id: l.runId })[0]?.status === "ok",
       "the leaver's run recorded",
     );
     await waitFor(

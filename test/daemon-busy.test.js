@@ -9,7 +9,6 @@ import path from "node:path";
 import { test } from "node:test";
 import {
   ROOT,
-  query,
   startDaemon,
   statusJson,
   tmpdir,
@@ -80,10 +79,7 @@ test("SIGHUP while another writer holds the store: the daemon lives, and the nex
   d.kill("SIGHUP");
   await waitFor(() => /database is locked/.test(d.err.slice(errBefore2)), "a busy write logged");
   await lock.release();
-  await waitFor(
-    () => query(stateDir, "SELECT name FROM jobs WHERE name = 'b'").length === 1,
-    "job b known to the store",
-  );
+  await waitFor(() => readStore(stateDir).job("b") !== null, "job b known to the store");
   await waitFor(() => readStore(stateDir).daemon()?.config_error === null, "config_error cleared");
   assert.equal(d.exitCode, null, d.err);
   assert.doesNotMatch(d.err, /\n\s+at /, "no stack trace in the daemon's log");

@@ -268,15 +268,19 @@ export function query(stateDir, sql, ...args) {
 /** The columns each table's named read may be asked by, for `where` (see readStore). */
 const WHERE_KEYS = {
   runs: ["id", "job", "status", "trigger", "slot", "attempt", "node", "reason"],
-  events: ["job", "kind"],
+  events: ["job", "kind", "at"],
   markers: ["job", "key", "run_id"],
   slots: ["job", "slot"],
   chains: ["job", "slot"],
 };
 
+/** The comparisons a `where` value may be made of: `{ gt: 5, le: 9 }`. */
+const RANGE = { gt: ">", ge: ">=", lt: "<", le: "<=" };
+
 /**
- * `where` as SQL: each key equal to its value, an array its values (IN), null IS NULL. The keys
- * are checked against WHERE_KEYS so a misspelled one throws instead of matching everything.
+ * `where` as SQL: each key equal to its value, an array its values (IN), null IS NULL, an object
+ * of RANGE's comparisons all of them. The keys are checked against WHERE_KEYS so a misspelled one
+ * throws instead of matching everything.
  */
 function whereSql(table, where) {
   const parts = [];
@@ -284,7 +288,13 @@ function whereSql(table, where) {
   for (const [k, v] of Object.entries(where)) {
     if (!WHERE_KEYS[table].includes(k)) throw new Error(`readStore: ${table} by ${k}?`);
     if (v === null) parts.push(`${k} IS NULL`);
-    else if (Array.isArray(v)) {
+    else if (typeof v === "object" && !Array.isArray(v)) {
+      for (const [op, x] of Object.entries(v)) {
+        if (!RANGE[op]) throw new Error(`readStore: ${table}.${k} ${op}?`);
+        parts.push(`${k} ${RANGE[op]} ?`);
+        args.push(x);
+      }
+    } else if (Array.isArray(v)) {
       parts.push(`${k} IN (${v.map(() => "?").join(", ")})`);
       args.push(...v);
     } else {
@@ -349,15 +359,15 @@ function storeReads(select) {
  * A state dir's store as the tests read it: named reads, so that a test says what it looks for
  * and the SQL is written once, here (the schema is schema/sqlite.sql). Read-only, while a daemon
  * may be writing (`query`); no store yet reads as empty, so each can be polled from the start.
- * A `where` is { column: value } (an array: any of them; null: IS NULL), every key must match;
- * what it cannot say (ranges, NOT) the test filters from the rows.
+ * A `where` is { column: value } (an array: any of them; null: IS NULL; { gt, ge, lt, le }: in
+ * that range), every key must match; what it cannot say (NOT, OR) the test filters from the rows.
  *   runs({ job: "a", status: "ok" })   the runs rows matching every key, oldest first
  *   ended(where)                       the same, but only runs no longer `running`
  *   spawned(where)                     the same, but only `running` ones with their child's pid
  *   ran(where)                         the same, but neither `skipped` nor `missed`
  *   doubled(where)                     [{ job, slot, n }] for each job's slot with n > 1 such runs
  *   job(name)                          the jobs row, or null
- *   events({ job, kind })              the events rows, oldest first
+ *   events({ job, kind, at })          the events rows, oldest first
  *   markers({ job, key, run_id })      the markers rows, by job and key
  *   markerKeys(job)                    a job's done keys (every job's without one), sorted
  *   claims(), attempts()               every claims / attempts row, by job and key

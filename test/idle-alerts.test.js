@@ -19,12 +19,12 @@ import {
   cli,
   freePort,
   request,
-  rows,
   startDaemon,
   stopDaemon,
   tmpdir,
   waitFor,
   writeConfig,
+  readStoreIn,
 } from "./helpers.js";
 
 const D = 86_400_000;
@@ -284,10 +284,7 @@ test("a daemon: a job that succeeds without new work goes idle (status, --check,
   assert.ok(apart >= 2000, `${apart} ms apart`);
 
   // idler: new work while `new` exists; then none: idle after 3 s of successes that do nothing.
-  await waitFor(
-    () => rows(dir, "SELECT last_work_at FROM jobs WHERE name = 'idler'")[0]?.last_work_at,
-    "idler's work",
-  );
+  await waitFor(() => readStoreIn(dir).job("idler")?.last_work_at, "idler's work");
   fs.rmSync(path.join(dir, "new"));
   await waitFor(() => events("idler").some((a) => a.event === "idle"), "the idle alert", 30_000);
   const idle = events("idler").find((a) => a.event === "idle");

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { ROOT, query, runAs, testUser, tmpdir, userCli } from "./helpers.js";
+import { ROOT, runAs, testUser, tmpdir, userCli, readStore } from "./helpers.js";
 import { killTest, lines } from "./kill-harness.js";
 import { needsNow } from "./needs.js";
 
@@ -53,18 +53,20 @@ function assertThroughBroker({ user, dir, warehouse }, items) {
     const r = runAs(user, probe);
     assert.notEqual(r.code, 0, `${user.name} could ${probe.join(" ")}`);
   }
-  const keys = query(state, "SELECT key FROM markers WHERE job = 'enrich' ORDER BY key").map(
-    (r) => r.key,
-  );
+  const keys = readStore(state).markerKeys("enrich");
   assert.deepEqual(
     keys,
     Array.from({ length: items }, (_, i) => `task-${i}`).sort(),
     "every item's marker is in the store",
   );
-  const byRuns = query(
-    state,
-    "SELECT COUNT(*) n FROM markers m JOIN runs r ON r.id = m.run_id WHERE m.job = 'enrich'",
-  )[0].n;
+  const runIds = new Set(
+    readStore(state)
+      .runs()
+      .map((r) => r.id),
+  );
+  const byRuns = readStore(state)
+    .markers({ job: "enrich" })
+    .filter((m) => runIds.has(m.run_id)).length;
   assert.equal(byRuns, items, "each marker names the run that wrote it");
 }
 

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { launchChromium, chromiumMissing } from "./browser.js";
-import { killGroupsAfter, query, tmpdir, waitFor } from "./helpers.js";
+import { killGroupsAfter, tmpdir, waitFor, readStore } from "./helpers.js";
 import { pageDaemon, statusUntil } from "./page-helpers.js";
 import { needs } from "./needs.js";
 
@@ -65,7 +65,7 @@ test(
     // A first daemon, stopped for long enough that gappy misses slots; the second records them.
     const first = await pageDaemon(t, dir, JOBS);
     await waitFor(
-      () => query(state, "SELECT 1 FROM runs WHERE job = 'gappy' AND status = 'ok'").length > 0,
+      () => readStore(state).runs({ job: "gappy", status: "ok" }).length > 0,
       "a run of gappy",
     );
     first.d.kill("SIGTERM");
@@ -84,16 +84,17 @@ test(
     // wedged's run sleeps for 5 minutes and outlives its daemons, as runs do: ended with the test.
     killGroupsAfter(
       t,
-      query(state, "SELECT pgid FROM runs WHERE job = 'wedged' AND status = 'running'")
+      readStore(state)
+        .runs({ job: "wedged", status: "running" })
         .map((r) => r.pgid)
         .filter((g) => g !== null),
     );
     await waitFor(
-      () => query(state, "SELECT 1 FROM runs WHERE job = 'busy' AND status = 'skipped'").length > 0,
+      () => readStore(state).runs({ job: "busy", status: "skipped" }).length > 0,
       "a skipped slot of busy",
     );
     assert.ok(
-      query(state, "SELECT 1 FROM runs WHERE job = 'gappy' AND status = 'missed'").length > 0,
+      readStore(state).runs({ job: "gappy", status: "missed" }).length > 0,
       "gappy missed slots",
     );
 

@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { launchChromium, chromiumMissing } from "./browser.js";
-import { cli, query, spawnCli, tmpdir, waitFor } from "./helpers.js";
+import { cli, spawnCli, tmpdir, waitFor, readStore } from "./helpers.js";
 import { pageDaemon } from "./page-helpers.js";
 import { needs } from "./needs.js";
 
@@ -40,7 +40,7 @@ test(
     ]);
     // busy: more runs than it keeps, so the oldest are pruned.
     await waitFor(
-      () => query(state, "SELECT MIN(id) m FROM runs WHERE job = 'busy'")[0].m > 3,
+      () => readStore(state).runs({ job: "busy" })[0]?.id > 3,
       "busy's first runs pruned",
     );
     // stopped: one success, then a run interrupted by its operator (recorded killed).
@@ -52,9 +52,7 @@ test(
     run.kill("SIGINT");
     await run.exited;
     await waitFor(
-      () =>
-        query(state, "SELECT status FROM runs WHERE job = 'stopped' ORDER BY id DESC")[0].status ===
-        "killed",
+      () => readStore(state).runs({ job: "stopped" }).at(-1).status === "killed",
       "the second run recorded killed",
     );
 

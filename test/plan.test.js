@@ -20,7 +20,8 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
-  query,
+  readStore,
+  readStoreIn,
 } from "./helpers.js";
 import { freshDatabase, pgMissing } from "./pg.js";
 import { needs } from "./needs.js";
@@ -110,10 +111,10 @@ test("a rename: plan names the markers left behind and the move; --move-to carri
   );
   assert.equal(cli(["markers", "enrich-old", "-c", renamed]).code, 2, "nothing left, no job: gone");
   // Recorded in both jobs' history.
-  const events = query(
-    stateDir,
-    "SELECT job, detail FROM events WHERE kind = 'markers-moved' ORDER BY job",
-  );
+  const events = readStore(stateDir)
+    .events({ kind: "markers-moved" })
+    .map(({ job, detail }) => ({ job, detail }))
+    .sort((a, b) => (a.job < b.job ? -1 : a.job > b.job ? 1 : 0));
   assert.equal(events.length, 2);
   assert.deepEqual(
     events.map((e) => e.job),
@@ -177,9 +178,7 @@ test("a changed schedule: plan shows the catch-up a start runs at once, and the 
   // The prediction holds: the daemon started on the new file runs a catch-up first.
   const d2 = startDaemon(t, every);
   await waitFor(
-    () =>
-      query(path.join(dir, ".cronvisor"), "SELECT 1 FROM runs WHERE trigger = 'catchup'").length ===
-      1,
+    () => readStoreIn(dir).runs({ trigger: "catchup" }).length === 1,
     "the catch-up run",
   );
   await stopDaemon(d2);

@@ -3,7 +3,7 @@
 // further behind. Speed is measured in `npm run bench`; this checks what must hold.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { query, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import { startDaemon, stopDaemon, tmpdir, waitFor, writeConfig, readStore } from "./helpers.js";
 import path from "node:path";
 
 const JOBS = 600;
@@ -19,13 +19,15 @@ test(`${JOBS} paused per-second jobs: a late tick records every passed slot, one
 
   // Keeping up: one slot with a disposition for every job (slots come from the database's clock
   // of record, the slot itself, so this cannot pass by accident of timing).
-  const fullSlot = (after) =>
-    query(
-      state,
-      `SELECT slot FROM runs WHERE slot > ? GROUP BY slot HAVING COUNT(*) = ? ORDER BY slot LIMIT 1`,
-      after,
-      JOBS,
-    )[0]?.slot;
+  const fullSlot = (after) => {
+    const n = new Map();
+    for (const r of readStore(state).runs({ slot: { gt: after } }))
+      n.set(r.slot, (n.get(r.slot) ?? 0) + 1);
+    return [...n]
+      .filter(([, c]) => c === JOBS)
+      .map(([slot]) => slot)
+      .sort((a, b) => a - b)[0];
+  };
   const before = await waitFor(() => fullSlot(0), "a slot recorded for every job", 60_000, 200);
 
   d.kill("SIGSTOP");
@@ -38,31 +40,31 @@ test(`${JOBS} paused per-second jobs: a late tick records every passed slot, one
   await stopDaemon(d);
 
   // Every job: every second from the first full slot to the last has exactly one disposition.
-  const counts = query(
-    state,
-    `SELECT job, COUNT(*) n, COUNT(DISTINCT slot) d FROM runs WHERE slot BETWEEN ? AND ? GROUP BY job`,
-    before,
-    after,
-  );
+  const byJob = new Map();
+  for (const r of readStore(state).runs({ slot: { ge: before, le: after } })) {
+    const c = byJob.get(r.job) ?? { job: r.job, n: 0, slots: new Set() };
+    c.n++;
+    c.slots.add(r.slot);
+    byJob.set(r.job, c);
+  }
+  const counts = [...byJob.values()].map(({ job, n, slots }) => ({ job, n, d: slots.size }));
   assert.equal(counts.length, JOBS);
   const want = (after - before) / 1000 + 1;
   for (const c of counts) {
     assert.equal(c.d, c.n, `${c.job}: a slot recorded twice`);
     assert.equal(c.n, want, `${c.job}: ${c.n} dispositions for ${want} slots`);
   }
-  const missed = query(
-    state,
-    `SELECT COUNT(*) n FROM runs WHERE status = 'missed' AND reason = 'timer late (suspend or clock step)' AND slot > ?`,
-    before,
-  )[0].n;
+  const missed = readStore(state).runs({
+    status: "missed",
+    reason: "timer late (suspend or clock step)",
+    slot: { gt: before },
+  }).length;
   assert.ok(missed >= JOBS * 4, `${missed} slots recorded missed by the late tick`);
 
   // One event for the whole late tick, not one per job; it counts what was recorded missed.
-  const late = query(
-    state,
-    "SELECT job, detail FROM events WHERE kind = 'late' AND at >= ?",
-    contAt,
-  );
+  const late = readStore(state)
+    .events({ kind: "late", at: { ge: contAt } })
+    .map(({ job, detail }) => ({ job, detail }));
   assert.ok(late.length >= 1 && late.length <= 3, JSON.stringify(late.slice(0, 5)));
   const summary = late
     .map((e) =>

@@ -15,7 +15,15 @@ import {
 } from "../dist/config/config-cache.js";
 import { loadConfig } from "../dist/config/config.js";
 import { STATUS_JOB_KEYS } from "../dist/core/types.js";
-import { cli, query, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import {
+  cli,
+  startDaemon,
+  stopDaemon,
+  tmpdir,
+  waitFor,
+  writeConfig,
+  readStore,
+} from "./helpers.js";
 
 const YAML = [
   "state_dir: ./state # the store",
@@ -388,10 +396,7 @@ test("the daemon refreshes the cache on a successful reload and keeps it on a fa
   // changed this from exit 2: test/config-fallback.test.js).
   fs.writeFileSync(cfg, text.replace('"0 2 * * *"', '"0 2 * *"'));
   d.kill("SIGHUP");
-  await waitFor(
-    () => query(state, "SELECT config_error FROM daemon")[0]?.config_error,
-    "the refused reload",
-  );
+  await waitFor(() => readStore(state).daemon()?.config_error, "the refused reload");
   assert.deepEqual(JSON.parse(fs.readFileSync(cache, "utf8")), tampered);
   const broken = status(cfg, "--json");
   assert.equal(broken.code, 0, broken.stderr);

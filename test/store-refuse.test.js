@@ -11,7 +11,17 @@ import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
 import { Markers } from "../dist/markers/markers.js";
-import { BIN, cleanEnv, cli, query, spawnCli, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import {
+  BIN,
+  cleanEnv,
+  cli,
+  query,
+  spawnCli,
+  tmpdir,
+  waitFor,
+  writeConfig,
+  readStore,
+} from "./helpers.js";
 
 const CONFIG = `jobs:\n  a:\n    schedule: "@daily"\n    command: "true"\n`;
 const MIGRATIONS = path.join(import.meta.dirname, "..", "dist", "store", "migrations", "sqlite");
@@ -154,7 +164,7 @@ async function realStore(t) {
   const state = path.join(dir, ".cronvisor");
   const d = spawnCli(["daemon", "-c", cfg]);
   t.after(() => d.kill("SIGKILL"));
-  await waitFor(() => query(state, "SELECT heartbeat_at FROM daemon WHERE pid = ?", d.pid)[0]);
+  await waitFor(() => readStore(state).daemon()?.pid === d.pid);
   assert.equal(cli(["mark", "--job", "a", "done-1", "-c", cfg]).code, 0);
   assert.equal(cli(["run", "a", "-c", cfg]).code, 0);
   d.kill("SIGTERM");
