@@ -267,7 +267,7 @@ export function query(stateDir, sql, ...args) {
 
 /** The columns each table's named read may be asked by, for `where` (see readStore). */
 const WHERE_KEYS = {
-  runs: ["id", "job", "status", "trigger", "slot", "attempt", "node", "reason"],
+  runs: ["id", "job", "status", "trigger", "slot", "attempt", "node", "reason", "started_at"],
   events: ["job", "kind", "at"],
   markers: ["job", "key", "run_id"],
   slots: ["job", "slot"],
@@ -295,7 +295,8 @@ function whereSql(table, where) {
         args.push(x);
       }
     } else if (Array.isArray(v)) {
-      parts.push(`${k} IN (${v.map(() => "?").join(", ")})`);
+      // An empty list matches nothing (PostgreSQL has no `IN ()`).
+      parts.push(v.length ? `${k} IN (${v.map(() => "?").join(", ")})` : "1 = 0");
       args.push(...v);
     } else {
       parts.push(`${k} = ?`);

@@ -8,7 +8,7 @@ import {
   alive,
   killDaemonAndSpawner,
   killGroup,
-  rows,
+  readStoreIn,
   startDaemon,
   tmpdir,
   waitFor,
@@ -30,8 +30,8 @@ export const lines = (file) =>
  * The defaults are the root job of incidents.test.js. A `user:` job passes `dir` (a work dir its
  * user can traverse), `warehouse` (a file where that user can write), `path` (a PATH it can run)
  * and `jobKeys` (more YAML lines of the job, each indented four spaces, e.g. `user:`). A
- * PostgreSQL store passes `top` (top-level YAML lines: `store:`, `node:`) and `query` (an async
- * (sql, ...params) => rows on that store; the SQL here is written to run on both engines).
+ * PostgreSQL store passes `top` (top-level YAML lines: `store:`, `node:`) and `store` (its named
+ * reads: readPgStore of a raw client on it; each read here is awaited, so both engines serve).
  * Returns { repeats, killed, dir }.
  */
 export async function killTest(
@@ -45,7 +45,7 @@ export async function killTest(
     path: jobPath = PATH,
     jobKeys = "",
     top = "",
-    query = async (sql, ...params) => rows(dir, sql.replace(/\$\d+/g, "?"), ...params),
+    store = readStoreIn(dir),
   },
 ) {
   const cfg = writeConfig(
@@ -64,11 +64,7 @@ ${jobKeys}`,
   let killed = 0;
   while (killed < kills) {
     const d = startDaemon(t, cfg);
-    const run = await waitFor(
-      async () =>
-        (await query("SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL"))[0],
-      "a running run",
-    );
+    const run = await waitFor(async () => (await store.spawned())[0], "a running run");
     // A random point in the run: wait for a random number of new rows (items keep landing).
     const target = lines(warehouse).length + 1 + Math.floor((Math.random() * items) / 5);
     await waitFor(
@@ -87,21 +83,14 @@ ${jobKeys}`,
   }
   const d = startDaemon(t, cfg);
   await waitFor(
-    async () =>
-      (await query("SELECT CAST(COUNT(*) AS INTEGER) AS n FROM markers WHERE job = 'enrich'"))[0]
-        .n === items,
+    async () => (await store.markers({ job: "enrich" })).length === items,
     `all ${items} items marked`,
     60_000,
   );
   // A further full run does no work: every key found done.
   const idle = await waitFor(
     async () =>
-      (
-        await query(
-          "SELECT * FROM runs WHERE job = 'enrich' AND status = 'ok' AND markers_skipped = $1",
-          items,
-        )
-      )[0],
+      (await store.runs({ job: "enrich", status: "ok" })).find((r) => r.markers_skipped === items),
     "a full run that only skips",
     60_000,
   );
@@ -113,9 +102,7 @@ ${jobKeys}`,
   assert.equal(distinct.size, items, "every item done");
   const repeats = written.length - distinct.size;
   assert.ok(repeats <= killed, `repeats (${repeats}) <= kills (${killed})`);
-  const [{ n: interrupted }] = await query(
-    "SELECT CAST(COUNT(*) AS INTEGER) AS n FROM runs WHERE status = 'interrupted'",
-  );
+  const interrupted = (await store.runs({ status: "interrupted" })).length;
   assert.ok(interrupted >= 1, "kills are recorded as interrupted runs");
   return { repeats, killed, dir };
 }

@@ -3,9 +3,9 @@
 // one group. The lock and the cap hold across the nodes.
 import assert from "node:assert/strict";
 import test from "node:test";
-import { cli, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
+import { cli, readPgStore, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
 import { mostAtOnce } from "./locks-helpers.js";
-import { assertEachSlotOnce, nodeConfig, runs, started } from "./nodes-helpers.js";
+import { assertEachSlotOnce, nodeConfig, started } from "./nodes-helpers.js";
 import { freshDatabase, pgMissing, rawClient } from "./pg.js";
 import { needs } from "./needs.js";
 
@@ -29,20 +29,25 @@ test(
     const cfgs = ["n1", "n2"].map((n) => nodeConfig(dir, n, url, jobs, "6s", top));
     const ds = cfgs.map((cfg) => startDaemon(t, cfg));
     await started(ds);
-    const count = async (where) => (await runs(raw, where)).length;
+    const store = readPgStore(raw);
+    const count = async (where, keep = () => true) => (await store.runs(where)).filter(keep).length;
+    const g = (r) => r.job.startsWith("g");
+    /** reason LIKE 'lock db held by JOB (run %)' */
+    const heldBy = (job) => (r) =>
+      r.reason?.startsWith(`lock db held by ${job} (run `) && r.reason.endsWith(")");
     await waitFor(
       async () =>
-        (await count("job IN ('a', 'b') AND status = 'ok'")) >= 4 &&
-        (await count("job = 'a' AND reason LIKE 'lock db held by b (run %)'")) >= 1 &&
-        (await count("job = 'b' AND reason LIKE 'lock db held by a (run %)'")) >= 1 &&
-        (await count("reason = 'group heavy full (2 of 2 running)'")) >= 3 &&
-        (await count("job LIKE 'g%' AND status = 'ok' AND node = 'n1'")) >= 1 &&
-        (await count("job LIKE 'g%' AND status = 'ok' AND node = 'n2'")) >= 1,
+        (await count({ job: ["a", "b"], status: "ok" })) >= 4 &&
+        (await count({ job: "a" }, heldBy("b"))) >= 1 &&
+        (await count({ job: "b" }, heldBy("a"))) >= 1 &&
+        (await count({ reason: "group heavy full (2 of 2 running)" })) >= 3 &&
+        (await count({ status: "ok", node: "n1" }, g)) >= 1 &&
+        (await count({ status: "ok", node: "n2" }, g)) >= 1,
       "both nodes ran under the lock and the group, and slots were refused for each",
       45_000,
       200,
     ).catch(async (e) => {
-      const all = await runs(raw, "true");
+      const all = await store.runs();
       const seen = all
         .map(
           (r) =>
@@ -61,9 +66,8 @@ test(
       [["heavy", 2]],
     );
     for (const d of ds) await stopDaemon(d);
-    const ran = (where) => runs(raw, `${where} AND status NOT IN ('skipped', 'missed')`);
-    assert.equal(mostAtOnce(await ran("job IN ('a', 'b')")), 1, "one holder of db at a time");
-    assert.equal(mostAtOnce(await ran("job LIKE 'g%'")), 2, "two of the group at most");
+    assert.equal(mostAtOnce(await store.ran({ job: ["a", "b"] })), 1, "one holder of db at a time");
+    assert.equal(mostAtOnce((await store.ran()).filter(g)), 2, "two of the group at most");
     await assertEachSlotOnce(raw);
   },
 );

@@ -10,8 +10,8 @@ import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import test from "node:test";
-import { startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
-import { assertEachSlotOnce, nodeConfig, runs, started } from "./nodes-helpers.js";
+import { readPgStore, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
+import { assertEachSlotOnce, nodeConfig, started } from "./nodes-helpers.js";
 import { freshDatabase, pgMissing, rawClient } from "./pg.js";
 import { needs } from "./needs.js";
 
@@ -61,7 +61,7 @@ async function killOneNode(t, wrapper, windowMs) {
   burnCpu(t);
   await waitFor(
     async () =>
-      (await raw.query("SELECT DISTINCT node FROM runs WHERE status = 'ok'")).rowCount === 2,
+      new Set((await readPgStore(raw).runs({ status: "ok" })).map((r) => r.node)).size === 2,
     "both nodes running jobs",
     30_000,
   );
@@ -71,11 +71,9 @@ async function killOneNode(t, wrapper, windowMs) {
   await waitFor(() => Date.now() > settled, "both nodes running a while", 10_000, 100);
   await waitFor(
     async () =>
-      (
-        await raw.query(
-          "SELECT 1 FROM runs WHERE node = 'n1' AND status = 'running' AND slot % 2000 = 1000",
-        )
-      ).rowCount > 0,
+      (await readPgStore(raw).runs({ node: "n1", status: "running" })).some(
+        (r) => r.slot % 2000 === 1000,
+      ),
     "n1 running a run of an odd second",
     20_000,
     5,
@@ -93,8 +91,8 @@ async function killOneNode(t, wrapper, windowMs) {
     const [job, slot] = l.split(" ");
     ran.set(`${job} ${slot}`, (ran.get(`${job} ${slot}`) ?? 0) + 1);
   }
-  const rows = await runs(raw, "slot >= $1 AND slot <= $2", [from - 1000, to]);
-  const left = await runs(raw, "node = 'n1' AND status IN ('fenced', 'interrupted')");
+  const rows = await readPgStore(raw).runs({ slot: { ge: from - 1000, le: to } });
+  const left = await readPgStore(raw).runs({ node: "n1", status: ["fenced", "interrupted"] });
   const blockedJobs = new Set(left.map((r) => r.job));
   // The diagnostic: each slot of the window that did not run on n2 on time, relative to the
   // kill, with what history says of it.
@@ -162,7 +160,7 @@ test(
     // of its job runs is skipped by `overlap: skip`, as on one node: allowed, and not counted.)
     let until = null;
     const catchUpIds = new Set(
-      (await runs(raw, "trigger = 'catchup' AND slot >= $1", [from])).map((r) => r.id),
+      (await readPgStore(raw).runs({ trigger: "catchup", slot: { ge: from } })).map((r) => r.id),
     );
     const behindCatchUp = (l) => {
       const m = /^overlap: run (\d+) holds the lock$/.exec(l.rows[0]?.reason ?? "");
@@ -187,14 +185,14 @@ test(
     for (const job of blockedJobs) {
       const j = JOBS.find((x) => x.name === job);
       const skipped = lost.filter((l) => l.job === j && !behindCatchUp(l)).map((l) => l.slot);
-      const caught = (await runs(raw, "job = $1 AND trigger = 'catchup'", [job])).filter(
+      const caught = (await readPgStore(raw).runs({ job, trigger: "catchup" })).filter(
         (r) => r.slot >= from,
       );
       const want = j.catchup === "all" ? skipped : j.catchup === "once" ? skipped.slice(-1) : [];
       assert.deepEqual(
         caught.map((r) => r.slot),
         want,
-        `${job} (catchup: ${j.catchup}) caught up\n${diag}\n${(await runs(raw, "job = $1 AND slot >= $2", [job, from])).map((r) => `${r.id} ${r.slot} ${r.trigger} ${r.status} ${r.attempt} ${r.node} ${r.started_at} ${r.reason}`).join("\n")}`,
+        `${job} (catchup: ${j.catchup}) caught up\n${diag}\n${(await readPgStore(raw).runs({ job, slot: { ge: from } })).map((r) => `${r.id} ${r.slot} ${r.trigger} ${r.status} ${r.attempt} ${r.node} ${r.started_at} ${r.reason}`).join("\n")}`,
       );
       for (const r of caught) {
         assert.equal(r.status, "ok", diag);
@@ -216,12 +214,20 @@ test(
     for (const j of idle)
       for (let s = from; s <= to; s += 1000) if ((s / 1000) % j.every === 0) idleSlots++;
     const idleLate = lost.filter((l) => !blockedJobs.has(l.job.name)).length;
-    const firsts = await raw.query(
-      "SELECT job, min(started_at)::bigint AS at FROM runs WHERE node = 'n2' AND status <> 'skipped' AND started_at > $1 AND job = ANY($2) GROUP BY job",
-      [killedAt, [...blockedJobs]],
+    // The first start on n2 of each blocked job after the kill: the earliest of them.
+    const takeover = Math.min(
+      ...(
+        await readPgStore(raw).runs({
+          node: "n2",
+          job: [...blockedJobs],
+          started_at: { gt: killedAt },
+        })
+      )
+        .filter((r) => r.status !== "skipped")
+        .map((r) => r.started_at),
     );
-    const takeover = Math.min(...firsts.rows.map((r) => Number(r.at)));
-    const caughtUp = (await runs(raw, "trigger = 'catchup' AND slot >= $1", [from])).length;
+    const caughtUp = (await readPgStore(raw).runs({ trigger: "catchup", slot: { ge: from } }))
+      .length;
     t.diagnostic(
       `figures: idle jobs ${idleSlots - idleLate}/${idleSlots} slots on time; blocked jobs ${lost.filter((l) => !behindCatchUp(l)).length} slots skipped, ${caughtUp} caught up, ${lost.filter(behindCatchUp).length} skipped behind a catch-up; takeover ${takeover - killedAt} ms after the kill, ${takeover - until} ms after the lease's end (${until - killedAt} ms after the kill)`,
     );
@@ -244,6 +250,9 @@ test(
         r.reason,
         "its processes and node n1's daemon died on this machine; node n2 took the job over",
       );
-    assert.deepEqual(await runs(raw, "node = 'n1' AND status IN ('running', 'fenced')"), []);
+    assert.deepEqual(
+      await readPgStore(raw).runs({ node: "n1", status: ["running", "fenced"] }),
+      [],
+    );
   },
 );

@@ -5,8 +5,8 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import net from "node:net";
 import test from "node:test";
-import { cli, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
-import { alive, assertEachSlotOnce, nodeConfig, runs, started } from "./nodes-helpers.js";
+import { cli, readPgStore, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
+import { alive, assertEachSlotOnce, nodeConfig, started } from "./nodes-helpers.js";
 import { freshDatabase, pgMissing, rawClient, serverDown, serverProxy } from "./pg.js";
 import { needs } from "./needs.js";
 
@@ -34,7 +34,7 @@ test(
     const ds = ["n1", "n2"].map((n) => startDaemon(t, nodeConfig(dir, n, url, JOBS, "12s")));
     await started(ds);
     const long = await waitFor(
-      async () => (await runs(raw, "job = 'long' AND status = 'running' AND pid IS NOT NULL"))[0],
+      async () => (await readPgStore(raw).spawned({ job: "long" }))[0],
       "the long job running",
       30_000,
     );
@@ -45,7 +45,10 @@ test(
     await up();
     const raw2 = await rawClient(url, t);
     const [done] = await waitFor(
-      async () => runs(raw2, "id = $1 AND status <> 'running'", [long.id]).then((r) => r[0] && r),
+      async () =>
+        readPgStore(raw2)
+          .ended({ id: long.id })
+          .then((r) => r[0] && r),
       "the long run's end",
       30_000,
     ).catch((e) => {
@@ -56,16 +59,13 @@ test(
     const since = Date.now();
     await waitFor(
       async () =>
-        (
-          await raw2.query(
-            "SELECT DISTINCT node FROM runs WHERE started_at > $1 AND status NOT IN ('skipped', 'missed')",
-            [since],
-          )
-        ).rowCount === 2,
+        new Set(
+          (await readPgStore(raw2).ran()).filter((r) => r.started_at > since).map((r) => r.node),
+        ).size === 2,
       "both nodes running jobs after the restart",
       30_000,
     );
-    assert.deepEqual(await runs(raw2, "status = 'fenced'"), []);
+    assert.deepEqual(await readPgStore(raw2).runs({ status: "fenced" }), []);
     for (const d of ds) assert.doesNotMatch(d.err, /fenced: /);
     await assertEachSlotOnce(raw2);
     for (const d of ds) await stopDaemon(d);
@@ -89,7 +89,7 @@ test(
     const ds = ["n1", "n2"].map((n) => startDaemon(t, nodeConfig(dir, n, url, jobs)));
     await started(ds);
     const long = await waitFor(
-      async () => (await runs(raw, "job = 'long' AND status = 'running' AND pid IS NOT NULL"))[0],
+      async () => (await readPgStore(raw).spawned({ job: "long" }))[0],
       "the long job running",
       30_000,
     );
@@ -116,12 +116,17 @@ test(
     const upAt = Date.now();
     await waitFor(
       async () =>
-        (await runs(raw2, "job = 'tick' AND status = 'ok' AND started_at > $1", [upAt])).length > 0,
+        (await readPgStore(raw2).runs({ job: "tick", status: "ok" })).some(
+          (r) => r.started_at > upAt,
+        ),
       "ticks again after the outage",
       30_000,
     );
     const [old] = await waitFor(
-      async () => runs(raw2, "id = $1 AND status <> 'running'", [long.id]).then((r) => r[0] && r),
+      async () =>
+        readPgStore(raw2)
+          .ended({ id: long.id })
+          .then((r) => r[0] && r),
       "the long run's end recorded",
       30_000,
     );
@@ -136,7 +141,7 @@ test(
     // Each tick slot of the outage has its one row (run, or a disposition recorded once back).
     const from = Math.ceil((downAt + 1000) / 1000) * 1000;
     const to = upAt - 1000;
-    const rows = await runs(raw2, "job = 'tick' AND slot >= $1 AND slot <= $2", [from, to]);
+    const rows = await readPgStore(raw2).runs({ job: "tick", slot: { ge: from, le: to } });
     const slots = new Set(rows.map((r) => r.slot));
     for (let s = from; s <= to; s += 1000)
       assert.ok(slots.has(s), `tick slot ${new Date(s).toISOString()} has no row`);
@@ -188,7 +193,7 @@ test(
     const open = "allow_open_database: true";
     const d1 = startDaemon(t, nodeConfig(dir, "n1", viaProxy, jobs, "6s", open));
     const first = await waitFor(
-      async () => (await runs(raw, "job = 'long' AND status = 'running' AND pid IS NOT NULL"))[0],
+      async () => (await readPgStore(raw).spawned({ job: "long" }))[0],
       "the long job running on n1",
       30_000,
     );
@@ -203,8 +208,7 @@ test(
     const d2 = startDaemon(t, nodeConfig(dir, "n2", url, jobs, "6s"));
     await waitFor(
       async () =>
-        (await raw.query("SELECT 1 FROM daemon WHERE node = 'n2' AND renewed_at IS NOT NULL"))
-          .rowCount === 1,
+        (await readPgStore(raw).daemons()).some((r) => r.node === "n2" && r.renewed_at !== null),
       "n2 up",
     );
     proxy.cut();
@@ -212,7 +216,9 @@ test(
     const next = await waitFor(
       async () => {
         if (deadAt === null && !alive(first.pid)) deadAt = Date.now();
-        return (await runs(raw, "job = 'long' AND id > $1 AND status = 'running'", [first.id]))[0];
+        return (
+          await readPgStore(raw).runs({ job: "long", status: "running", id: { gt: first.id } })
+        )[0];
       },
       "the job taken over by n2",
       30_000,
@@ -225,7 +231,7 @@ test(
       `n1's run died at ${deadAt}, n2's started at ${next.started_at}`,
     );
     assert.match(d1.err, /fenced: node n1 could not renew its lease/);
-    const [old] = await runs(raw, "id = $1", [first.id]);
+    const [old] = await readPgStore(raw).runs({ id: first.id });
     assert.equal(old.status, "fenced");
     assert.equal(d1.exitCode, null, "the cut node keeps running (fenced), it does not crash");
     await stopDaemon(d2);
@@ -257,8 +263,9 @@ test(
     // The node ahead sees each slot due first and claims it: the other one finds it taken.
     await waitFor(
       async () =>
-        (await runs(raw, "node = 'n2' AND status = 'ok' AND started_at > $1", [since - 5000]))
-          .length > 0,
+        (await readPgStore(raw).runs({ node: "n2", status: "ok" })).some(
+          (r) => r.started_at > since - 5000,
+        ),
       "the skewed node running",
       30_000,
     );

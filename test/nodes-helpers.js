@@ -1,8 +1,8 @@
 // What the many-hosts tests (nodes.test.js, nodes-faults.test.js) share: a node's config on a
-// PostgreSQL store, the runs table read raw, and the checks every one of them makes.
+// PostgreSQL store, and the checks every one of them makes.
 import assert from "node:assert/strict";
 import path from "node:path";
-import { ROOT, waitFor, writeConfig } from "./helpers.js";
+import { ROOT, readPgStore, waitFor, writeConfig } from "./helpers.js";
 
 const NODE_DIR = path.dirname(process.execPath);
 
@@ -23,19 +23,9 @@ ${jobs}`,
   );
 }
 
-/** The runs table, as a list of rows (ids and slots as numbers). */
-export async function runs(raw, where = "TRUE", params = []) {
-  return (await raw.query(`SELECT * FROM runs WHERE ${where} ORDER BY id`, params)).rows.map(
-    (r) => ({ ...r, id: Number(r.id), slot: r.slot === null ? null : Number(r.slot) }),
-  );
-}
-
 /** No (job, slot) has more than one first attempt: no slot ran or was recorded twice. */
 export async function assertEachSlotOnce(raw) {
-  const twice = await raw.query(
-    "SELECT job, slot, count(*)::int AS n FROM runs WHERE slot IS NOT NULL AND attempt = 1 GROUP BY job, slot HAVING count(*) > 1",
-  );
-  assert.deepEqual(twice.rows, []);
+  assert.deepEqual(await readPgStore(raw).doubled({ attempt: 1 }), []);
 }
 
 /** The daemons have started (their start-up is done, their jobs watched). */

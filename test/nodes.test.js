@@ -5,8 +5,8 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import test from "node:test";
-import { ROOT, cli, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
-import { alive, assertEachSlotOnce, nodeConfig, runs } from "./nodes-helpers.js";
+import { ROOT, cli, readPgStore, startDaemon, stopDaemon, tmpdir, waitFor } from "./helpers.js";
+import { alive, assertEachSlotOnce, nodeConfig } from "./nodes-helpers.js";
 import { freshDatabase, pgMissing, rawClient } from "./pg.js";
 import { needs } from "./needs.js";
 
@@ -24,6 +24,7 @@ test(
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
+    const store = readPgStore(raw);
     const dir = tmpdir(t);
     const jobs = Array.from(
       { length: 30 },
@@ -39,8 +40,8 @@ test(
     // Every node claims slots: wait until each has started a run.
     await waitFor(
       async () =>
-        (await raw.query("SELECT DISTINCT node FROM runs WHERE status <> 'skipped'")).rowCount ===
-        3,
+        new Set((await store.runs()).filter((r) => r.status !== "skipped").map((r) => r.node))
+          .size === 3,
       "all three nodes running jobs",
       30_000,
     ).catch(async (e) => {
@@ -50,7 +51,7 @@ test(
     await waitFor(() => Date.now() > from + WINDOW_MS, "the window", WINDOW_MS + 10_000, 200);
     const to = Date.now() - 2000;
     for (const d of ds) await stopDaemon(d);
-    const all = await runs(raw, "slot >= $1 AND slot <= $2", [from, to]);
+    const all = await store.runs({ slot: { ge: from, le: to } });
     const bySlot = new Map();
     for (const r of all) {
       const k = `${r.job}@${r.slot}`;
@@ -70,16 +71,13 @@ test(
         );
       }
     }
-    const slots = (await raw.query("SELECT count(*)::int AS n FROM slots")).rows[0].n;
-    const perSlot = await raw.query(
-      "SELECT job, slot, count(*)::int AS n FROM runs WHERE slot IS NOT NULL AND trigger = 'schedule' GROUP BY job, slot HAVING count(*) > 1",
-    );
-    assert.deepEqual(perSlot.rows, [], "no slot ran or was recorded twice");
+    const slots = (await store.slots()).length;
+    const perSlot = await store.doubled({ trigger: "schedule" });
+    assert.deepEqual(perSlot, [], "no slot ran or was recorded twice");
     assert.ok(slots >= (30 * WINDOW_MS) / 1000, `${slots} slots`);
-    const byNode = await raw.query(
-      "SELECT node, count(*)::int AS n FROM runs WHERE status = 'ok' GROUP BY node ORDER BY node",
-    );
-    assert.equal(byNode.rows.length, 3, JSON.stringify(byNode.rows));
+    const byNode = {};
+    for (const r of await store.runs({ status: "ok" })) byNode[r.node] = (byNode[r.node] ?? 0) + 1;
+    assert.equal(Object.keys(byNode).length, 3, JSON.stringify(byNode));
   },
 );
 
@@ -89,6 +87,7 @@ test(
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
+    const store = readPgStore(raw);
     const dir = tmpdir(t);
     const jobs = `  long:\n    schedule: "*/2 * * * * *"\n    command: "sleep 60"\n  tick:\n    schedule: "* * * * * *"\n    command: "true"\n`;
     const cfgs = new Map(["n1", "n2", "n3"].map((n) => [n, nodeConfig(dir, n, url, jobs)]));
@@ -104,7 +103,8 @@ test(
       }
     });
     let first = await waitFor(
-      async () => (await runs(raw, "job = 'long' AND status = 'running' AND pgid IS NOT NULL"))[0],
+      async () =>
+        (await store.runs({ job: "long", status: "running" })).find((r) => r.pgid !== null),
       "the long job running",
       30_000,
     );
@@ -116,13 +116,9 @@ test(
       await victim.exited;
       const next = await waitFor(
         async () =>
-          (
-            await runs(
-              raw,
-              "job = 'long' AND id > $1 AND status = 'running' AND pgid IS NOT NULL",
-              [first.id],
-            )
-          )[0],
+          (await store.runs({ job: "long", status: "running", id: { gt: first.id } })).find(
+            (r) => r.pgid !== null,
+          ),
         "the job taken over by another node",
         20_000,
       );
@@ -131,7 +127,7 @@ test(
       // Within the lease (3 s) plus a renewal period (1 s) and the job's next slot (2 s), with
       // room for a busy machine's late tick.
       assert.ok(took <= 3000 + 1000 + 2000 + 1500, `taken over after ${took} ms`);
-      const [old] = await runs(raw, "id = $1", [first.id]);
+      const [old] = await store.runs({ id: first.id });
       assert.equal(old.status, "fenced");
       // Taken over by a live node: the one that runs the next slot, or (issue 34) one that
       // skipped a slot for it and fenced it at the lease's end, while another claimed the slot.
@@ -213,6 +209,7 @@ test(
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
+    const store = readPgStore(raw);
     const dir = tmpdir(t);
     const out = path.join(dir, "out");
     fs.mkdirSync(out);
@@ -227,8 +224,7 @@ test(
 `;
     const ds = new Map(["n1", "n2"].map((n) => [n, startDaemon(t, nodeConfig(dir, n, url, jobs))]));
     const first = await waitFor(
-      async () =>
-        (await runs(raw, "job = 'warehouse' AND status = 'running' AND pid IS NOT NULL"))[0],
+      async () => (await store.spawned({ job: "warehouse" }))[0],
       "the warehouse job running",
       30_000,
     );
@@ -239,9 +235,7 @@ test(
         // gone already
       }
     });
-    const marked = async (runId) =>
-      (await raw.query("SELECT count(*)::int AS n FROM markers WHERE run_id = $1", [runId])).rows[0]
-        .n;
+    const marked = async (runId) => (await store.markers({ run_id: runId })).length;
     await waitFor(
       async () => (await marked(first.id)) >= 5,
       "the first run's markers",
@@ -257,7 +251,7 @@ test(
     frozen.kill("SIGSTOP");
     const next = await waitFor(
       async () =>
-        (await runs(raw, "job = 'warehouse' AND id > $1 AND status = 'running'", [first.id]))[0],
+        (await store.runs({ job: "warehouse", status: "running", id: { gt: first.id } }))[0],
       "the job taken over by the other node",
       20_000,
     );
@@ -278,15 +272,14 @@ test(
       () => /fenced: node n\d could not renew its lease/.test(frozen.err),
       "the fence logged",
     );
-    const [old] = await runs(raw, "id = $1", [first.id]);
+    const [old] = await store.runs({ id: first.id });
     assert.equal(old.status, "fenced");
     // From the takeover on, none of the old run's markers (refused by the fence, even those its
     // frozen broker held and answered after SIGCONT) and none of its guarded rows.
-    const lateMarks = await raw.query(
-      "SELECT key, created_at FROM markers WHERE run_id = $1 AND created_at >= $2",
-      [first.id, next.started_at],
-    );
-    assert.deepEqual(lateMarks.rows, []);
+    const lateMarks = (await store.markers({ run_id: first.id }))
+      .filter((m) => m.created_at >= next.started_at)
+      .map(({ key, created_at }) => ({ key, created_at }));
+    assert.deepEqual(lateMarks, []);
     const { default: Database } = await import("better-sqlite3");
     const wh = new Database(path.join(dir, "warehouse.db"), { readonly: true });
     const lateRows = wh
@@ -297,7 +290,7 @@ test(
     // The new run still works, and the old one stays recorded fenced.
     await waitFor(async () => (await marked(next.id)) >= 3, "the new run's markers");
     for (const d of ds.values()) await stopDaemon(d);
-    assert.equal((await runs(raw, "id = $1", [first.id]))[0].status, "fenced");
+    assert.equal((await store.runs({ id: first.id }))[0].status, "fenced");
   },
 );
 
@@ -394,6 +387,7 @@ test(
 test("logs of a run of another node: the store keeps its last 64 KiB", needs(skip), async (t) => {
   const url = await freshDatabase();
   const raw = await rawClient(url, t);
+  const store = readPgStore(raw);
   const dir = tmpdir(t);
   // 100 KiB of output, then a last line: only the tail is kept.
   const jobs = `  talk:
@@ -406,7 +400,7 @@ test("logs of a run of another node: the store keeps its last 64 KiB", needs(ski
   const d1 = startDaemon(t, c1);
   const d2 = startDaemon(t, c2);
   const run = await waitFor(
-    async () => (await runs(raw, "job = 'talk' AND status = 'ok'"))[0],
+    async () => (await store.runs({ job: "talk", status: "ok" }))[0],
     "the run on n2",
     30_000,
   );
@@ -433,13 +427,14 @@ test(
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
+    const store = readPgStore(raw);
     const { killTest } = await import("./kill-harness.js");
     await killTest(t, {
       kills: 3,
       items: 100,
       command: `[node, ${path.join(ROOT, "examples", "enrich.mjs")}]`,
       top: `store: "${url}"\nnode: k1`,
-      query: async (sql, ...params) => (await raw.query(sql, params)).rows,
+      store,
     });
   },
 );
@@ -450,6 +445,7 @@ test(
   async (t) => {
     const url = await freshDatabase();
     const raw = await rawClient(url, t);
+    const store = readPgStore(raw);
     const dir = tmpdir(t);
     // overlap: allow for the jobs that catch up: with the default skip, a scheduled run after the
     // restart can hold the lock when the catch-up reaches a slot, which is then `skipped`
@@ -472,7 +468,7 @@ test(
     const cfgs = ["n1", "n2"].map((n) => nodeConfig(dir, n, url, jobs));
     let ds = cfgs.map((c) => startDaemon(t, c));
     await waitFor(
-      async () => (await runs(raw, "status = 'ok'")).length >= 3,
+      async () => (await store.runs({ status: "ok" })).length >= 3,
       "runs before the downtime",
       30_000,
     );
@@ -482,7 +478,8 @@ test(
     const upAt = Date.now();
     ds = cfgs.map((c) => startDaemon(t, c));
     await waitFor(
-      async () => (await runs(raw, "status = 'ok' AND started_at > $1", [upAt])).length >= 6,
+      async () =>
+        (await store.runs({ status: "ok" })).filter((r) => r.started_at > upAt).length >= 6,
       "runs after the restart",
       30_000,
     );
@@ -491,7 +488,7 @@ test(
     // The slots since the downtime began. The first start catches up what passed until then
     // (the slot due at that moment included): `once` runs the latest of them with trigger
     // `catchup` and records the rest missed, `all` runs each, `skip` records each missed.
-    const since = async (job) => runs(raw, "job = $1 AND slot > $2", [job, downAt]);
+    const since = async (job) => store.runs({ job, slot: { gt: downAt } });
     const once = await since("once");
     const caught = once.filter((r) => r.trigger === "catchup");
     assert.equal(caught.length, 1, JSON.stringify(once));

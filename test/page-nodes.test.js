@@ -7,8 +7,8 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { launchChromium, chromiumMissing } from "./browser.js";
-import { cli, freePort, request, startDaemon, tmpdir, waitFor } from "./helpers.js";
-import { nodeConfig, runs } from "./nodes-helpers.js";
+import { cli, freePort, request, startDaemon, tmpdir, waitFor, readPgStore } from "./helpers.js";
+import { nodeConfig } from "./nodes-helpers.js";
 import { elements, textOf } from "./page-helpers.js";
 import { freshDatabase, pgMissing, rawClient } from "./pg.js";
 import { needs } from "./needs.js";
@@ -86,7 +86,10 @@ test(
     // n2 alone first, so that it runs `long`; n1 (with the page) comes after and takes it over.
     const d2 = startDaemon(t, c2);
     const old = await waitFor(
-      async () => (await runs(raw, "job = 'long' AND status = 'running' AND pgid IS NOT NULL"))[0],
+      async () =>
+        (await readPgStore(raw).runs({ job: "long", status: "running" })).find(
+          (r) => r.pgid !== null,
+        ),
       "n2 running long",
       30_000,
     );
@@ -114,14 +117,15 @@ test(
     d2.kill("SIGKILL");
     await d2.exited;
     const next = await waitFor(
-      async () => (await runs(raw, "job = 'long' AND id > $1 AND status = 'running'", [old.id]))[0],
+      async () =>
+        (await readPgStore(raw).runs({ job: "long", status: "running", id: { gt: old.id } }))[0],
       "n1 taking long over",
       30_000,
     ).catch((e) => {
       throw new Error(`${e.message}\n${d1.err}`);
     });
     assert.equal(next.node, "n1");
-    const [fenced] = await runs(raw, "id = $1", [old.id]);
+    const [fenced] = await readPgStore(raw).runs({ id: old.id });
     assert.equal(fenced.status, "fenced");
 
     // The top of the page: every node, as `status --json` has them, the hostile one as text.
