@@ -465,6 +465,32 @@ export function scheduleSlots(stateDir, job) {
   return { slots, gaps };
 }
 
+/**
+ * Writes by hand beside the store's API, for a state a test sets up on purpose (a run another
+ * node recorded, a column moved back): their SQL lives here with readStore's. `db` is a
+ * better-sqlite3 connection to a store's file (a SqliteStore's `.db`, or one opened on it).
+ *   plantRun(db, { job, status, ... })   a runs row of those columns; its id
+ *   setRun(db, id, { status, ... })      columns of a runs row
+ *   setJob(db, name, { scanned_to, ... }) columns of a jobs row
+ */
+export function plantRun(db, row) {
+  const cols = Object.keys(row);
+  const sql = `INSERT INTO runs (${cols.join(", ")}) VALUES (${cols.map((c) => `@${c}`).join(", ")})`;
+  return Number(db.prepare(sql).run(row).lastInsertRowid);
+}
+
+/** `UPDATE table SET cols WHERE key = value` (plantRun's doc comment). */
+function setRow(db, table, key, value, cols) {
+  const set = Object.keys(cols).map((c) => `${c} = @${c}`);
+  db.prepare(`UPDATE ${table} SET ${set.join(", ")} WHERE ${key} = @__key`).run({
+    ...cols,
+    __key: value,
+  });
+}
+
+export const setRun = (db, id, cols) => setRow(db, "runs", "id", id, cols);
+export const setJob = (db, name, cols) => setRow(db, "jobs", "name", name, cols);
+
 /** readStore on the default state dir of a config in `dir` (`dir/.cronvisor`). */
 export function readStoreIn(dir) {
   return readStore(path.join(dir, ".cronvisor"));

@@ -11,6 +11,7 @@ import {
   killGroup,
   killGroupsAfter,
   readStoreIn,
+  setJob,
   spawnCli,
   startDaemon,
   tmpdir,
@@ -108,7 +109,7 @@ test("daemon and jobs SIGKILLed together: the run is recorded interrupted and re
 function scannedTo(dir, job, at, create = true) {
   const store = SqliteStore.open(path.join(dir, ".cronvisor"), { create });
   if (create) store.ensureJob(job, at);
-  store.db.prepare("UPDATE jobs SET scanned_to = ? WHERE name = ?").run(at, job);
+  setJob(store.db, job, { scanned_to: at });
   store.close();
 }
 

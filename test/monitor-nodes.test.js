@@ -11,7 +11,7 @@ import Database from "better-sqlite3";
 import { parseConfig } from "../dist/config/config.js";
 import { Monitor } from "../dist/monitor/monitor.js";
 import { SqliteStore } from "../dist/store/sqlite-store.js";
-import { tmpdir, waitFor, writeConfig } from "./helpers.js";
+import { plantRun, setRun, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 const node = (name, renewedAt, now) => ({
   name,
@@ -61,11 +61,20 @@ jobs:
   // A run of n2, started 5 minutes ago with no progress since; its pid means nothing here.
   const db = new Database(path.join(config.stateDir, "cronvisor.db"));
   t.after(() => db.close());
-  const insert = db.prepare(
-    `INSERT INTO runs (job, slot, trigger, status, started_at, finished_at, fence, owner_pid, pid, pgid, node, reason)
-     VALUES ('remote', ?, 'schedule', ?, ?, ?, 1, 999999, 999999, 999999, 'n2', ?)`,
-  );
-  const running = insert.run(t0 - 300_000, "running", t0 - 300_000, null, null).lastInsertRowid;
+  const running = plantRun(db, {
+    job: "remote",
+    slot: t0 - 300_000,
+    trigger: "schedule",
+    status: "running",
+    started_at: t0 - 300_000,
+    finished_at: null,
+    fence: 1,
+    owner_pid: 999999,
+    pid: 999999,
+    pgid: 999999,
+    node: "n2",
+    reason: null,
+  });
 
   const m = new Monitor(config, { log: () => {} });
   t.after(() => m.stop());
@@ -77,9 +86,11 @@ jobs:
 
   // n2 is taken over: its run is recorded fenced (after the monitor began watching).
   n2RenewedAt = t0 - 120_000;
-  db.prepare(
-    "UPDATE runs SET status = 'fenced', finished_at = ?, reason = 'node n2 lost its lease' WHERE id = ?",
-  ).run(t0 + 2000, running);
+  setRun(db, running, {
+    status: "fenced",
+    finished_at: t0 + 2000,
+    reason: "node n2 lost its lease",
+  });
   await m.hooks.beat(store, config, t0 + 3000);
   await waitFor(
     () => /^event=interrupted /m.test(events()),

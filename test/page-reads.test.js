@@ -7,7 +7,7 @@ import { test } from "node:test";
 import Database from "better-sqlite3";
 import { openPgStore, openStore } from "../dist/store/store.js";
 import { PageReads } from "../dist/monitor/page-reads.js";
-import { tmpdir } from "./helpers.js";
+import { setJob, tmpdir } from "./helpers.js";
 import { freshDatabase, pgMissing } from "./pg.js";
 import { needs } from "./needs.js";
 
@@ -158,7 +158,7 @@ test("a commit that writes no job's row (the daemon's heartbeat) reads no summar
       "a column written by other SQL",
       async () => {
         const db = new Database(path.join(dir, "cronvisor.db"));
-        db.prepare("UPDATE jobs SET last_progress_at = ? WHERE name = 'a'").run(base + 7 * H);
+        setJob(db, "a", { last_progress_at: base + 7 * H });
         db.close();
       },
     ],

@@ -5,24 +5,16 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { test } from "node:test";
 import { SqliteStore } from "../dist/store/sqlite-store.js";
-import { tmpdir } from "./helpers.js";
+import { plantRun, tmpdir } from "./helpers.js";
 
 const S = 1_000_000_000_000; // the slot
-
-function insert(db, r) {
-  const cols = Object.keys(r);
-  db.prepare(
-    `INSERT INTO runs (${cols.join(", ")}) VALUES (${cols.map((c) => `@${c}`).join(", ")})`,
-  ).run(r);
-  return Number(db.prepare("SELECT MAX(id) AS id FROM runs").get().id);
-}
 
 test("slotFacts: an overlap skip, its holder and the pause event before it", async (t) => {
   const store = SqliteStore.open(path.join(tmpdir(t), "s"), { create: true });
   t.after(() => store.close());
   const db = store.db;
   await store.ensureJob("j", S - 10_000);
-  const holder = insert(db, {
+  const holder = plantRun(db, {
     job: "j",
     slot: S - 3000,
     status: "ok",
@@ -30,7 +22,7 @@ test("slotFacts: an overlap skip, its holder and the pause event before it", asy
     finished_at: S + 500,
     trigger: "schedule",
   });
-  insert(db, {
+  plantRun(db, {
     job: "other",
     slot: S - 1,
     status: "ok",
@@ -39,7 +31,7 @@ test("slotFacts: an overlap skip, its holder and the pause event before it", asy
     trigger: "schedule",
   });
   db.prepare("INSERT INTO slots (job, slot, run_id) VALUES ('j', ?, NULL)").run(S);
-  const skip = insert(db, {
+  const skip = plantRun(db, {
     job: "j",
     slot: S,
     status: "skipped",
@@ -73,7 +65,7 @@ test("slotFacts: a missed slot and the catch-up runs of the start that recorded 
   t.after(() => store.close());
   const db = store.db;
   const restart = S + 10_000;
-  insert(db, {
+  plantRun(db, {
     job: "j",
     slot: S - 1000,
     status: "ok",
@@ -81,7 +73,7 @@ test("slotFacts: a missed slot and the catch-up runs of the start that recorded 
     finished_at: S - 990,
     trigger: "schedule",
   });
-  insert(db, {
+  plantRun(db, {
     job: "j",
     slot: S,
     status: "missed",
@@ -90,7 +82,7 @@ test("slotFacts: a missed slot and the catch-up runs of the start that recorded 
     finished_at: restart,
     trigger: "schedule",
   });
-  const cu = insert(db, {
+  const cu = plantRun(db, {
     job: "j",
     slot: S + 9000,
     status: "ok",
@@ -98,7 +90,7 @@ test("slotFacts: a missed slot and the catch-up runs of the start that recorded 
     trigger: "catchup",
   });
   // A later downtime's catch-up is not this one's.
-  insert(db, {
+  plantRun(db, {
     job: "j",
     slot: S + 99_000,
     status: "ok",
