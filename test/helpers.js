@@ -252,6 +252,8 @@ export function killGroupsAfter(t, pgids) {
 /**
  * Rows straight from a state dir's store, read-only, while a daemon may be writing it: the busy
  * timeout rides out its write locks. No store yet is no rows, so it can be polled from the start.
+ * Tests read the store's tables through readStore (below); this is its engine, and what is left
+ * for a pragma or a test whose subject is the SQL itself.
  */
 export function query(stateDir, sql, ...args) {
   const file = path.join(stateDir, "cronvisor.db");
