@@ -254,7 +254,12 @@ test(
         (await store.runs({ job: "warehouse", status: "running", id: { gt: first.id } }))[0],
       "the job taken over by the other node",
       20_000,
-    );
+    ).catch(async (e) => {
+      const runs = await store.runs({ job: "warehouse" });
+      throw new Error(
+        `${e.message}\nruns: ${JSON.stringify(runs.map((r) => [r.id, r.node, r.status, r.reason]))}\n${[...ds.values()].map((d) => d.err.slice(-3000)).join("\n---\n")}`,
+      );
+    });
     assert.notEqual(next.node, first.node);
     const startedFile = path.join(out, `started-${next.id}`);
     await waitFor(() => fs.existsSync(startedFile), "the new run's start");
