@@ -94,6 +94,7 @@ typedef struct {
   char *script_buf;
   size_t script_len, script_off;
   char *exit_file;
+  char *pid_file;     /* put away as a spare once the run is over (pid_spare_put); NULL after */
   char leftovers;      /* 'k', 'w' or 'p' */
   int cg;              /* the run's cgroup directory, or -1 (process-group containment) */
   struct pooled *job_cg; /* its job's reused cgroup (cg is then that one's), or NULL */
@@ -180,6 +181,7 @@ static void drop_run(size_t i) {
   free(r->req);
   free(r->script_buf);
   free(r->exit_file);
+  free(r->pid_file);
   free(r->id);
   free(r);
   runs[i] = runs[--nruns];
@@ -238,15 +240,88 @@ static void write_exit_file(const char *file, int status) {
   close(fd);
 }
 
+/* Pid files put away at their runs' ends, each to serve a later run's pid file (pid_spare_take):
+   creating a file was about half this process's CPU on ext4 without a journal (`ext4_create` ->
+   `recently_deleted`: every create scans the inodes freed in its block group in the last ~30 s,
+   and each run freed one, its pid file, removed after its end). Renamed in and out of place,
+   the same few inodes serve every run. Only pid files: this process writes them, and the daemon
+   only reads one (adoption) while its run lives. A spare is named `sPID-N.spare` next to the
+   pid files, so that a daemon's start clears those a killed spawner left (spare.ts,
+   clearSpares); daemons name theirs with a digit first, so the two never meet. */
+typedef struct {
+  char *path; /* the spare's name */
+  size_t dirlen; /* the length of its directory, slash included: it serves pid files there only */
+} pid_spare_t;
+#define PID_SPARES_MAX 1024
+static pid_spare_t pid_spares[PID_SPARES_MAX];
+static size_t npid_spares;
+static unsigned long pid_spare_seq;
+
+static size_t dir_len(const char *file) {
+  const char *slash = strrchr(file, '/');
+  return slash ? (size_t)(slash - file) + 1 : 0;
+}
+
+/* A pid file whose run is over (or never started): kept as a spare, or removed past the cap. */
+static void pid_spare_put(const char *file) {
+  if (!file || !file[0]) return;
+  size_t dl = dir_len(file);
+  if (npid_spares < PID_SPARES_MAX) {
+    char *spare = malloc(dl + 48);
+    if (!spare) die("malloc");
+    memcpy(spare, file, dl);
+    snprintf(spare + dl, 48, "s%d-%lu.spare", (int)getpid(), pid_spare_seq++);
+    /* rename(2) never follows either name; ENOENT: there was none (a full disk, a failed write) */
+    if (rename(file, spare) == 0) {
+      pid_spares[npid_spares++] = (pid_spare_t){spare, dl};
+      return;
+    }
+    free(spare);
+  }
+  unlink(file);
+}
+
+/* Once the daemon is gone and its runs with it, the spares serve no one. */
+static void pid_spares_clear(void) {
+  for (size_t i = 0; i < npid_spares; i++) {
+    unlink(pid_spares[i].path);
+    free(pid_spares[i].path);
+  }
+  npid_spares = 0;
+}
+
 /* The run's pid and start time, written before its child may exec: a daemon killed before it
-   recorded them finds the run by this file (src/daemon/adopt.ts). */
+   recorded them finds the run by this file (src/daemon/adopt.ts). Padded to a fixed width, so a
+   spare's earlier text is overwritten whole without emptying it first; written into a spare and
+   renamed into place where there is one (replacing whatever lies at the path: a stale file of an
+   earlier start of the run), else created. */
 static void write_pid_file(const char *file, const char *pid, const char *st) {
   if (!file[0]) return;
+  char b[64];
+  snprintf(b, sizeof b, "%-63s", "");
+  int n = snprintf(b, sizeof b, "%s %s", pid, st);
+  if (n < 0 || n >= 63) return;
+  b[n] = ' ';
+  b[63] = '\n';
+  size_t dl = dir_len(file);
+  for (size_t i = npid_spares; i-- > 0;) {
+    pid_spare_t sp = pid_spares[i];
+    if (sp.dirlen != dl || strncmp(sp.path, file, dl) != 0) continue;
+    pid_spares[i] = pid_spares[--npid_spares];
+    int fd = open(sp.path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat s;
+    int ok = fd >= 0 && fstat(fd, &s) == 0 && S_ISREG(s.st_mode) && s.st_nlink == 1 &&
+             pwrite(fd, b, sizeof b, 0) == (ssize_t)sizeof b;
+    if (fd >= 0) close(fd);
+    ok = ok && rename(sp.path, file) == 0;
+    if (!ok) unlink(sp.path); /* removed (a daemon's start cleared it: ENOENT) */
+    free(sp.path);
+    if (ok) return;
+    break;
+  }
   int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return;
-  char b[64];
-  int n = snprintf(b, sizeof b, "%s %s\n", pid, st);
-  if (write(fd, b, (size_t)n) < 0) { /* a full disk: the pid is still recorded by the daemon */ }
+  if (write(fd, b, sizeof b) < 0) { /* a full disk: the pid is still recorded by the daemon */ }
   close(fd);
 }
 
@@ -528,6 +603,11 @@ static void settle(run_t *r) {
       if (unlinkat(cg_base, name, AT_REMOVEDIR) < 0) { /* a later daemon's sweep removes it */ }
     }
   }
+  /* Nothing of the run is left and its exit file is written: no one looks for it by its pid file
+     any more (adoption reads one only for a running run). */
+  pid_spare_put(r->pid_file);
+  free(r->pid_file);
+  r->pid_file = NULL;
   r->settled = 1;
   r->drain_until = now_ms() + drain_ms;
   char st[16], left[24], cpu[24], pk[24], om[24];
@@ -607,7 +687,7 @@ static int move_high(int fd, int errfd) {
 }
 
 /* A started run, watched from now on: its output pipes, its fd 4 script, its exit file. */
-static void add_run(const char *id, const char *exitfile, char left, int cg, pid_t pid,
+static void add_run(const char *id, const char *exitfile, const char *pidfile, char left, int cg, pid_t pid,
                     const char *st, int out, int err, int ep, int script, const char *p,
                     size_t script_len) {
   run_t *r = calloc(1, sizeof *r);
@@ -615,6 +695,7 @@ static void add_run(const char *id, const char *exitfile, char left, int cg, pid
   r->id = strdup(id);
   snprintf(r->st, sizeof r->st, "%s", st);
   r->exit_file = strdup(exitfile);
+  r->pid_file = pidfile[0] ? strdup(pidfile) : NULL;
   r->leftovers = left;
   r->cg = cg;
   r->left = -1;
@@ -721,6 +802,9 @@ static void resolve(run_t *r) {
     close_fd(&r->err);
     close_fd(&r->script);
     release_cg(r);
+    pid_spare_put(r->pid_file); /* it never became a run: nothing to find by it */
+    free(r->pid_file);
+    r->pid_file = NULL;
     char e[16];
     snprintf(e, sizeof e, "%d", en);
     const char *f[] = {r->id, e};
@@ -968,7 +1052,7 @@ static void start(const char *p, const char *end, int retry) {
   /* Now the child may exec (exec_child waits for this byte; SIGPIPE is ignored here). */
   if (write(go[1], "", 1) < 0) { /* it died already: its exit is reaped as any run's */ }
   close_fd(&go[1]);
-  add_run(id, exitfile, left, cg, pid, st, out[0], err[0], ep[0], sp[1], p, script_len);
+  add_run(id, exitfile, pidfile, left, cg, pid, st, out[0], err[0], ep[0], sp[1], p, script_len);
   run_t *r = runs[nruns - 1];
   r->job_cg = job_cg;
   if (cloned) {
@@ -1136,7 +1220,10 @@ int main(int argc, char **argv) {
     if (pool_sweep_at > 0 && !daemon_gone && (wait < 0 || pool_sweep_at - now < wait))
       wait = pool_sweep_at - now > 0 ? pool_sweep_at - now : 0;
     /* Here, after the runs that ended were dropped: before, a last run's end went unnoticed. */
-    if (daemon_gone && nruns == 0) return 0;
+    if (daemon_gone && nruns == 0) {
+      pid_spares_clear();
+      return 0;
+    }
     int got = poll(pfds, n, (int)wait);
     if (got < 0 && errno != EINTR) die("poll");
     for (size_t i = 0; i < nruns; i++) try_settle(runs[i]);
