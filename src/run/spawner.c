@@ -53,7 +53,8 @@
  * (src/core/proc.ts, runCgroupsOf).
  * Without one, the run's process group is what is waited for and killed. Either way the pid
  * file (pid and start time) is written before the child may exec, so a daemon killed before it
- * recorded the pid still finds the run. The spawner is a child subreaper: escaped descendants are
+ * recorded the pid still finds the run; at the run's end it is renamed away to serve a later
+ * run's (pid_spare_put), so that no file is created or freed per run for it. The spawner is a child subreaper: escaped descendants are
  * reparented to it and reaped here, and wait4 adds their CPU to no run (a cgroup counts it).
  */
 #define _GNU_SOURCE
