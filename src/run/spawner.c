@@ -688,9 +688,9 @@ static int move_high(int fd, int errfd) {
 }
 
 /* A started run, watched from now on: its output pipes, its fd 4 script, its exit file. */
-static void add_run(const char *id, const char *exitfile, const char *pidfile, char left, int cg, pid_t pid,
-                    const char *st, int out, int err, int ep, int script, const char *p,
-                    size_t script_len) {
+static void add_run(const char *id, const char *exitfile, const char *pidfile, char left, int cg,
+                    pid_t pid, const char *st, int out, int err, int ep, int script,
+                    const char *p, size_t script_len) {
   run_t *r = calloc(1, sizeof *r);
   if (!r) die("malloc");
   r->id = strdup(id);
