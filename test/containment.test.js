@@ -589,3 +589,50 @@ test(
     assert.deepEqual(told, ["job-x"]);
   },
 );
+
+test(
+  "overlap: allow, the daemon SIGKILLed while runs overlap: on the restart a run that ended meanwhile is recorded from its exit file, and another run of the job lives on",
+  needs(skip),
+  async (t) => {
+    const root = cgroupRoot(t);
+    const marker = `${process.pid}79`;
+    reapAfter(t, marker);
+    const dir0 = tmpdir(t);
+    // The first run lives long (the job's kept cgroup was free for it); the later ones take 2 s
+    // each, so some are running whenever the daemon dies, each in a cgroup of its own.
+    const { dir, cfg } = daemonDir(
+      t,
+      `  job:\n    schedule: "* * * * * *"\n    overlap: allow\n    command: "if mkdir ${dir0}/first 2>/dev/null; then exec sleep ${marker}; fi; sleep 2"\n`,
+    );
+    const first = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    await waitFor(() => withMarker(marker).length === 1, "the long run");
+    await waitFor(
+      () =>
+        rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL").length >= 2,
+      "a short run beside the long one",
+    );
+    first.kill("SIGKILL");
+    await first.exited;
+    const [long] = withMarker(marker);
+    const running = rows(dir, "SELECT * FROM runs WHERE status = 'running'");
+    const short = running.filter((r) => r.pid !== long);
+    assert.ok(short.length >= 1, "a short run was running at the kill");
+    // The short runs end while no daemon watches them; their spawner writes their exit files.
+    await waitFor(
+      () => short.every((r) => fs.existsSync(path.join(dir, ".cronvisor", "runs", `${r.id}.exit`))),
+      "the short runs' ends, in their exit files",
+    );
+    const second = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    await waitFor(
+      () =>
+        short.every(
+          (r) => rows(dir, "SELECT status FROM runs WHERE id = ?", r.id)[0].status === "ok",
+        ),
+      "the short runs recorded ok",
+    );
+    // A short run taken for alive because of the long run in its job's cgroup would be recorded
+    // only once that cgroup was empty: after its leftovers' grace, killing the long run.
+    assert.deepEqual(withMarker(marker), [long], "the long run still runs");
+    await stopDaemon(second);
+  },
+);
