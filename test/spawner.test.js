@@ -268,6 +268,23 @@ test("the pid file: there before the exec, put away at the run's end (also a sta
   }
   assert.equal(inodes[1], inodes[0], "the second run's pid file is the first's inode");
   assert.equal(inodes[2], inodes[0], "and so is the third's");
+  // An exit file is new (it goes on to be a later run's log), made ahead while the spawner had
+  // nothing to do, and renamed into place at the run's end.
+  const ahead = () =>
+    fs
+      .readdirSync(dir)
+      .filter((n) => /^s\d+-\d+\.spare$/.test(n))
+      .map((n) => fs.statSync(path.join(dir, n)).ino)
+      .filter((ino) => ino !== inodes[0]);
+  await waitFor(() => ahead().length > 0, "an exit file made ahead");
+  const made = ahead();
+  const later = await start(6, ["true"]);
+  assert.equal(later.failed, null);
+  assert.ok(
+    made.includes(fs.statSync(path.join(dir, "6.exit")).ino),
+    "run 6's exit file was made ahead",
+  );
+  assert.equal(fs.readFileSync(path.join(dir, "6.exit"), "utf8"), "0\n");
   assert.equal((await start(4, ["/nonexistent/program"])).failed, "ENOENT");
   assert.ok(!fs.existsSync(path.join(dir, "4.pid")), "a start that failed leaves no pid file");
   const again = await start(5, own(5));
