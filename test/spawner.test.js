@@ -276,8 +276,19 @@ test("the pid file: there before the exec, put away at the run's end (also a sta
       .filter((n) => /^s\d+-\d+\.spare$/.test(n))
       .map((n) => fs.statSync(path.join(dir, n)).ino)
       .filter((ino) => ino !== inodes[0]);
-  await waitFor(() => ahead().length > 0, "an exit file made ahead");
-  const made = ahead();
+  // Made one after another until the stock is full: taken once two looks 100 ms apart agree.
+  let seen = -1;
+  const made = await waitFor(
+    () => {
+      const now = ahead();
+      const full = now.length > 0 && now.length === seen;
+      seen = now.length;
+      return full && now;
+    },
+    "exit files made ahead",
+    20_000,
+    100,
+  );
   const later = await start(6, ["true"]);
   assert.equal(later.failed, null);
   assert.ok(
