@@ -54,8 +54,10 @@
  * Without one, the run's process group is what is waited for and killed. Either way the pid
  * file (pid and start time) is written before the child may exec, so a daemon killed before it
  * recorded the pid still finds the run; at the run's end it is renamed away to serve a later
- * run's (pid_spare_put), so that no file is created or freed per run for it. The spawner is a child subreaper: escaped descendants are
- * reparented to it and reaped here, and wait4 adds their CPU to no run (a cgroup counts it).
+ * run's (pid_spare_put), so that no file is created or freed per run for it, and exit files are
+ * made ahead while there is nothing else to do (fresh_make). The spawner is a child subreaper:
+ * escaped descendants are reparented to it and reaped here, and wait4 adds their CPU to no run
+ * (a cgroup counts it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -230,6 +232,7 @@ static int sigkill_pending(pid_t pid) {
 }
 
 static int fresh_write(const char *file, const char *b, size_t n);
+static int exits_written; /* how many exit files this spawner wrote, up to 2 (fresh_make) */
 
 /* The status as the exit-file wrapper wrote it: the code, or 128 + the signal. Written into a
    file made beforehand while this process had nothing else to do (fresh_make) and renamed into
@@ -238,6 +241,7 @@ static void write_exit_file(const char *file, int status) {
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   char b[16];
   int n = snprintf(b, sizeof b, "%d\n", code);
+  exits_written += exits_written < 2;
   if (fresh_write(file, b, (size_t)n)) return;
   /* O_EXCL and O_NOFOLLOW: never through a link or into a file planted where it should be new */
   int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -246,7 +250,7 @@ static void write_exit_file(const char *file, int status) {
   close(fd);
 }
 
-/* Pid files put away at their runs' ends, each to serve a later run's pid file (pid_spare_take):
+/* Pid files put away at their runs' ends, each to serve a later run's pid file (write_pid_file):
    creating a file was about half this process's CPU on ext4 without a journal (`ext4_create` ->
    `recently_deleted`: every create scans the inodes freed in its block group in the last ~30 s,
    and each run freed one, its pid file, removed after its end). Renamed in and out of place,
@@ -292,11 +296,13 @@ static void pid_spare_put(const char *file) {
    run's log (spare.ts): made at the reap, it was a quarter of this process's CPU (the same
    `recently_deleted` scan), between one run's end and the next run's start. Made here while
    poll() finds nothing to do (between the ticks of per-second jobs, or between two events), up
-   to fresh_target, which doubles whenever an exit file found none. Named as the pid-file
-   spares. */
+   to fresh_target, which doubles whenever an exit file found none; only by a spawner that has
+   written two exit files (a daemon's: `cronvisor run`'s one run makes none ahead, which its
+   exit would only remove). Named as the pid-file spares; a pid file with no spare of its own
+   takes one too. */
 #define FRESH_MAX 1024
 static pid_spare_t fresh[FRESH_MAX];
-static size_t nfresh, fresh_target = 16;
+static size_t nfresh, fresh_target = 8;
 static char *fresh_dir;
 
 static int fresh_write(const char *file, const char *b, size_t n) {
@@ -311,7 +317,7 @@ static int fresh_write(const char *file, const char *b, size_t n) {
     fresh_dir = strndup(file, dl);
     if (!fresh_dir) die("strndup");
   }
-  if (nfresh == 0 && fresh_target < FRESH_MAX) fresh_target *= 2;
+  if (nfresh == 0 && fresh_target < FRESH_MAX && exits_written >= 2) fresh_target *= 2;
   while (nfresh > 0) {
     pid_spare_t sp = fresh[--nfresh];
     int fd = open(sp.path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -331,7 +337,7 @@ static int fresh_write(const char *file, const char *b, size_t n) {
 /* One more empty file ahead; 0 when none is wanted or it cannot be made (then none until the
    next exit file says where). */
 static int fresh_make(void) {
-  if (!fresh_dir || nfresh >= fresh_target || daemon_gone) return 0;
+  if (!fresh_dir || nfresh >= fresh_target || daemon_gone || exits_written < 2) return 0;
   size_t dl = strlen(fresh_dir);
   char *name = malloc(dl + 48);
   if (!name) die("malloc");
@@ -392,6 +398,7 @@ static void write_pid_file(const char *file, const char *pid, const char *st) {
     if (ok) return;
     break;
   }
+  if (fresh_write(file, b, sizeof b)) return;
   int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return;
   if (write(fd, b, sizeof b) < 0) { /* a full disk: the pid is still recorded by the daemon */ }
@@ -1298,7 +1305,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     /* Nothing ready: an exit file made ahead (fresh_make), then look again. */
-    int ahead = fresh_dir && !daemon_gone && nfresh < fresh_target;
+    int ahead = fresh_dir && !daemon_gone && nfresh < fresh_target && exits_written >= 2;
     int got = poll(pfds, n, ahead ? 0 : (int)wait);
     if (got < 0 && errno != EINTR) die("poll");
     if (got == 0 && ahead) fresh_make();
