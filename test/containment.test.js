@@ -202,47 +202,50 @@ test(
   },
 );
 
-test(
-  "a daemon SIGKILLed between its runs' spawn and the record of their pids: the restart adopts them, no second copy",
-  needs(skip),
-  async (t) => {
-    const root = cgroupRoot(t);
-    const marker = `${process.pid}59`;
-    reapAfter(t, marker);
-    const flag = path.join(tmpdir(t), "finish");
-    const { dir, cfg } = daemonDir(
-      t,
-      `  job:\n    schedule: "* * * * * *"\n    command: "while [ ! -e ${flag} ]; do sleep 0.05; done; : ${marker}"\n`,
-    );
-    const first = startDaemon(t, cfg, {
-      CRONVISOR_CGROUP_ROOT: root,
-      CRONVISOR_FAULT: "die-before-pids",
-    });
-    const r = await first.exited;
-    assert.equal(r.signal, "SIGKILL", "the fault hook killed the daemon");
-    const [orphan] = rows(dir, "SELECT * FROM runs WHERE status = 'running'");
-    assert.ok(orphan, "its run is recorded running");
-    assert.equal(orphan.pid, null, "with no pid recorded");
-    await waitFor(() => withMarker(marker, "sh").length === 1, "the run's process to live on");
-    const second = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
-    await waitFor(
-      () => rows(dir, "SELECT * FROM runs WHERE id = ? AND pid IS NOT NULL", orphan.id)[0],
-      "the restarted daemon to adopt the run (its pid recorded)",
-    );
-    // Slots come every second while it runs: each is skipped, none starts a second copy.
-    await waitFor(
-      () => rows(dir, "SELECT id FROM runs WHERE status = 'skipped'").length >= 2,
-      "two skipped slots",
-    );
-    assert.equal(withMarker(marker, "sh").length, 1, "one copy, never two");
-    fs.writeFileSync(flag, "");
-    await waitFor(
-      () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status = 'ok'", orphan.id)[0],
-      "the adopted run's end, recorded from its exit file",
-    );
-    await stopDaemon(second);
-  },
-);
+// Both containments: the cgroup (named by the run's id or job), and without one the pid file
+// the spawner writes before the exec.
+for (const mode of ["cgroup", "process-group"])
+  test(
+    `a daemon SIGKILLed between its runs' spawn and the record of their pids (${mode}): the restart adopts them, no second copy`,
+    needs(mode === "cgroup" ? skip : false),
+    async (t) => {
+      const root = mode === "cgroup" ? cgroupRoot(t) : "off";
+      const marker = `${process.pid}5${mode === "cgroup" ? 9 : 8}`;
+      reapAfter(t, marker);
+      const flag = path.join(tmpdir(t), "finish");
+      const { dir, cfg } = daemonDir(
+        t,
+        `  job:\n    schedule: "* * * * * *"\n    command: "while [ ! -e ${flag} ]; do sleep 0.05; done; : ${marker}"\n`,
+      );
+      const first = startDaemon(t, cfg, {
+        CRONVISOR_CGROUP_ROOT: root,
+        CRONVISOR_FAULT: "die-before-pids",
+      });
+      const r = await first.exited;
+      assert.equal(r.signal, "SIGKILL", "the fault hook killed the daemon");
+      const [orphan] = rows(dir, "SELECT * FROM runs WHERE status = 'running'");
+      assert.ok(orphan, "its run is recorded running");
+      assert.equal(orphan.pid, null, "with no pid recorded");
+      await waitFor(() => withMarker(marker, "sh").length === 1, "the run's process to live on");
+      const second = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+      await waitFor(
+        () => rows(dir, "SELECT * FROM runs WHERE id = ? AND pid IS NOT NULL", orphan.id)[0],
+        "the restarted daemon to adopt the run (its pid recorded)",
+      );
+      // Slots come every second while it runs: each is skipped, none starts a second copy.
+      await waitFor(
+        () => rows(dir, "SELECT id FROM runs WHERE status = 'skipped'").length >= 2,
+        "two skipped slots",
+      );
+      assert.equal(withMarker(marker, "sh").length, 1, "one copy, never two");
+      fs.writeFileSync(flag, "");
+      await waitFor(
+        () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status = 'ok'", orphan.id)[0],
+        "the adopted run's end, recorded from its exit file",
+      );
+      await stopDaemon(second);
+    },
+  );
 
 test(
   "cpu_s and memory_peak_bytes: a run that burns CPU and holds 160 MiB",
@@ -584,5 +587,52 @@ test(
     signalCgroup({ id: 6, job: "x" }, "SIGKILL");
     assert.equal(await job.over, "SIGKILL");
     assert.deepEqual(told, ["job-x"]);
+  },
+);
+
+test(
+  "overlap: allow, the daemon SIGKILLed while runs overlap: on the restart a run that ended meanwhile is recorded from its exit file, and another run of the job lives on",
+  needs(skip),
+  async (t) => {
+    const root = cgroupRoot(t);
+    const marker = `${process.pid}79`;
+    reapAfter(t, marker);
+    const dir0 = tmpdir(t);
+    // The first run lives long (the job's kept cgroup was free for it); the later ones take 2 s
+    // each, so some are running whenever the daemon dies, each in a cgroup of its own.
+    const { dir, cfg } = daemonDir(
+      t,
+      `  job:\n    schedule: "* * * * * *"\n    overlap: allow\n    command: "if mkdir ${dir0}/first 2>/dev/null; then exec sleep ${marker}; fi; sleep 2"\n`,
+    );
+    const first = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    await waitFor(() => withMarker(marker).length === 1, "the long run");
+    await waitFor(
+      () =>
+        rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL").length >= 2,
+      "a short run beside the long one",
+    );
+    first.kill("SIGKILL");
+    await first.exited;
+    const [long] = withMarker(marker);
+    const running = rows(dir, "SELECT * FROM runs WHERE status = 'running'");
+    const short = running.filter((r) => r.pid !== long);
+    assert.ok(short.length >= 1, "a short run was running at the kill");
+    // The short runs end while no daemon watches them; their spawner writes their exit files.
+    await waitFor(
+      () => short.every((r) => fs.existsSync(path.join(dir, ".cronvisor", "runs", `${r.id}.exit`))),
+      "the short runs' ends, in their exit files",
+    );
+    const second = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
+    await waitFor(
+      () =>
+        short.every(
+          (r) => rows(dir, "SELECT status FROM runs WHERE id = ?", r.id)[0].status === "ok",
+        ),
+      "the short runs recorded ok",
+    );
+    // A short run taken for alive because of the long run in its job's cgroup would be recorded
+    // only once that cgroup was empty: after its leftovers' grace, killing the long run.
+    assert.deepEqual(withMarker(marker), [long], "the long run still runs");
+    await stopDaemon(second);
   },
 );

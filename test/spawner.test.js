@@ -214,6 +214,94 @@ test("the spawner itself: a start, its output, its end and exit file; a failed e
   assert.ok(!fs.existsSync(path.join(dir, "target")), "not written through a link");
 });
 
+test("the pid file: there before the exec, put away at the run's end (also a start that failed), and the next run's pid file is the same inode, not a new file", async (t) => {
+  const dir = tmpdir(t);
+  const spawner = await ownSpawner(t);
+  const start = (runId, argv) =>
+    new Promise((resolve) => {
+      const r = { out: "", failed: null, pid: null };
+      spawner.start(
+        {
+          runId,
+          nice: 0,
+          cwd: dir,
+          exitFile: path.join(dir, `${runId}.exit`),
+          pidFile: path.join(dir, `${runId}.pid`),
+          leftovers: "kill",
+          nofile: null,
+          memory: null,
+          cpu: null,
+          tasks: null,
+          argv,
+          env: { PATH: "/usr/bin:/bin" },
+          script: null,
+        },
+        {
+          started: (pid, st) => Object.assign(r, { pid, st }),
+          failed: (code) => resolve({ ...r, failed: code }),
+          output: (chunk) => (r.out += chunk),
+          exited: () => {},
+          closed: () => resolve(r),
+          lost: () => resolve({ ...r, failed: "lost" }),
+        },
+      );
+    });
+  // Each run reads its own pid file (it is there before the exec) and says its inode.
+  const own = (id) => ["sh", "-c", `cat ${id}.pid; stat -c %i ${id}.pid`];
+  const inodes = [];
+  for (const id of [1, 2, 3]) {
+    const r = await start(id, own(id));
+    const [line, inode] = r.out.trim().split("\n");
+    assert.deepEqual(
+      line.trim().split(/ +/),
+      [String(r.pid), r.st],
+      `run ${id}'s pid and start time`,
+    );
+    // The format adoption reads (exit-file.ts, readPidFile).
+    const { readPidFile } = await import("../dist/run/exit-file.js");
+    inodes.push(Number(inode));
+    assert.ok(
+      !fs.existsSync(path.join(dir, `${id}.pid`)),
+      `run ${id}'s pid file is put away at its end`,
+    );
+    assert.equal(readPidFile(path.join(dir, `${id}.pid`)), null);
+  }
+  assert.equal(inodes[1], inodes[0], "the second run's pid file is the first's inode");
+  assert.equal(inodes[2], inodes[0], "and so is the third's");
+  // An exit file is new (it goes on to be a later run's log), made ahead while the spawner had
+  // nothing to do, and renamed into place at the run's end.
+  const ahead = () =>
+    fs
+      .readdirSync(dir)
+      .filter((n) => /^s\d+-\d+\.spare$/.test(n))
+      .map((n) => fs.statSync(path.join(dir, n)).ino)
+      .filter((ino) => ino !== inodes[0]);
+  // Made one after another until the stock is full: taken once two looks 100 ms apart agree.
+  let seen = -1;
+  const made = await waitFor(
+    () => {
+      const now = ahead();
+      const full = now.length > 0 && now.length === seen;
+      seen = now.length;
+      return full && now;
+    },
+    "exit files made ahead",
+    20_000,
+    100,
+  );
+  const later = await start(6, ["true"]);
+  assert.equal(later.failed, null);
+  assert.ok(
+    made.includes(fs.statSync(path.join(dir, "6.exit")).ino),
+    "run 6's exit file was made ahead",
+  );
+  assert.equal(fs.readFileSync(path.join(dir, "6.exit"), "utf8"), "0\n");
+  assert.equal((await start(4, ["/nonexistent/program"])).failed, "ENOENT");
+  assert.ok(!fs.existsSync(path.join(dir, "4.pid")), "a start that failed leaves no pid file");
+  const again = await start(5, own(5));
+  assert.equal(Number(again.out.trim().split("\n")[1]), inodes[0], "its inode served the next run");
+});
+
 test("starts sent back to back: each run is told started before its output and its end, a failed exec only failed, whichever child execs first", async (t) => {
   // The spawner no longer waits for one child's exec before forking the next (a tick's runs
   // start side by side): each 'P' or 'F' is sent when that child's exec-error pipe says, so the

@@ -249,6 +249,9 @@ export interface RunSpec {
   memory: number | null;
   cpu: number | null;
   tasks: number | null;
+  /** Never its job's kept cgroup (`overlap: allow`: another run of the job may be in it, and a
+   *  run's cgroups are found by its id and job, core/proc.ts runCgroupsOf). */
+  ownCgroup?: boolean;
 }
 
 /** One plain result per run; maps one-to-one onto the run row. */

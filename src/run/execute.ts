@@ -237,6 +237,10 @@ function startOrFail(
     leftovers: job.leftovers,
     nofile: job.limits.nofile,
     ...enforceable(job.limits, containment().controllers),
+    // Runs of the job at once: each in a cgroup of its own, so that one of them that ended is
+    // never taken for alive (nor killed as its leftovers) because of another in the job's kept
+    // cgroup (core/proc.ts cgroupPopulated, run/cgroup.ts signalCgroup).
+    ownCgroup: job.overlap === "allow",
   };
   return startRun(spec, ctx.spawner ?? undefined, jobNice(os.getPriority(0)));
 }

@@ -1,7 +1,8 @@
 // The files the spawner writes for each run under the state dir's runs/: the exit status, so a
 // daemon restarted while the job runs (which cannot wait() for a process it did not start) still
 // learns how it ended, and the pid with its start time, written before the exec, so a daemon
-// killed before it recorded the pid still finds the run. This module owns their paths, reading
+// killed before it recorded the pid still finds the run (the spawner renames it away, to serve
+// a later run's pid file, once the run is over). This module owns their paths, reading
 // them back and removing them once the end is recorded.
 import fs from "node:fs";
 import path from "node:path";
@@ -69,16 +70,22 @@ export function readExitFile(file: string): number | null {
  */
 export function retireExitFile(stateDir: string, runId: number): void {
   retire(exitFileFor(stateDir, runId), stateDir);
-  try {
-    fs.unlinkSync(pidFileFor(stateDir, runId));
-  } catch {
-    // best effort: a pid file is read only for a running run
-  }
+  // The spawner puts a run's pid file away as its own spare at the run's end (spawner.c,
+  // pid_spare_put): one is left only by a spawner that died under its run. Looked for first: a
+  // failed unlink's exception costs the daemon more than the look.
+  const pidFile = pidFileFor(stateDir, runId);
+  if (fs.existsSync(pidFile))
+    try {
+      fs.unlinkSync(pidFile);
+    } catch {
+      // best effort: a pid file is read only for a running run
+    }
 }
 
 /** Once the end is recorded, the run's exit and pid files have served their purpose. */
 export function removeExitFile(stateDir: string, runId: number): void {
   for (const f of [exitFileFor(stateDir, runId), pidFileFor(stateDir, runId)]) {
+    if (!fs.existsSync(f)) continue; // the pid file: put away by the spawner already
     try {
       fs.unlinkSync(f);
     } catch {

@@ -53,8 +53,11 @@
  * (src/core/proc.ts, runCgroupsOf).
  * Without one, the run's process group is what is waited for and killed. Either way the pid
  * file (pid and start time) is written before the child may exec, so a daemon killed before it
- * recorded the pid still finds the run. The spawner is a child subreaper: escaped descendants are
- * reparented to it and reaped here, and wait4 adds their CPU to no run (a cgroup counts it).
+ * recorded the pid still finds the run; at the run's end it is renamed away to serve a later
+ * run's (pid_spare_put), so that no file is created or freed per run for it, and exit files are
+ * made ahead while there is nothing else to do (fresh_make). The spawner is a child subreaper:
+ * escaped descendants are reparented to it and reaped here, and wait4 adds their CPU to no run
+ * (a cgroup counts it).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -94,6 +97,7 @@ typedef struct {
   char *script_buf;
   size_t script_len, script_off;
   char *exit_file;
+  char *pid_file;     /* put away as a spare once the run is over (pid_spare_put); NULL after */
   char leftovers;      /* 'k', 'w' or 'p' */
   int cg;              /* the run's cgroup directory, or -1 (process-group containment) */
   struct pooled *job_cg; /* its job's reused cgroup (cg is then that one's), or NULL */
@@ -180,6 +184,7 @@ static void drop_run(size_t i) {
   free(r->req);
   free(r->script_buf);
   free(r->exit_file);
+  free(r->pid_file);
   free(r->id);
   free(r);
   runs[i] = runs[--nruns];
@@ -226,27 +231,177 @@ static int sigkill_pending(pid_t pid) {
   return p && (strtoull(p + 8, NULL, 16) & (1ULL << (SIGKILL - 1)));
 }
 
-/* The status as the exit-file wrapper wrote it: the code, or 128 + the signal. */
+static int fresh_write(const char *file, const char *b, size_t n);
+static int exits_written; /* how many exit files this spawner wrote, up to 2 (fresh_make) */
+
+/* The status as the exit-file wrapper wrote it: the code, or 128 + the signal. Written into a
+   file made beforehand while this process had nothing else to do (fresh_make) and renamed into
+   place, whole, where there is one; else created. */
 static void write_exit_file(const char *file, int status) {
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  char b[16];
+  int n = snprintf(b, sizeof b, "%d\n", code);
+  exits_written += exits_written < 2;
+  if (fresh_write(file, b, (size_t)n)) return;
   /* O_EXCL and O_NOFOLLOW: never through a link or into a file planted where it should be new */
   int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return;
-  char b[16];
-  int n = snprintf(b, sizeof b, "%d\n", code);
   if (write(fd, b, (size_t)n) < 0) { /* a full disk: adoption then records it interrupted */ }
   close(fd);
 }
 
+/* Pid files put away at their runs' ends, each to serve a later run's pid file (write_pid_file):
+   creating a file was about half this process's CPU on ext4 without a journal (`ext4_create` ->
+   `recently_deleted`: every create scans the inodes freed in its block group in the last ~30 s,
+   and each run freed one, its pid file, removed after its end). Renamed in and out of place,
+   the same few inodes serve every run. Only pid files: this process writes them, and the daemon
+   only reads one (adoption) while its run lives. A spare is named `sPID-N.spare` next to the
+   pid files, so that a daemon's start clears those a killed spawner left (spare.ts,
+   clearSpares); daemons name theirs with a digit first, so the two never meet. */
+typedef struct {
+  char *path; /* the spare's name */
+  size_t dirlen; /* the length of its directory, slash included: it serves pid files there only */
+} pid_spare_t;
+#define PID_SPARES_MAX 1024
+static pid_spare_t pid_spares[PID_SPARES_MAX];
+static size_t npid_spares;
+static unsigned long pid_spare_seq;
+
+static size_t dir_len(const char *file) {
+  const char *slash = strrchr(file, '/');
+  return slash ? (size_t)(slash - file) + 1 : 0;
+}
+
+/* A pid file whose run is over (or never started): kept as a spare, or removed past the cap. */
+static void pid_spare_put(const char *file) {
+  if (!file || !file[0]) return;
+  size_t dl = dir_len(file);
+  if (npid_spares < PID_SPARES_MAX) {
+    char *spare = malloc(dl + 48);
+    if (!spare) die("malloc");
+    memcpy(spare, file, dl);
+    snprintf(spare + dl, 48, "s%d-%lu.spare", (int)getpid(), pid_spare_seq++);
+    /* rename(2) never follows either name; ENOENT: there was none (a full disk, a failed write) */
+    if (rename(file, spare) == 0) {
+      pid_spares[npid_spares++] = (pid_spare_t){spare, dl};
+      return;
+    }
+    free(spare);
+  }
+  unlink(file);
+}
+
+/* Empty files made ahead for exit files (fresh_make), in the directory of the last exit file
+   written (fresh_dir). Every run's exit file must be a new inode, as it goes on to be a later
+   run's log (spare.ts): made at the reap, it was a quarter of this process's CPU (the same
+   `recently_deleted` scan), between one run's end and the next run's start. Made here while
+   poll() finds nothing to do (between the ticks of per-second jobs, or between two events), up
+   to fresh_target, which doubles whenever an exit file found none; only by a spawner that has
+   written two exit files (a daemon's: `cronvisor run`'s one run makes none ahead, which its
+   exit would only remove). Named as the pid-file spares; a pid file with no spare of its own
+   takes one too. */
+#define FRESH_MAX 1024
+static pid_spare_t fresh[FRESH_MAX];
+static size_t nfresh, fresh_target = 8;
+static char *fresh_dir;
+
+static int fresh_write(const char *file, const char *b, size_t n) {
+  size_t dl = dir_len(file);
+  if (!fresh_dir || strlen(fresh_dir) != dl || strncmp(fresh_dir, file, dl) != 0) {
+    free(fresh_dir);
+    for (size_t i = 0; i < nfresh; i++) {
+      unlink(fresh[i].path);
+      free(fresh[i].path);
+    }
+    nfresh = 0;
+    fresh_dir = strndup(file, dl);
+    if (!fresh_dir) die("strndup");
+  }
+  if (nfresh == 0 && fresh_target < FRESH_MAX && exits_written >= 2) fresh_target *= 2;
+  while (nfresh > 0) {
+    pid_spare_t sp = fresh[--nfresh];
+    int fd = open(sp.path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat s;
+    int ok = fd >= 0 && fstat(fd, &s) == 0 && S_ISREG(s.st_mode) && s.st_nlink == 1 &&
+             s.st_size == 0 && write(fd, b, n) == (ssize_t)n;
+    if (fd >= 0) close(fd);
+    /* rename(2) replaces what lies at `file` (a link planted there is replaced, never followed) */
+    ok = ok && rename(sp.path, file) == 0;
+    if (!ok) unlink(sp.path);
+    free(sp.path);
+    if (ok) return 1;
+  }
+  return 0;
+}
+
+/* One more empty file ahead; 0 when none is wanted or it cannot be made (then none until the
+   next exit file says where). */
+static int fresh_make(void) {
+  if (!fresh_dir || nfresh >= fresh_target || daemon_gone || exits_written < 2) return 0;
+  size_t dl = strlen(fresh_dir);
+  char *name = malloc(dl + 48);
+  if (!name) die("malloc");
+  memcpy(name, fresh_dir, dl);
+  snprintf(name + dl, 48, "s%d-%lu.spare", (int)getpid(), pid_spare_seq++);
+  int fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    free(name);
+    free(fresh_dir);
+    fresh_dir = NULL;
+    return 0;
+  }
+  close(fd);
+  fresh[nfresh++] = (pid_spare_t){name, dl};
+  return 1;
+}
+
+/* Once the daemon is gone and its runs with it, the spares serve no one. */
+static void pid_spares_clear(void) {
+  for (size_t i = 0; i < npid_spares; i++) {
+    unlink(pid_spares[i].path);
+    free(pid_spares[i].path);
+  }
+  npid_spares = 0;
+  for (size_t i = 0; i < nfresh; i++) {
+    unlink(fresh[i].path);
+    free(fresh[i].path);
+  }
+  nfresh = 0;
+}
+
 /* The run's pid and start time, written before its child may exec: a daemon killed before it
-   recorded them finds the run by this file (src/daemon/adopt.ts). */
+   recorded them finds the run by this file (src/daemon/adopt.ts). Padded to a fixed width, so a
+   spare's earlier text is overwritten whole without emptying it first; written into a spare and
+   renamed into place where there is one (replacing whatever lies at the path: a stale file of an
+   earlier start of the run), else created. */
 static void write_pid_file(const char *file, const char *pid, const char *st) {
   if (!file[0]) return;
+  char b[64];
+  snprintf(b, sizeof b, "%-63s", "");
+  int n = snprintf(b, sizeof b, "%s %s", pid, st);
+  if (n < 0 || n >= 63) return;
+  b[n] = ' ';
+  b[63] = '\n';
+  size_t dl = dir_len(file);
+  for (size_t i = npid_spares; i-- > 0;) {
+    pid_spare_t sp = pid_spares[i];
+    if (sp.dirlen != dl || strncmp(sp.path, file, dl) != 0) continue;
+    pid_spares[i] = pid_spares[--npid_spares];
+    int fd = open(sp.path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat s;
+    int ok = fd >= 0 && fstat(fd, &s) == 0 && S_ISREG(s.st_mode) && s.st_nlink == 1 &&
+             pwrite(fd, b, sizeof b, 0) == (ssize_t)sizeof b;
+    if (fd >= 0) close(fd);
+    ok = ok && rename(sp.path, file) == 0;
+    if (!ok) unlink(sp.path); /* removed (a daemon's start cleared it: ENOENT) */
+    free(sp.path);
+    if (ok) return;
+    break;
+  }
+  if (fresh_write(file, b, sizeof b)) return;
   int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return;
-  char b[64];
-  int n = snprintf(b, sizeof b, "%s %s\n", pid, st);
-  if (write(fd, b, (size_t)n) < 0) { /* a full disk: the pid is still recorded by the daemon */ }
+  if (write(fd, b, sizeof b) < 0) { /* a full disk: the pid is still recorded by the daemon */ }
   close(fd);
 }
 
@@ -528,6 +683,11 @@ static void settle(run_t *r) {
       if (unlinkat(cg_base, name, AT_REMOVEDIR) < 0) { /* a later daemon's sweep removes it */ }
     }
   }
+  /* Nothing of the run is left and its exit file is written: no one looks for it by its pid file
+     any more (adoption reads one only for a running run). */
+  pid_spare_put(r->pid_file);
+  free(r->pid_file);
+  r->pid_file = NULL;
   r->settled = 1;
   r->drain_until = now_ms() + drain_ms;
   char st[16], left[24], cpu[24], pk[24], om[24];
@@ -607,14 +767,15 @@ static int move_high(int fd, int errfd) {
 }
 
 /* A started run, watched from now on: its output pipes, its fd 4 script, its exit file. */
-static void add_run(const char *id, const char *exitfile, char left, int cg, pid_t pid,
-                    const char *st, int out, int err, int ep, int script, const char *p,
-                    size_t script_len) {
+static void add_run(const char *id, const char *exitfile, const char *pidfile, char left, int cg,
+                    pid_t pid, const char *st, int out, int err, int ep, int script,
+                    const char *p, size_t script_len) {
   run_t *r = calloc(1, sizeof *r);
   if (!r) die("malloc");
   r->id = strdup(id);
   snprintf(r->st, sizeof r->st, "%s", st);
   r->exit_file = strdup(exitfile);
+  r->pid_file = pidfile[0] ? strdup(pidfile) : NULL;
   r->leftovers = left;
   r->cg = cg;
   r->left = -1;
@@ -721,6 +882,9 @@ static void resolve(run_t *r) {
     close_fd(&r->err);
     close_fd(&r->script);
     release_cg(r);
+    pid_spare_put(r->pid_file); /* it never became a run: nothing to find by it */
+    free(r->pid_file);
+    r->pid_file = NULL;
     char e[16];
     snprintf(e, sizeof e, "%d", en);
     const char *f[] = {r->id, e};
@@ -968,7 +1132,7 @@ static void start(const char *p, const char *end, int retry) {
   /* Now the child may exec (exec_child waits for this byte; SIGPIPE is ignored here). */
   if (write(go[1], "", 1) < 0) { /* it died already: its exit is reaped as any run's */ }
   close_fd(&go[1]);
-  add_run(id, exitfile, left, cg, pid, st, out[0], err[0], ep[0], sp[1], p, script_len);
+  add_run(id, exitfile, pidfile, left, cg, pid, st, out[0], err[0], ep[0], sp[1], p, script_len);
   run_t *r = runs[nruns - 1];
   r->job_cg = job_cg;
   if (cloned) {
@@ -1136,9 +1300,15 @@ int main(int argc, char **argv) {
     if (pool_sweep_at > 0 && !daemon_gone && (wait < 0 || pool_sweep_at - now < wait))
       wait = pool_sweep_at - now > 0 ? pool_sweep_at - now : 0;
     /* Here, after the runs that ended were dropped: before, a last run's end went unnoticed. */
-    if (daemon_gone && nruns == 0) return 0;
-    int got = poll(pfds, n, (int)wait);
+    if (daemon_gone && nruns == 0) {
+      pid_spares_clear();
+      return 0;
+    }
+    /* Nothing ready: an exit file made ahead (fresh_make), then look again. */
+    int ahead = fresh_dir && !daemon_gone && nfresh < fresh_target && exits_written >= 2;
+    int got = poll(pfds, n, ahead ? 0 : (int)wait);
     if (got < 0 && errno != EINTR) die("poll");
+    if (got == 0 && ahead) fresh_make();
     for (size_t i = 0; i < nruns; i++) try_settle(runs[i]);
     pool_sweep(now_ms());
     if (got <= 0) continue;

@@ -25,6 +25,7 @@ export interface SpawnRequest extends Pick<
   | "memory"
   | "cpu"
   | "tasks"
+  | "ownCgroup"
 > {
   /** The nice the run starts at (the spawner's child sets it before exec). */
   nice: number;
@@ -82,7 +83,7 @@ export function decodeStatus(status: number): {
 /**
  * A request frame: u32 length, 'S', NUL-terminated fields, then the fd 4 script (pure).
  * `keepJobCgroup`: the run goes into its job's kept cgroup (a daemon's runs; one without limits,
- * which a kept cgroup would carry over), else into one of its own.
+ * which a kept cgroup would carry over, nor `ownCgroup`), else into one of its own.
  */
 export function encodeRequest(r: SpawnRequest, keepJobCgroup = false): Buffer {
   const limited = (r.memory ?? 0) > 0 || (r.cpu ?? 0) > 0 || (r.tasks ?? 0) > 0;
@@ -97,7 +98,7 @@ export function encodeRequest(r: SpawnRequest, keepJobCgroup = false): Buffer {
     String(r.memory ?? 0),
     String(Math.round(r.cpu ?? 0)),
     String(r.tasks ?? 0),
-    keepJobCgroup && !limited ? jobCgroupName(r.job) : "",
+    keepJobCgroup && !limited && r.ownCgroup !== true ? jobCgroupName(r.job) : "",
     String(r.argv.length),
     ...r.argv,
   ];
