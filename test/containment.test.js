@@ -14,11 +14,11 @@ import {
   alive,
   cli,
   freePort,
-  query,
   removeCgroupTree,
   request,
-  rows,
   runAs,
+  readStore,
+  readStoreIn,
   startDaemon,
   statusJson,
   stopDaemon,
@@ -100,10 +100,10 @@ test(
     let most = 0;
     await waitFor(() => {
       most = Math.max(most, withMarker(marker).length);
-      return rows(dir, "SELECT id FROM runs WHERE status = 'ok'").length >= 4;
+      return readStoreIn(dir).runs({ status: "ok" }).length >= 4;
     }, "four runs");
     assert.ok(most <= 1, `at most one copy of the escaped work alive at once, saw ${most}`);
-    const done = rows(dir, "SELECT reason FROM runs WHERE status = 'ok'");
+    const done = readStoreIn(dir).runs({ status: "ok" });
     assert.ok(
       done.every((r) => r.reason === "killed 1 leftover process"),
       JSON.stringify(done),
@@ -129,7 +129,7 @@ test(
     );
     const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
     const first = await waitFor(
-      () => rows(dir, "SELECT * FROM runs WHERE status = 'ok' ORDER BY id LIMIT 1")[0],
+      () => readStoreIn(dir).runs({ status: "ok" })[0],
       "the first run to end",
     );
     assert.ok(
@@ -137,12 +137,10 @@ test(
       `the run lasted as long as its escapee: ${first.duration_ms} ms`,
     );
     assert.equal(first.reason, "waited for 1 leftover process");
-    const skipped = rows(
-      dir,
-      "SELECT reason FROM runs WHERE status = 'skipped' AND slot > ? AND slot < ?",
-      first.slot,
-      first.finished_at - 1000,
-    );
+    const skipped = readStoreIn(dir).runs({
+      status: "skipped",
+      slot: { gt: first.slot, lt: first.finished_at - 1000 },
+    });
     assert.ok(skipped.length >= 1, "slots during the wait were skipped");
     assert.ok(
       skipped.every((s) => /run \d+ (still running|holds the lock)|overlap/.test(s.reason)),
@@ -167,7 +165,7 @@ test(
     );
     const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
     const run = await waitFor(
-      () => rows(dir, "SELECT * FROM runs WHERE status = 'timeout'")[0],
+      () => readStoreIn(dir).runs({ status: "timeout" })[0],
       "the run to time out",
     );
     assert.match(run.reason, /^timeout after 1s/);
@@ -188,10 +186,7 @@ test(
       `  svc:\n    schedule: "@reboot"\n    leftovers: keep\n    command: "setsid sh -c 'exec sleep 30.0${marker}' &"\n`,
     );
     const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
-    const run = await waitFor(
-      () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'")[0],
-      "the run to end",
-    );
+    const run = await waitFor(() => readStoreIn(dir).runs({ status: "ok" })[0], "the run to end");
     assert.equal(run.reason, "left 1 process running");
     const [kept] = withMarker(marker);
     assert.ok(kept, "the kept process still runs");
@@ -223,24 +218,27 @@ for (const mode of ["cgroup", "process-group"])
       });
       const r = await first.exited;
       assert.equal(r.signal, "SIGKILL", "the fault hook killed the daemon");
-      const [orphan] = rows(dir, "SELECT * FROM runs WHERE status = 'running'");
+      const [orphan] = readStoreIn(dir).runs({ status: "running" });
       assert.ok(orphan, "its run is recorded running");
       assert.equal(orphan.pid, null, "with no pid recorded");
       await waitFor(() => withMarker(marker, "sh").length === 1, "the run's process to live on");
       const second = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
       await waitFor(
-        () => rows(dir, "SELECT * FROM runs WHERE id = ? AND pid IS NOT NULL", orphan.id)[0],
+        () =>
+          readStoreIn(dir)
+            .runs({ id: orphan.id })
+            .find((r) => r.pid !== null),
         "the restarted daemon to adopt the run (its pid recorded)",
       );
       // Slots come every second while it runs: each is skipped, none starts a second copy.
       await waitFor(
-        () => rows(dir, "SELECT id FROM runs WHERE status = 'skipped'").length >= 2,
+        () => readStoreIn(dir).runs({ status: "skipped" }).length >= 2,
         "two skipped slots",
       );
       assert.equal(withMarker(marker, "sh").length, 1, "one copy, never two");
       fs.writeFileSync(flag, "");
       await waitFor(
-        () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status = 'ok'", orphan.id)[0],
+        () => readStoreIn(dir).runs({ id: orphan.id, status: "ok" })[0],
         "the adopted run's end, recorded from its exit file",
       );
       await stopDaemon(second);
@@ -262,10 +260,7 @@ test(
       `http: 127.0.0.1:${port}\nhttp_logs: true\n`,
     );
     const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
-    const run = await waitFor(
-      () => rows(dir, "SELECT * FROM runs WHERE status = 'ok'")[0],
-      "the run to end",
-    );
+    const run = await waitFor(() => readStoreIn(dir).runs({ status: "ok" })[0], "the run to end");
     // The page says where runs are contained; the run's page and /metrics say what it cost.
     const page = await request(port, { path: "/" });
     assert.match(page.body, /data-containment="cgroup"[^>]*>a cgroup per run/);
@@ -329,12 +324,12 @@ test("without a cgroup of its own (not root) the daemon says so: process-group c
   const st = runAs(user, [process.execPath, cv, "status", "--json", "-c", cfg], { cwd: dir });
   assert.equal(st.code, 0, st.stderr);
   // Stopped now: status shows no containment for a daemon that is down; the row keeps it.
-  const row = query(path.join(dir, "state"), "SELECT containment FROM daemon")[0];
+  const row = readStore(path.join(dir, "state")).daemon();
   assert.ok(row, "the daemon's row");
   const c = JSON.parse(row.containment);
   assert.equal(c.mode, "process-group");
   assert.match(c.reason, /not root/);
-  const ran = query(path.join(dir, "state"), "SELECT status FROM runs")[0];
+  const ran = readStore(path.join(dir, "state")).runs()[0];
   assert.equal(ran?.status, "ok", "its runs still run, in their process groups");
 });
 
@@ -350,19 +345,10 @@ test("limits: nofile is set for the run (1024 by default, not the daemon's raise
     cfg,
     MOUNT && process.getuid() === 0 ? { CRONVISOR_CGROUP_ROOT: cgroupRoot(t) } : {},
   );
-  await waitFor(
-    () => rows(dir, "SELECT id FROM runs WHERE status = 'ok'").length === 2,
-    "both runs",
-  );
+  await waitFor(() => readStoreIn(dir).runs({ status: "ok" }).length === 2, "both runs");
   const log = (job) =>
     fs.readFileSync(
-      path.join(
-        dir,
-        ".cronvisor",
-        "logs",
-        job,
-        `${rows(dir, "SELECT id FROM runs WHERE job = ?", job)[0].id}.log`,
-      ),
+      path.join(dir, ".cronvisor", "logs", job, `${readStoreIn(dir).runs({ job })[0].id}.log`),
       "utf8",
     );
   assert.equal(log("plain"), "1024\n");
@@ -413,10 +399,7 @@ test(
     }, "the daemon to record its cgroup base");
     const jobCg = path.join(base, "job-burn");
     const ok = await waitFor(() => {
-      const r = rows(
-        dir,
-        "SELECT id, cpu_s FROM runs WHERE job = 'burn' AND status = 'ok' ORDER BY id",
-      );
+      const r = readStoreIn(dir).runs({ job: "burn", status: "ok" });
       return r.length >= 4 && r;
     }, "four runs of burn");
     // Kept from one run to the next: the job's cgroup, not one per run.
@@ -443,7 +426,7 @@ test("a daemon's clean stop removes its job cgroups with its base", needs(skip),
     `  tick:\n    schedule: "* * * * * *"\n    command: [/bin/true]\n`,
   );
   const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
-  await waitFor(() => rows(dir, "SELECT id FROM runs WHERE status = 'ok'").length >= 2, "two runs");
+  await waitFor(() => readStoreIn(dir).runs({ status: "ok" }).length >= 2, "two runs");
   const base = fs.readFileSync(path.join(dir, ".cronvisor", "cgroup"), "utf8").trim();
   assert.ok(fs.existsSync(path.join(base, "job-tick")), "the job's cgroup is kept while it runs");
   await stopDaemon(d);
@@ -474,11 +457,9 @@ test(
     );
     const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
     const ran = (job) =>
-      rows(
-        dir,
-        "SELECT id, status, reason FROM runs WHERE job = ? AND status != 'skipped' ORDER BY id",
-        job,
-      );
+      readStoreIn(dir)
+        .runs({ job })
+        .filter((r) => r.status !== "skipped");
     await waitFor(() => {
       const tmo = ran("tmo").filter((r) => r.status !== "running");
       const lk = ran("lk").filter((r) => r.status !== "running");
@@ -509,10 +490,7 @@ test(
       `  tick:\n    schedule: "* * * * * *"\n    command: [/bin/true]\n`,
     );
     const d = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
-    await waitFor(
-      () => rows(dir, "SELECT id FROM runs WHERE status = 'ok'").length >= 2,
-      "two runs",
-    );
+    await waitFor(() => readStoreIn(dir).runs({ status: "ok" }).length >= 2, "two runs");
     const base = fs.readFileSync(path.join(dir, ".cronvisor", "cgroup"), "utf8").trim();
     // Between two runs: the job's kept cgroup, idle, is killed behind the spawner's back (an
     // operator, another tool). A run that was in it at that moment may die of it: only the runs
@@ -524,12 +502,7 @@ test(
     );
     fs.writeFileSync(path.join(jobCg, "cgroup.kill"), "1");
     const killedAt = Date.now();
-    const later = () =>
-      rows(
-        dir,
-        "SELECT id, status, reason FROM runs WHERE slot > ? AND status != 'running' ORDER BY id",
-        killedAt,
-      );
+    const later = () => readStoreIn(dir).ended({ slot: { gt: killedAt } });
     await waitFor(() => later().length >= 3, "three runs after the kill");
     await stopDaemon(d);
     assert.ok(
@@ -606,15 +579,11 @@ test(
     );
     const first = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
     await waitFor(() => withMarker(marker).length === 1, "the long run");
-    await waitFor(
-      () =>
-        rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL").length >= 2,
-      "a short run beside the long one",
-    );
+    await waitFor(() => readStoreIn(dir).spawned().length >= 2, "a short run beside the long one");
     first.kill("SIGKILL");
     await first.exited;
     const [long] = withMarker(marker);
-    const running = rows(dir, "SELECT * FROM runs WHERE status = 'running'");
+    const running = readStoreIn(dir).runs({ status: "running" });
     const short = running.filter((r) => r.pid !== long);
     assert.ok(short.length >= 1, "a short run was running at the kill");
     // The short runs end while no daemon watches them; their spawner writes their exit files.
@@ -624,10 +593,7 @@ test(
     );
     const second = startDaemon(t, cfg, { CRONVISOR_CGROUP_ROOT: root });
     await waitFor(
-      () =>
-        short.every(
-          (r) => rows(dir, "SELECT status FROM runs WHERE id = ?", r.id)[0].status === "ok",
-        ),
+      () => short.every((r) => readStoreIn(dir).runs({ id: r.id })[0].status === "ok"),
       "the short runs recorded ok",
     );
     // A short run taken for alive because of the long run in its job's cgroup would be recorded

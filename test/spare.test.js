@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { retireExitFile, exitFileFor } from "../dist/run/exit-file.js";
 import { startRun } from "../dist/run/runner.js";
 import { clearSpares, spareCount, takeSpare } from "../dist/run/spare.js";
-import { query, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import { readStore, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
 
 function spec(dir, runId, command) {
   return {
@@ -143,11 +143,7 @@ test("a pruned log's inode is never a later run's log: a reader still holding th
   );
   const state = path.join(dir, ".cronvisor");
   const d = startDaemon(t, cfg);
-  const firstLog = () =>
-    query(
-      state,
-      "SELECT log_path FROM runs WHERE job = 'old' AND status = 'ok' ORDER BY id LIMIT 1",
-    )[0]?.log_path;
+  const firstLog = () => readStore(state).runs({ job: "old", status: "ok" })[0]?.log_path;
   await waitFor(
     () => firstLog() && fs.statSync(firstLog()).size > 0,
     "the first run's log",
@@ -164,7 +160,7 @@ test("a pruned log's inode is never a later run's log: a reader still holding th
   assert.match(before, /old-output/);
   await waitFor(() => !fs.existsSync(log), "the first run's log to be pruned", 20_000);
   // Later runs of both jobs, each with a new log.
-  const logsNow = () => query(state, "SELECT COUNT(*) AS n FROM runs WHERE status = 'ok'")[0].n;
+  const logsNow = () => readStore(state).runs({ status: "ok" }).length;
   const n0 = logsNow();
   await waitFor(() => logsNow() >= n0 + 6, "six more runs", 20_000);
   await stopDaemon(d);

@@ -11,8 +11,8 @@ import {
   childrenOf,
   killGroup,
   killGroupsAfter,
-  rows,
   spawnerOf,
+  readStoreIn,
   startDaemon,
   stopDaemon,
   tmpdir,
@@ -33,10 +33,7 @@ async function daemonWithRun(t, schedule, command) {
     `heartbeat: 1s\njobs:\n  job:\n    schedule: "${schedule}"\n    command: "${command}"\n`,
   );
   const d = startDaemon(t, cfg);
-  const run = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE status = 'running' AND pid IS NOT NULL")[0],
-    "a running run",
-  );
+  const run = await waitFor(() => readStoreIn(dir).spawned()[0], "a running run");
   killGroupsAfter(t, [run.pgid]);
   return { dir, cfg, d, run };
 }
@@ -54,10 +51,7 @@ test("the build has a spawner, and the daemon's runs are its children", async (t
   assert.equal(fs.readlinkSync(`/proc/${spawner}/exe`), SPAWNER, "this build's spawner");
   assert.ok(childrenOf(spawner).includes(run.pid), "the run is the spawner's child");
   fs.writeFileSync(flag, "");
-  await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status = 'ok'", run.id)[0],
-    "the run to end ok",
-  );
+  await waitFor(() => readStoreIn(dir).runs({ id: run.id, status: "ok" })[0], "the run to end ok");
   await stopDaemon(d);
   await waitFor(() => !alive(spawner), "the spawner to exit with the daemon's stop");
 });
@@ -113,7 +107,7 @@ test("daemon SIGKILLed while its run writes output: the run goes on (no SIGPIPE)
   await waitFor(() => !alive(spawner), "the orphaned spawner to exit");
   d = startDaemon(t, cfg);
   const row = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status != 'running'", run.id)[0],
+    () => readStoreIn(dir).ended({ id: run.id })[0],
     "the run's end recorded",
   );
   await stopDaemon(d);
@@ -134,7 +128,7 @@ test("the spawner SIGKILLed under a live run: the run is recorded interrupted on
   assert.ok(alive(run.pid), "the run outlives its spawner");
   killGroup(run.pgid);
   const row = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE id = ? AND status != 'running'", run.id)[0],
+    () => readStoreIn(dir).ended({ id: run.id })[0],
     "the run's end recorded",
   );
   assert.equal(row.status, "interrupted");
@@ -142,7 +136,7 @@ test("the spawner SIGKILLed under a live run: the run is recorded interrupted on
   // The next slot's run starts from a new spawner and ends as usual.
   fs.writeFileSync(flag, "");
   const later = await waitFor(
-    () => rows(dir, "SELECT * FROM runs WHERE id > ? AND status = 'ok'", run.id)[0],
+    () => readStoreIn(dir).runs({ id: { gt: run.id }, status: "ok" })[0],
     "a later run ok",
   );
   assert.ok(later);
