@@ -35,8 +35,9 @@ export function migrationFilesIn(dir: URL): string[] {
 
 /**
  * A migration file's text for `engine`: each line `\include NAME` becomes what INCLUDES holds
- * for it (a definition written once for both engines, digest.ts). The line is no SQL
- * either engine takes, so a file fed to sqlite3 or psql by hand fails instead of skipping it.
+ * for it (a definition written once for both engines, digest.ts). SQLite takes the line for no
+ * SQL, so a file fed to sqlite3 by hand fails instead of skipping it (psql reads it as its own
+ * `\include FILE` and says there is no such file).
  */
 export function migrationText(dir: URL, file: string, engine: "sqlite" | "postgresql"): string {
   return fs
