@@ -159,38 +159,52 @@ async function ownSpawner(t) {
   return spawner;
 }
 
+/**
+ * A start request for `spawner.start`: run `runId` of `argv` in `dir` (its exit and pid files
+ * there), nothing else asked; `over` replaces any field.
+ */
+function request(dir, runId, argv, over = {}) {
+  return {
+    runId,
+    nice: 0,
+    cwd: dir,
+    exitFile: path.join(dir, `${runId}.exit`),
+    pidFile: path.join(dir, `${runId}.pid`),
+    leftovers: "kill",
+    nofile: null,
+    memory: null,
+    cpu: null,
+    tasks: null,
+    argv,
+    env: { PATH: "/usr/bin:/bin" },
+    script: null,
+    ...over,
+  };
+}
+
+/**
+ * Start one run through `spawner` and wait for its end: { out, failed, exited, pid, st }
+ * (`failed`: the exec's error code, or "lost"; `exited`: { code, signal }).
+ */
+function startOne(spawner, dir, runId, argv, over = {}) {
+  return new Promise((resolve) => {
+    const r = { out: "", failed: null, exited: null, pid: null, st: null };
+    spawner.start(request(dir, runId, argv, over), {
+      started: (pid, st) => Object.assign(r, { pid, st }),
+      failed: (code) => resolve({ ...r, failed: code }),
+      output: (chunk) => (r.out += chunk),
+      exited: (code, signal) => (r.exited = { code, signal }),
+      closed: () => resolve(r),
+      lost: () => resolve({ ...r, failed: "lost" }),
+    });
+  });
+}
+
 test("the spawner itself: a start, its output, its end and exit file; a failed exec and a missing cwd say why", async (t) => {
   const dir = tmpdir(t);
   const spawner = await ownSpawner(t);
   const start = (runId, argv, cwd = dir) =>
-    new Promise((resolve) => {
-      const r = { out: "", failed: null, exited: null, pid: null };
-      spawner.start(
-        {
-          runId,
-          nice: 0,
-          cwd,
-          exitFile: path.join(dir, `${runId}.exit`),
-          pidFile: path.join(dir, `${runId}.pid`),
-          leftovers: "kill",
-          nofile: null,
-          memory: null,
-          cpu: null,
-          tasks: null,
-          argv,
-          env: { PATH: "/usr/bin:/bin", GREETING: "hello" },
-          script: null,
-        },
-        {
-          started: (pid) => (r.pid = pid),
-          failed: (code) => resolve({ ...r, failed: code }),
-          output: (chunk) => (r.out += chunk),
-          exited: (code, signal) => (r.exited = { code, signal }),
-          closed: () => resolve(r),
-          lost: () => resolve({ ...r, failed: "lost" }),
-        },
-      );
-    });
+    startOne(spawner, dir, runId, argv, { cwd, env: { PATH: "/usr/bin:/bin", GREETING: "hello" } });
   const ok = await start(1, ["sh", "-c", 'echo "$GREETING from $(pwd)"; echo oops >&2; exit 7']);
   assert.ok(ok.pid > 0);
   assert.equal(ok.out, `hello from ${dir}\noops\n`);
@@ -211,35 +225,7 @@ test("the spawner itself: a start, its output, its end and exit file; a failed e
 test("the pid file: there before the exec, put away at the run's end (also a start that failed), and the next run's pid file is the same inode, not a new file", async (t) => {
   const dir = tmpdir(t);
   const spawner = await ownSpawner(t);
-  const start = (runId, argv) =>
-    new Promise((resolve) => {
-      const r = { out: "", failed: null, pid: null };
-      spawner.start(
-        {
-          runId,
-          nice: 0,
-          cwd: dir,
-          exitFile: path.join(dir, `${runId}.exit`),
-          pidFile: path.join(dir, `${runId}.pid`),
-          leftovers: "kill",
-          nofile: null,
-          memory: null,
-          cpu: null,
-          tasks: null,
-          argv,
-          env: { PATH: "/usr/bin:/bin" },
-          script: null,
-        },
-        {
-          started: (pid, st) => Object.assign(r, { pid, st }),
-          failed: (code) => resolve({ ...r, failed: code }),
-          output: (chunk) => (r.out += chunk),
-          exited: () => {},
-          closed: () => resolve(r),
-          lost: () => resolve({ ...r, failed: "lost" }),
-        },
-      );
-    });
+  const start = (runId, argv) => startOne(spawner, dir, runId, argv);
   // Each run reads its own pid file (it is there before the exec) and says its inode.
   const own = (id) => ["sh", "-c", `cat ${id}.pid; stat -c %i ${id}.pid`];
   const inodes = [];
@@ -315,46 +301,29 @@ test("starts sent back to back: each run is told started before its output and i
             echoes: ["sh", "-c", `echo out-${i}; echo err-${i} >&2; exit ${i % 5}`],
             exits: ["true"],
           }[kind(i)];
-          spawner.start(
-            {
-              runId: i + 1,
-              nice: 0,
-              cwd: dir,
-              exitFile: path.join(dir, `${i + 1}.exit`),
-              pidFile: path.join(dir, `${i + 1}.pid`),
-              leftovers: "kill",
-              nofile: null,
-              memory: null,
-              cpu: null,
-              tasks: null,
-              argv,
-              env: { PATH: "/usr/bin:/bin" },
-              script: null,
+          spawner.start(request(dir, i + 1, argv), {
+            started: (pid) => {
+              r.pid = pid;
+              r.events.push("started");
             },
-            {
-              started: (pid) => {
-                r.pid = pid;
-                r.events.push("started");
-              },
-              failed: (code) => {
-                r.events.push(`failed ${code}`);
-                resolve(r);
-              },
-              output: (chunk) => {
-                r.out += chunk;
-                if (r.events.at(-1) !== "output") r.events.push("output");
-              },
-              exited: (code) => r.events.push(`exited ${code}`),
-              closed: () => {
-                r.events.push("closed");
-                resolve(r);
-              },
-              lost: () => {
-                r.events.push("lost");
-                resolve(r);
-              },
+            failed: (code) => {
+              r.events.push(`failed ${code}`);
+              resolve(r);
             },
-          );
+            output: (chunk) => {
+              r.out += chunk;
+              if (r.events.at(-1) !== "output") r.events.push("output");
+            },
+            exited: (code) => r.events.push(`exited ${code}`),
+            closed: () => {
+              r.events.push("closed");
+              resolve(r);
+            },
+            lost: () => {
+              r.events.push("lost");
+              resolve(r);
+            },
+          });
         }),
     ),
   );
@@ -415,21 +384,9 @@ test("the spawner killed while a tick's starts exec: a start it never answered l
       new Promise((resolve) => {
         const r = { pid: null, end: null };
         spawner.start(
-          {
-            runId: i + 1,
-            nice: 0,
-            cwd: dir,
-            exitFile: path.join(dir, `${i + 1}.exit`),
-            pidFile: path.join(dir, `${i + 1}.pid`),
-            leftovers: "kill",
-            nofile: null,
-            memory: null,
-            cpu: null,
-            tasks: null,
-            argv: ["sleep", "30"],
+          request(dir, i + 1, ["sleep", "30"], {
             env: { PATH: "/usr/bin:/bin", CVX_TEST_TAG: tag.split("=")[1] },
-            script: null,
-          },
+          }),
           {
             started: (pid) => {
               r.pid = pid;
@@ -536,22 +493,12 @@ test("a spawner holding more than 1,024 descriptors still starts runs: a run's o
     (_, i) =>
       new Promise((resolve) => {
         spawner.start(
-          {
-            runId: i + 1,
-            job: `j${i}`,
-            nice: 0,
-            cwd: dir,
-            exitFile: path.join(dir, `${i + 1}.exit`),
-            pidFile: path.join(dir, `${i + 1}.pid`),
-            leftovers: "kill",
-            nofile: null,
-            memory: null,
-            cpu: null,
-            tasks: null,
-            argv: ["sh", "-c", `while [ ! -e ${flag} ]; do sleep 0.1; done; ulimit -n`],
-            env: { PATH: "/usr/bin:/bin" },
-            script: null,
-          },
+          request(
+            dir,
+            i + 1,
+            ["sh", "-c", `while [ ! -e ${flag} ]; do sleep 0.1; done; ulimit -n`],
+            { job: `j${i}` },
+          ),
           {
             started: () => {},
             failed: (code) => resolve({ failed: code }),
