@@ -44,7 +44,7 @@ export { iso };
 
 /**
  * How many finished runs health looks back over (failing streaks, p95 of durations): the 20 the
- * job's row keeps (SUMMARY_RECENT), whose digest it keeps too (migration 008).
+ * job's row keeps (SUMMARY_RECENT), whose digest it keeps too (store/digest.ts).
  */
 const RECENT_RUNS = 20;
 
@@ -147,7 +147,7 @@ export async function inspectJob(
   now: number,
   nodes: readonly NodeRow[] = [],
 ): Promise<JobInspection> {
-  // No recent run read: the job's row keeps their digest (migration 008).
+  // No recent run read: the job's row keeps their digest (store/digest.ts).
   const readings = await store.jobReadings(job.name, job.health.repeatLimit);
   return judgeJob(job, readings, now, runLiveness(nodes, store.shared, store.node, runAlive));
 }

@@ -70,26 +70,29 @@ export function readExitFile(file: string): number | null {
  */
 export function retireExitFile(stateDir: string, runId: number): void {
   retire(exitFileFor(stateDir, runId), stateDir);
-  // The spawner puts a run's pid file away as its own spare at the run's end (spawner.c,
-  // pid_spare_put): one is left only by a spawner that died under its run. Looked for first: a
-  // failed unlink's exception costs the daemon more than the look.
-  const pidFile = pidFileFor(stateDir, runId);
-  if (fs.existsSync(pidFile))
-    try {
-      fs.unlinkSync(pidFile);
-    } catch {
-      // best effort: a pid file is read only for a running run
-    }
+  removeLeftPidFile(stateDir, runId);
 }
 
 /** Once the end is recorded, the run's exit and pid files have served their purpose. */
 export function removeExitFile(stateDir: string, runId: number): void {
-  for (const f of [exitFileFor(stateDir, runId), pidFileFor(stateDir, runId)]) {
-    if (!fs.existsSync(f)) continue; // the pid file: put away by the spawner already
-    try {
-      fs.unlinkSync(f);
-    } catch {
-      // best effort: a stale exit file is never read for a finished run
-    }
+  removeIfThere(exitFileFor(stateDir, runId));
+  removeLeftPidFile(stateDir, runId);
+}
+
+/**
+ * The spawner puts a run's pid file away as its own spare at the run's end (spawner.c,
+ * pid_spare_put): one is left only by a spawner that died under its run.
+ */
+function removeLeftPidFile(stateDir: string, runId: number): void {
+  removeIfThere(pidFileFor(stateDir, runId));
+}
+
+/** Best effort; looked for first, as a failed unlink's exception costs more than the look. */
+function removeIfThere(file: string): void {
+  if (!fs.existsSync(file)) return;
+  try {
+    fs.unlinkSync(file);
+  } catch {
+    // a stale exit or pid file is never read for a finished run
   }
 }

@@ -107,7 +107,11 @@ export function encodeRequest(r: SpawnRequest, keepJobCgroup = false): Buffer {
   for (const [k, v] of env) fields.push(`${k}=${v}`);
   for (const f of fields)
     if (f.includes("\0")) throw new Error("a NUL byte in a command, its environment or its cwd");
-  const body = `S${fields.join("\0")}\0${r.script ?? ""}`;
+  return frameOf(`S${fields.join("\0")}\0${r.script ?? ""}`);
+}
+
+/** A frame to the spawner: u32 length, then the body (its kind's letter first). */
+function frameOf(body: string): Buffer {
   const len = Buffer.byteLength(body);
   const buf = Buffer.allocUnsafe(4 + len);
   buf.writeUInt32LE(len, 0);
@@ -175,11 +179,7 @@ export class Spawner {
    * fresh one, never cloning a child into the killed one (spawner.c, pool_killed).
    */
   jobCgroupKilled(name: string): void {
-    const body = Buffer.from(`D${name}\0`);
-    const frame = Buffer.allocUnsafe(4 + body.length);
-    frame.writeUInt32LE(body.length, 0);
-    body.copy(frame, 4);
-    this.child?.stdin?.write(frame);
+    this.child?.stdin?.write(frameOf(`D${name}\0`));
   }
 
   /** The daemon stops: the spawner exits once the runs it still waits for have ended. */

@@ -61,7 +61,7 @@ export interface StatusRows {
 
 /**
  * A jobs row as the status read takes it: the JobRow, recent_runs, last_finished, marker_count
- * and migration 008's verdicts.
+ * and its digest's columns (digest.ts).
  */
 export type SummaryRow = readonly [JobRow, string, string | null, number, RowVerdicts];
 

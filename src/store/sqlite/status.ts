@@ -66,7 +66,7 @@ function jobTable(
 /**
  * Everything `status` shows: one row per job (its summary, kept by triggers in the transaction
  * of each write that changes it), plus the running runs and the attempts, one query each for
- * every job at once. Health judges from the rows' verdicts (migration 008); `recentLimit` is how
+ * every job at once. Health judges from the rows' digests (../digest.ts); `recentLimit` is how
  * many recent runs to return besides (0: none, and none is parsed). Asked for more recent runs
  * than the summary keeps, the runs are read.
  * `parses`: the jobs' rows and their summaries' parses kept from an earlier read (summary.ts),
