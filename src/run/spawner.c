@@ -232,7 +232,32 @@ static int sigkill_pending(pid_t pid) {
 }
 
 static int fresh_write(const char *file, const char *b, size_t n);
-static int exits_written; /* how many exit files this spawner wrote, up to 2 (fresh_make) */
+static int exits_written;
+
+/* `b` written from the start of `spare` (a regular file with one link; empty when `empty`) and
+   the spare renamed to `file`, replacing what lies there (rename(2) never follows a link
+   planted there); else the spare is removed. 1 when it is in place. */
+static int place_spare(const char *spare, const char *file, const char *b, size_t n, int empty) {
+  int fd = open(spare, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat s;
+  int ok = fd >= 0 && fstat(fd, &s) == 0 && S_ISREG(s.st_mode) && s.st_nlink == 1 &&
+           (!empty || s.st_size == 0) && pwrite(fd, b, n, 0) == (ssize_t)n;
+  if (fd >= 0) close(fd);
+  ok = ok && rename(spare, file) == 0;
+  if (!ok) unlink(spare); /* ENOENT: a daemon's start cleared it */
+  return ok;
+}
+
+/* `file` created with `b` in it. O_EXCL and O_NOFOLLOW: never through a link or into a file
+   planted where it should be new. A failed write (a full disk) leaves it short: the exit file
+   then reads as none (adoption records the run interrupted), the pid file as none (the daemon
+   records the pid itself). */
+static void create_new(const char *file, const char *b, size_t n) {
+  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  if (write(fd, b, n) < 0) { /* see above */ }
+  close(fd);
+} /* how many exit files this spawner wrote, up to 2 (fresh_make) */
 
 /* The status as the exit-file wrapper wrote it: the code, or 128 + the signal. Written into a
    file made beforehand while this process had nothing else to do (fresh_make) and renamed into
@@ -242,12 +267,7 @@ static void write_exit_file(const char *file, int status) {
   char b[16];
   int n = snprintf(b, sizeof b, "%d\n", code);
   exits_written += exits_written < 2;
-  if (fresh_write(file, b, (size_t)n)) return;
-  /* O_EXCL and O_NOFOLLOW: never through a link or into a file planted where it should be new */
-  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return;
-  if (write(fd, b, (size_t)n) < 0) { /* a full disk: adoption then records it interrupted */ }
-  close(fd);
+  if (!fresh_write(file, b, (size_t)n)) create_new(file, b, (size_t)n);
 }
 
 /* Pid files put away at their runs' ends, each to serve a later run's pid file (write_pid_file):
@@ -320,14 +340,7 @@ static int fresh_write(const char *file, const char *b, size_t n) {
   if (nfresh == 0 && fresh_target < FRESH_MAX && exits_written >= 2) fresh_target *= 2;
   while (nfresh > 0) {
     pid_spare_t sp = fresh[--nfresh];
-    int fd = open(sp.path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat s;
-    int ok = fd >= 0 && fstat(fd, &s) == 0 && S_ISREG(s.st_mode) && s.st_nlink == 1 &&
-             s.st_size == 0 && write(fd, b, n) == (ssize_t)n;
-    if (fd >= 0) close(fd);
-    /* rename(2) replaces what lies at `file` (a link planted there is replaced, never followed) */
-    ok = ok && rename(sp.path, file) == 0;
-    if (!ok) unlink(sp.path);
+    int ok = place_spare(sp.path, file, b, n, 1);
     free(sp.path);
     if (ok) return 1;
   }
@@ -387,22 +400,12 @@ static void write_pid_file(const char *file, const char *pid, const char *st) {
     pid_spare_t sp = pid_spares[i];
     if (sp.dirlen != dl || strncmp(sp.path, file, dl) != 0) continue;
     pid_spares[i] = pid_spares[--npid_spares];
-    int fd = open(sp.path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat s;
-    int ok = fd >= 0 && fstat(fd, &s) == 0 && S_ISREG(s.st_mode) && s.st_nlink == 1 &&
-             pwrite(fd, b, sizeof b, 0) == (ssize_t)sizeof b;
-    if (fd >= 0) close(fd);
-    ok = ok && rename(sp.path, file) == 0;
-    if (!ok) unlink(sp.path); /* removed (a daemon's start cleared it: ENOENT) */
+    int ok = place_spare(sp.path, file, b, sizeof b, 0);
     free(sp.path);
     if (ok) return;
     break;
   }
-  if (fresh_write(file, b, sizeof b)) return;
-  int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return;
-  if (write(fd, b, sizeof b) < 0) { /* a full disk: the pid is still recorded by the daemon */ }
-  close(fd);
+  if (!fresh_write(file, b, sizeof b)) create_new(file, b, sizeof b);
 }
 
 static void resolve(run_t *r);
