@@ -125,7 +125,46 @@ test("a start clears the spares an earlier daemon left, and keeps this process's
   assert.equal(fs.existsSync(path.join(dir, "runs", mine)), true, "this process's own is kept");
 });
 
-test("a pruned log's inode is never a later run's log: a reader still holding the old log (logs --follow, the page) never sees another run's output", async (t) => {
+test("a pruned log no one holds open serves on: its inode is a later run's exit file, then its log, holding only that run's output", async (t) => {
+  const dir = tmpdir(t);
+  const cfg = writeConfig(
+    dir,
+    [
+      "jobs:",
+      "  j:",
+      '    schedule: "* * * * * *"',
+      '    command: echo "run $CRONVISOR_RUN_ID"',
+      "    log: { keep_runs: 1 }",
+      "",
+    ].join("\n"),
+  );
+  const state = path.join(dir, ".cronvisor");
+  const d = startDaemon(t, cfg);
+  const firstRunOf = new Map(); // an inode -> the first run whose log it was
+  const { first, later, text } = await waitFor(
+    () => {
+      for (const r of readStore(state).runs({ job: "j", status: "ok" })) {
+        // The inode by its number and birth time: a freed number is soon given to a new file.
+        const st = fs.statSync(r.log_path, { throwIfNoEntry: false, bigint: true });
+        if (st === undefined) continue;
+        const ino = `${st.ino}@${st.birthtimeNs}`;
+        const first = firstRunOf.get(ino) ?? r.id;
+        firstRunOf.set(ino, first);
+        // Read at once: the next run's end prunes it.
+        if (first !== r.id) return { first, later: r, text: fs.readFileSync(r.log_path, "utf8") };
+      }
+      return null;
+    },
+    "a later run's log on a pruned run's inode",
+    30_000,
+    50,
+  );
+  assert.ok(later.id > first);
+  assert.equal(text, `run ${later.id}\n`);
+  await stopDaemon(d);
+});
+
+test("a pruned log's inode is never a later run's log while a reader still holds it (logs --follow, the page): the reader never sees another run's output", async (t) => {
   const dir = tmpdir(t);
   const cfg = writeConfig(
     dir,

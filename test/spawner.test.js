@@ -159,6 +159,14 @@ async function ownSpawner(t) {
   return spawner;
 }
 
+function isLink(p) {
+  try {
+    return fs.lstatSync(p).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A start request for `spawner.start`: run `runId` of `argv` in `dir` (its exit and pid files
  * there), nothing else asked; `over` replaces any field.
@@ -280,6 +288,51 @@ test("the pid file: there before the exec, put away at the run's end (also a sta
   assert.ok(!fs.existsSync(path.join(dir, "4.pid")), "a start that failed leaves no pid file");
   const again = await start(5, own(5));
   assert.equal(Number(again.out.trim().split("\n")[1]), inodes[0], "its inode served the next run");
+});
+
+test("a pruned log given back (recycle) is a later run's exit file when no one holds it open; held open, linked twice, a link or elsewhere, it is removed, never reused", async (t) => {
+  const dir = tmpdir(t);
+  const spawner = await ownSpawner(t);
+  const start = (runId, argv) => startOne(spawner, dir, runId, argv);
+  // Two exit files written: the spawner keeps exit files ahead next to them from now on.
+  await start(1, ["true"]);
+  await start(2, ["true"]);
+  const put = (name, text) => {
+    const f = path.join(dir, name);
+    fs.mkdirSync(path.dirname(f), { recursive: true });
+    fs.writeFileSync(f, text);
+    return f;
+  };
+  const free = put("900-1.spare", "an old run's output\n");
+  const freeIno = fs.statSync(free).ino;
+  const held = put("900-2.spare", "followed\n");
+  const heldIno = fs.statSync(held).ino;
+  const fd = fs.openSync(held, "r"); // as `logs --follow` or the page holds a log
+  t.after(() => fs.closeSync(fd));
+  const twice = put("900-3.spare", "two names\n");
+  fs.linkSync(twice, path.join(dir, "other-name"));
+  const target = put("target", "not ours to empty\n");
+  const link = path.join(dir, "900-4.spare");
+  fs.symlinkSync(target, link);
+  const elsewhere = put("sub/900-5.spare", "another directory\n");
+  for (const f of [held, twice, link, elsewhere, free]) assert.equal(spawner.recycle(f), true);
+  await waitFor(
+    () => [held, twice, link, elsewhere].every((f) => !fs.existsSync(f) && !isLink(f)),
+    "the refused ones removed",
+  );
+  await waitFor(() => fs.statSync(free).size === 0, "the free one kept, emptied");
+  const later = await start(3, ["true"]);
+  assert.equal(later.exited.code, 0);
+  assert.equal(fs.statSync(path.join(dir, "3.exit")).ino, freeIno, "run 3's exit file is it");
+  assert.equal(fs.readFileSync(path.join(dir, "3.exit"), "utf8"), "0\n", "and holds only that");
+  for (let id = 4; id < 12; id++) {
+    await start(id, ["true"]);
+    assert.notEqual(fs.statSync(path.join(dir, `${id}.exit`)).ino, heldIno, `run ${id}`);
+  }
+  const buf = Buffer.alloc(64);
+  assert.equal(buf.toString("utf8", 0, fs.readSync(fd, buf, 0, 64, 0)), "followed\n");
+  assert.equal(fs.readFileSync(path.join(dir, "other-name"), "utf8"), "two names\n");
+  assert.equal(fs.readFileSync(target, "utf8"), "not ours to empty\n");
 });
 
 test("starts sent back to back: each run is told started before its output and its end, a failed exec only failed, whichever child execs first", async (t) => {

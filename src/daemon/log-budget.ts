@@ -49,6 +49,8 @@ export class LogBudget {
     private readonly stateDir: string,
     /** logs.max_total of the config in force (a reload may change it). */
     private readonly maxBytes: () => number,
+    /** How a log goes once counted out: removed, or its inode recycled (run/spare.ts). */
+    private readonly discard: (file: string) => void = (file) => fs.rmSync(file, { force: true }),
   ) {}
 
   /** The bytes the logs take now (the directory walked at the first call). */
@@ -65,7 +67,7 @@ export class LogBudget {
   /** Remove a log (a pruned run's) and count it out. */
   remove(file: string): void {
     const size = sizeOf(file);
-    fs.rmSync(file, { force: true });
+    this.discard(file);
     if (this.total !== null) this.total = Math.max(0, this.total - size);
   }
 

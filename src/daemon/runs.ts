@@ -304,8 +304,8 @@ export class Runs {
     st.sincePrune = 0;
     try {
       const logs = await this.rt.store.pruneRuns(job.name, job.log.keepRuns);
-      // Removed, never kept as a spare (run/spare.ts): a reader may still hold a pruned log open
-      // (`logs --follow`, the page), and must not see a later run's output in it.
+      // Its inode serves a later run only if no reader holds it open (`logs --follow`, the
+      // page), who must never see a later run's output in it (run/spare.ts, recycleLog).
       for (const p of logs) this.rt.logs.remove(p);
     } catch (e) {
       this.rt.log(`cronvisor: pruning old runs failed: ${(e as Error).message} (job: ${job.name})`);

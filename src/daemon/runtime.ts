@@ -9,6 +9,7 @@ import type { Owner, Store } from "../store/store.js";
 import { decideAdmission } from "./admit.js";
 import { KeptWrites } from "./kept.js";
 import { LogBudget } from "./log-budget.js";
+import { recycleLog } from "../run/spare.js";
 import type { Active, JobState } from "./state.js";
 import { Waiting } from "./waiting.js";
 import type { SupervisorHooks } from "../monitor/hooks.js";
@@ -50,7 +51,14 @@ export class Runtime {
     private readonly hooks: SupervisorHooks | undefined,
   ) {
     this.kept = new KeptWrites(log);
-    this.logs = new LogBudget(config.stateDir, () => this.config.logsMaxTotalBytes);
+    this.logs = new LogBudget(
+      config.stateDir,
+      () => this.config.logsMaxTotalBytes,
+      (file) => {
+        const sp = this.spawner;
+        recycleLog(file, config.stateDir, sp && ((spare) => sp.recycle(spare)));
+      },
+    );
     this.spread = store.shared ? new Spread(store.node, graceMs(config.heartbeatMs)) : null;
   }
 

@@ -1,8 +1,10 @@
 // Spare files: the inodes of finished runs' exit files, kept by the daemon to become its later
-// runs' log files instead of being freed. Only exit files: no one but the daemon and the wrapper
-// (which has exited) ever opens one, while a pruned log may still be open in a reader
-// (`logs --follow`, the page), who must never see a later run's output through it. On ext4 without a journal, creating
-// a file scans past every inode freed in its block group in the last ~30 s (`recently_deleted`):
+// runs' log files instead of being freed. Only exit files: no one but the daemon and the spawner
+// ever opens one. A pruned log may still be open in a reader (`logs --follow`, the page), who
+// must never see a later run's output through it: it goes to the spawner (recycleLog), which
+// keeps it for a later exit file only while no one holds it open. On ext4 without a journal,
+// creating a file scans past every inode freed in its block group in the last ~30 s
+// (`recently_deleted`):
 // with one exit file freed per run, that was 0.3 to 1.7 ms of the daemon's CPU per log created,
 // about half of its own per-run cost (perf, BENCHMARKS.md "Issue 16: the run path, continued"),
 // against 0.07 ms to link a spare into place. A spare is never freed, so it adds nothing to the
@@ -58,6 +60,35 @@ function keep(file: string, stateDir: string): boolean {
     return false;
   } finally {
     fs.closeSync(fd);
+  }
+}
+
+/**
+ * A pruned log (its run is over): its name goes at once, as removing it did, and its inode to
+ * `give` (Spawner.recycle), which makes it a later run's exit file if no one holds it open, so
+ * that an inode serves run after run and none is created or freed per run. Removed when there is
+ * nothing to give it to or the rename fails. Never throws.
+ */
+export function recycleLog(
+  file: string,
+  stateDir: string,
+  give: ((spare: string) => boolean) | null,
+): void {
+  let name = file;
+  try {
+    if (give !== null) {
+      const spare = path.join(stateDir, "runs", `${process.pid}-${counter++}${SUFFIX}`);
+      fs.renameSync(file, spare); // never follows `file`: a planted link is the spawner's to refuse
+      name = spare;
+      if (give(spare)) return;
+    }
+  } catch {
+    // gone already, or on another filesystem than runs/ (EXDEV): removed as before
+  }
+  try {
+    fs.rmSync(name, { force: true });
+  } catch {
+    // best effort, as removing a pruned log always was
   }
 }
 

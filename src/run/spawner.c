@@ -21,6 +21,8 @@
  *                                  memory.max, cpu.max and pids.max (0: none); cgroup: its
  *                                  job's cgroup, used and kept for the job's next run
  *                                  ("job-NAME"; without limits only), or empty: BASE/run-ID
+ *   -> 'R' path                    a pruned log, renamed next to the exit files: an exit file
+ *                                  ahead if no one holds it open, else removed (recycle)
  *   -> 'D' name                    cgroup.kill was written to the job cgroup `name` (the daemon's
  *                                  timeout or stop): it is never cloned into again (pool_killed)
  *   <- 'K' id pid starttime        forked, not yet exec'd (starttime: field 22 of /proc/PID/stat):
@@ -312,8 +314,9 @@ static void pid_spare_put(const char *file) {
 }
 
 /* Empty files made ahead for exit files (fresh_make), in the directory of the last exit file
-   written (fresh_dir). Every run's exit file must be a new inode, as it goes on to be a later
-   run's log (spare.ts): made at the reap, it was a quarter of this process's CPU (the same
+   written (fresh_dir). Every run's exit file must be an inode no reader holds, as it goes on to
+   be a later run's log (spare.ts): a pruned log no one has open (recycle) or a new one. Made at
+   the reap, a new one was a quarter of this process's CPU (the same
    `recently_deleted` scan), between one run's end and the next run's start. Made here while
    poll() finds nothing to do (between the ticks of per-second jobs, or between two events), up
    to fresh_target, which doubles whenever an exit file found none; only by a spawner that has
@@ -366,6 +369,35 @@ static int fresh_make(void) {
   close(fd);
   fresh[nfresh++] = (pid_spare_t){name, dl};
   return 1;
+}
+
+/* A pruned log the daemon renamed to `path` (a spare's name next to the exit files, 'R'): kept,
+   emptied, as an exit file made ahead when no one else has it open, else removed. Its run is
+   over and its name gone, so only a reader that opened it before (`logs --follow`, the page)
+   can still hold it, and such a reader must never see a later run's output through it: a write
+   lease is granted only while no other open file of the inode exists, in any process (fcntl(2),
+   F_SETLEASE), and once its name is gone no new one can be opened. So an inode serves run after
+   run (exit file, log, pruned, exit file again) and none is created or freed per run: creating
+   one was what was left of this process's per-run ext4 cost (`recently_deleted`, above). */
+static void recycle(const char *path) {
+  size_t dl = dir_len(path);
+  int fd = -1, ok = fresh_dir && nfresh < FRESH_MAX && strlen(fresh_dir) == dl &&
+                    strncmp(fresh_dir, path, dl) == 0;
+  if (ok) fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat s;
+  ok = ok && fd >= 0 && fstat(fd, &s) == 0 && S_ISREG(s.st_mode) && s.st_nlink == 1 &&
+       s.st_uid == geteuid() && fcntl(fd, F_SETLEASE, F_WRLCK) == 0;
+  if (ok) {
+    fcntl(fd, F_SETLEASE, F_UNLCK);
+    ok = ftruncate(fd, 0) == 0;
+  }
+  if (fd >= 0) close(fd);
+  char *kept = ok ? strdup(path) : NULL;
+  if (!kept) {
+    unlink(path);
+    return;
+  }
+  fresh[nfresh++] = (pid_spare_t){kept, dl};
 }
 
 /* Once the daemon is gone and its runs with it, the spares serve no one. */
@@ -1219,6 +1251,10 @@ static void read_requests(void) {
     const char *frame = inbuf + off + 4;
     if (frame[0] == 'S') {
       start(frame + 1, frame + len, 0);
+    } else if (frame[0] == 'R') {
+      const char *q = frame + 1, *path = field(&q, frame + len);
+      if (!path) die("malformed request");
+      recycle(path);
     } else if (frame[0] == 'D') {
       const char *q = frame + 1, *name = field(&q, frame + len);
       if (!name) die("malformed request");

@@ -182,6 +182,17 @@ export class Spawner {
     this.child?.stdin?.write(frameOf(`D${name}\0`));
   }
 
+  /**
+   * A pruned log, renamed to `spare` next to the exit files (spare.ts, recycleLog): the spawner
+   * keeps it for a later exit file if no one holds it open, else removes it. False when there is
+   * no spawner to take it (the caller removes it).
+   */
+  recycle(spare: string): boolean {
+    if (!this.child?.stdin?.writable) return false;
+    this.child.stdin.write(frameOf(`R${spare}\0`));
+    return true;
+  }
+
   /** The daemon stops: the spawner exits once the runs it still waits for have ended. */
   close(): void {
     const child = this.child;
