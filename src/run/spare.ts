@@ -16,8 +16,12 @@
 import fs from "node:fs";
 import path from "node:path";
 
-/** Enough for a tick's worth of runs; past it a retired file is removed as before. */
-const MAX_SPARES = 512;
+/**
+ * More than a tick's worth of runs (the pool fills as runs end and empties as the next tick's
+ * start); past it a retired file is removed as before. At 512, a tick of 600 runs removed 88
+ * exit files and created as many logs each second.
+ */
+const MAX_SPARES = 4096;
 
 /** Spare paths, newest last; each an empty regular file of ours, with one link. */
 const spares: string[] = [];

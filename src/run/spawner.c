@@ -323,7 +323,11 @@ static void pid_spare_put(const char *file) {
    written two exit files (a daemon's: `cronvisor run`'s one run makes none ahead, which its
    exit would only remove). Named as the pid-file spares; a pid file with no spare of its own
    takes one too. */
-#define FRESH_MAX 1024
+#define AHEAD_MAX 1024
+/* Recycled logs are kept past fresh_target, up to this: turned away at fresh_target, each tick's
+   made-ahead files (made while the tick's recycled logs were still to come) were matched by as
+   many recycled ones removed, a create and a free per run again. */
+#define FRESH_MAX 4096
 static pid_spare_t fresh[FRESH_MAX];
 static size_t nfresh, fresh_target = 8;
 static char *fresh_dir;
@@ -340,7 +344,7 @@ static int fresh_write(const char *file, const char *b, size_t n) {
     fresh_dir = strndup(file, dl);
     if (!fresh_dir) die("strndup");
   }
-  if (nfresh == 0 && fresh_target < FRESH_MAX && exits_written >= 2) fresh_target *= 2;
+  if (nfresh == 0 && fresh_target < AHEAD_MAX && exits_written >= 2) fresh_target *= 2;
   while (nfresh > 0) {
     pid_spare_t sp = fresh[--nfresh];
     int ok = place_spare(sp.path, file, b, n, 1);
