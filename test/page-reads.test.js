@@ -258,7 +258,7 @@ async function everyKindOfChange(writer, reader, others) {
   since = base + 2 * H;
   await same("the range back to its start (a wider range: read whole)");
   const whole = n.timelines;
-  await writer.pruneRuns("a", 3);
+  await writer.pruneRuns([{ job: "a", keep: 3 }]);
   await same("a prune");
   assert.equal(n.timelines, whole + 1, "a prune: read whole");
   // A reload: a job added, then removed.

@@ -84,7 +84,7 @@ test(
       2000,
     );
     assert.deepEqual(new Set(recorded), new Set([false]));
-    assert.deepEqual(await b.pruneRuns("j0", 100), []);
+    assert.deepEqual(await b.pruneRuns([{ job: "j0", keep: 100 }]), []);
     assert.equal(await nextXid(raw), before, "a write transaction was started");
   },
 );

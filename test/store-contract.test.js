@@ -367,8 +367,8 @@ contract("run rows: processes, adopt, revoke, finish, prune", async (_t, { store
     const r = await store.reserveRun(req("a", null, { now: 2000 + i }));
     await store.finishRun(r.run.id, result("ok", 2000 + i, 2100 + i));
   }
-  out.pruned = await store.pruneRuns("a", 3);
-  out.prunedNone = await store.pruneRuns("a", 3);
+  out.pruned = await store.pruneRuns([{ job: "a", keep: 3 }]);
+  out.prunedNone = await store.pruneRuns([{ job: "a", keep: 3 }]);
   out.left = (await store.history("a", 10)).map((r) => r.id);
   assert.equal(out.rows[0].status, "ok");
   assert.equal(out.rows[0].finished_at, 1500);
@@ -378,6 +378,27 @@ contract("run rows: processes, adopt, revoke, finish, prune", async (_t, { store
   assert.equal(out.jobs[1].last_success_at, null);
   assert.deepEqual(out.pruned, ["/logs/a/1.log", "/logs/a/3.log", "/logs/a/4.log"]);
   assert.deepEqual(out.left, [7, 6, 5]);
+  // Several jobs in one call, each by its own keep; a job with nothing beyond it adds nothing.
+  for (let i = 0; i < 3; i++) {
+    const r = await store.reserveRun(req("b", null, { now: 3000 + i }));
+    await store.finishRun(r.run.id, result("ok", 3000 + i, 3100 + i));
+  }
+  out.prunedTwo = await store.pruneRuns([
+    { job: "a", keep: 1 },
+    { job: "b", keep: 2 },
+    { job: "c", keep: 1 },
+  ]);
+  out.leftTwo = [
+    (await store.history("a", 10)).map((r) => r.id),
+    (await store.history("b", 10)).map((r) => r.id),
+  ];
+  assert.deepEqual(out.prunedTwo, [
+    "/logs/a/5.log",
+    "/logs/a/6.log",
+    "/logs/b/2.log",
+    "/logs/b/8.log",
+  ]);
+  assert.deepEqual(out.leftTwo, [[7], [10, 9]]);
   return out;
 });
 
@@ -1042,7 +1063,7 @@ async function variedHistory(store) {
   await end(await start("pruned", 60_000), "ok");
   await end(await start("pruned", 120_000), "failed");
   await store.recordDisposition("pruned", 180_000, "skipped", "paused", (t += 1));
-  await store.pruneRuns("pruned", 1);
+  await store.pruneRuns([{ job: "pruned", keep: 1 }]);
   // A dead holder reaped (interrupted) by the next reservation, which is then fenced.
   await start("reaped", 60_000);
   const r2 = await start("reaped", 120_000, { holderAlive: () => false });
@@ -1115,7 +1136,7 @@ contract(
       if (roll < 0.06) {
         await store.recordDisposition(job, slot, pick(["skipped", "missed"]), "test", (t += 1));
       } else if (roll < 0.1) {
-        await store.pruneRuns(job, 1 + Math.floor(rand() * 8));
+        await store.pruneRuns([{ job, keep: 1 + Math.floor(rand() * 8) }]);
       } else {
         // A run left running is reaped (interrupted) by its job's next reservation.
         const r = await store.reserveRun(

@@ -24,6 +24,10 @@ export class Runs {
   /** Chain starts offered and not yet settled (waiting in a queue, or in a batch being written). */
   private readonly chained = new Set<string>();
 
+  /** Jobs due a prune (their keep_runs), and the prune under way (pruneDue). */
+  private readonly prunes = new Map<string, number>();
+  private pruning: Promise<void> | null = null;
+
   constructor(private readonly rt: Runtime) {
     this.endings = new Endings(rt, this.ended, () => rt.guard(() => this.pollChains(), "chains"));
   }
@@ -274,7 +278,7 @@ export class Runs {
       a.stopAdopt?.();
       rt.hook("runEnded", (h) => h.runEnded?.(row, a.job));
       const st = rt.jobs.get(name);
-      if (st) await this.prune(st, a.job);
+      if (st) this.prune(st, a.job);
       await this.budget(row);
       if (!st || rt.stopping) return;
       const retry = planRetry(st.cfg, row, st.next, rt.now());
@@ -298,18 +302,38 @@ export class Runs {
     }
   };
 
-  /** Prune about every tenth of keep_runs: retention stays within 10% and most ends skip it. */
-  private async prune(st: JobState, job: JobConfig): Promise<void> {
+  /**
+   * Prune about every tenth of keep_runs: retention stays within 10% and most ends skip it. The
+   * jobs due are pruned together once the ends at hand are handled (pruneDue): a transaction per
+   * run end was a third of the daemon's CPU at 500 runs a second.
+   */
+  private prune(st: JobState, job: JobConfig): void {
     if (++st.sincePrune < Math.max(1, Math.floor(job.log.keepRuns / 10))) return;
     st.sincePrune = 0;
-    try {
-      const logs = await this.rt.store.pruneRuns(job.name, job.log.keepRuns);
-      // Its inode serves a later run only if no reader holds it open (`logs --follow`, the
-      // page), who must never see a later run's output in it (run/spare.ts, recycleLog).
-      for (const p of logs) this.rt.logs.remove(p);
-    } catch (e) {
-      this.rt.log(`cronvisor: pruning old runs failed: ${(e as Error).message} (job: ${job.name})`);
+    this.prunes.set(job.name, job.log.keepRuns);
+    this.pruning ??= this.pruneDue();
+  }
+
+  private async pruneDue(): Promise<void> {
+    await new Promise(setImmediate); // the ends read together join this one transaction
+    while (this.prunes.size > 0) {
+      const due = [...this.prunes].map(([job, keep]) => ({ job, keep }));
+      this.prunes.clear();
+      try {
+        // A log's inode serves a later run only if no reader holds it open (`logs --follow`, the
+        // page), who must never see a later run's output in it (run/spare.ts, recycleLog).
+        for (const p of await this.rt.store.pruneRuns(due)) this.rt.logs.remove(p);
+      } catch (e) {
+        const jobs = due.map((d) => d.job).join(", ");
+        this.rt.log(`cronvisor: pruning old runs failed: ${(e as Error).message} (jobs: ${jobs})`);
+      }
     }
+    this.pruning = null;
+  }
+
+  /** The prunes under way are done (a stopping daemon, before it closes the store). */
+  async pruned(): Promise<void> {
+    await this.pruning;
   }
 
   /** Count the run's log; past logs.max_total, remove the oldest finished runs' logs. */

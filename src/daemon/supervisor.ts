@@ -374,6 +374,7 @@ export class Supervisor {
       // A tick or heartbeat still awaiting the store settles first; what it started stops below.
       await this.queue;
       await stopRuns(rt);
+      await this.live?.runs.pruned();
       rt.spawner?.close(); // it has no run left to wait for, and exits
       releaseBase();
       await rt.stoppingHook();

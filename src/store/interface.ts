@@ -27,6 +27,7 @@ import type {
   NodeRow,
   NodeSelf,
   Owner,
+  Prune,
   ReserveOutcome,
   ReserveRequest,
   RunEnd,
@@ -208,7 +209,11 @@ export interface Store extends MarkerStore {
     now: number,
     events?: readonly EventInput[],
   ): Promise<boolean[]>;
-  pruneRuns(job: string, keep: number): Promise<string[]>;
+  /**
+   * Delete each job's finished runs beyond its newest `keep`, all in one transaction (a commit per
+   * run end was a third of the daemon's CPU at 500 runs a second); returns their log paths.
+   */
+  pruneRuns(prunes: readonly Prune[]): Promise<string[]>;
 
   // ---- reading runs
   run(id: number): Promise<RunRow | null>;

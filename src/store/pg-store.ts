@@ -18,6 +18,7 @@ import type {
   Alive,
   EventInput,
   Owner,
+  Prune,
   ReserveOutcome,
   ReserveRequest,
   RunEnd,
@@ -228,13 +229,20 @@ export class PgStore extends PgChainStore implements Store {
     });
   }
 
-  async pruneRuns(job: string, keep: number) {
-    // Nothing to delete (the common case): one read, no transaction, nothing written (a row
-    // lock is a write: an fsync'd commit for nothing).
-    if (!(await runs.hasPrunable(this.c.one, job, keep))) return [];
+  async pruneRuns(prunes: readonly Prune[]) {
+    // Nothing to delete (the common case): reads, no transaction, nothing written (a row lock
+    // is a write: an fsync'd commit for nothing).
+    const due: Prune[] = [];
+    for (const p of prunes) if (await runs.hasPrunable(this.c.one, p.job, p.keep)) due.push(p);
+    if (due.length === 0) return [];
     return this.c.write(async (q) => {
-      await jobs.lockJobs(q, [job]);
-      return runs.pruneRuns(q, job, keep);
+      await jobs.lockJobs(
+        q,
+        due.map((p) => p.job),
+      );
+      const logs: string[] = [];
+      for (const p of due) logs.push(...(await runs.pruneRuns(q, p.job, p.keep)));
+      return logs;
     });
   }
 

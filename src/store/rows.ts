@@ -317,6 +317,12 @@ export interface SlotRecord {
   reason: string;
 }
 
+/** A job's finished runs beyond its newest `keep` are pruned (Store.pruneRuns). */
+export interface Prune {
+  job: string;
+  keep: number;
+}
+
 /** One write of a tick's batch: reserve a run, or record a slot's disposition. */
 export type TickWrite = { reserve: ReserveRequest } | { dispose: SlotRecord; now: number };
 export type TickOutcome = ReserveOutcome | { kind: "recorded"; recorded: boolean };

@@ -10,6 +10,7 @@ import type {
   Alive,
   EventInput,
   Owner,
+  Prune,
   ReserveRequest,
   RunEnd,
   RunProcess,
@@ -227,8 +228,8 @@ export class SqliteStore extends SqliteStatusStore implements Store {
     });
   }
 
-  async pruneRuns(job: string, keep: number) {
-    return this.c.write(() => runs.pruneRuns(this.c, job, keep));
+  async pruneRuns(prunes: readonly Prune[]) {
+    return this.c.write(() => prunes.flatMap((p) => runs.pruneRuns(this.c, p.job, p.keep)));
   }
 
   // ---- reading runs
