@@ -236,10 +236,8 @@ export class PgStore extends PgChainStore implements Store {
     for (const p of prunes) if (await runs.hasPrunable(this.c.one, p.job, p.keep)) due.push(p);
     if (due.length === 0) return [];
     return this.c.write(async (q) => {
-      await jobs.lockJobs(
-        q,
-        due.map((p) => p.job),
-      );
+      const names = due.map((p) => p.job);
+      await jobs.lockJobs(q, names);
       const logs: string[] = [];
       for (const p of due) logs.push(...(await runs.pruneRuns(q, p.job, p.keep)));
       return logs;
