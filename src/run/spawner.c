@@ -323,41 +323,57 @@ static void pid_spare_put(const char *file) {
    written two exit files (a daemon's: `cronvisor run`'s one run makes none ahead, which its
    exit would only remove). Named as the pid-file spares; a pid file with no spare of its own
    takes one too. */
-#define AHEAD_MAX 1024
-/* Recycled logs are kept past fresh_target, up to this: turned away at fresh_target, each tick's
-   made-ahead files (made while the tick's recycled logs were still to come) were matched by as
-   many recycled ones removed, a create and a free per run again. */
-#define FRESH_MAX 4096
+#define FRESH_MAX 1024
 static pid_spare_t fresh[FRESH_MAX];
 static size_t nfresh, fresh_target = 8;
 static char *fresh_dir;
+/* Pruned logs given back (recycle), emptied, used before any made ahead. Kept past
+   fresh_target, up to this: turned away there, each tick's made-ahead files (made while the
+   tick's recycled logs were still to come) were matched by as many recycled ones removed, a
+   create and a free per run again. */
+#define RECYCLED_MAX 4096
+static pid_spare_t recycled[RECYCLED_MAX];
+static size_t nrecycled;
 
-static int fresh_write(const char *file, const char *b, size_t n) {
-  size_t dl = dir_len(file);
-  if (!fresh_dir || strlen(fresh_dir) != dl || strncmp(fresh_dir, file, dl) != 0) {
-    free(fresh_dir);
-    for (size_t i = 0; i < nfresh; i++) {
-      unlink(fresh[i].path);
-      free(fresh[i].path);
-    }
-    nfresh = 0;
-    fresh_dir = strndup(file, dl);
-    if (!fresh_dir) die("strndup");
+/* Every file of a pool removed. */
+static void pool_clear(pid_spare_t *pool, size_t *n) {
+  for (size_t i = 0; i < *n; i++) {
+    unlink(pool[i].path);
+    free(pool[i].path);
   }
-  if (nfresh == 0 && fresh_target < AHEAD_MAX && exits_written >= 2) fresh_target *= 2;
-  while (nfresh > 0) {
-    pid_spare_t sp = fresh[--nfresh];
-    int ok = place_spare(sp.path, file, b, n, 1);
+  *n = 0;
+}
+
+/* The pool's newest file that can be, filled with `b` and renamed to `file`: 1 when one was. */
+static int place_from(pid_spare_t *pool, size_t *n, const char *file, const char *b, size_t len) {
+  while (*n > 0) {
+    pid_spare_t sp = pool[--*n];
+    int ok = place_spare(sp.path, file, b, len, 1);
     free(sp.path);
     if (ok) return 1;
   }
   return 0;
 }
 
+static int fresh_write(const char *file, const char *b, size_t n) {
+  size_t dl = dir_len(file);
+  if (!fresh_dir || strlen(fresh_dir) != dl || strncmp(fresh_dir, file, dl) != 0) {
+    free(fresh_dir);
+    pool_clear(fresh, &nfresh);
+    pool_clear(recycled, &nrecycled);
+    fresh_dir = strndup(file, dl);
+    if (!fresh_dir) die("strndup");
+  }
+  if (nfresh + nrecycled == 0 && fresh_target < FRESH_MAX && exits_written >= 2)
+    fresh_target *= 2;
+  return place_from(recycled, &nrecycled, file, b, n) || place_from(fresh, &nfresh, file, b, n);
+}
+
 /* One more empty file ahead; 0 when none is wanted or it cannot be made (then none until the
    next exit file says where). */
 static int fresh_make(void) {
-  if (!fresh_dir || nfresh >= fresh_target || daemon_gone || exits_written < 2) return 0;
+  if (!fresh_dir || nfresh + nrecycled >= fresh_target || daemon_gone || exits_written < 2)
+    return 0;
   size_t dl = strlen(fresh_dir);
   char *name = malloc(dl + 48);
   if (!name) die("malloc");
@@ -376,7 +392,7 @@ static int fresh_make(void) {
 }
 
 /* A pruned log the daemon renamed to `path` (a spare's name next to the exit files, 'R'): kept,
-   emptied, as an exit file made ahead when no one else has it open, else removed. Its run is
+   emptied, for a later exit file when no one else has it open, else removed. Its run is
    over and its name gone, so only a reader that opened it before (`logs --follow`, the page)
    can still hold it, and such a reader must never see a later run's output through it: a write
    lease is granted only while no other open file of the inode exists, in any process (fcntl(2),
@@ -385,7 +401,7 @@ static int fresh_make(void) {
    one was what was left of this process's per-run ext4 cost (`recently_deleted`, above). */
 static void recycle(const char *path) {
   size_t dl = dir_len(path);
-  int fd = -1, ok = fresh_dir && nfresh < FRESH_MAX && strlen(fresh_dir) == dl &&
+  int fd = -1, ok = fresh_dir && nrecycled < RECYCLED_MAX && strlen(fresh_dir) == dl &&
                     strncmp(fresh_dir, path, dl) == 0;
   if (ok) fd = open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   struct stat s;
@@ -401,21 +417,14 @@ static void recycle(const char *path) {
     unlink(path);
     return;
   }
-  fresh[nfresh++] = (pid_spare_t){kept, dl};
+  recycled[nrecycled++] = (pid_spare_t){kept, dl};
 }
 
 /* Once the daemon is gone and its runs with it, the spares serve no one. */
 static void pid_spares_clear(void) {
-  for (size_t i = 0; i < npid_spares; i++) {
-    unlink(pid_spares[i].path);
-    free(pid_spares[i].path);
-  }
-  npid_spares = 0;
-  for (size_t i = 0; i < nfresh; i++) {
-    unlink(fresh[i].path);
-    free(fresh[i].path);
-  }
-  nfresh = 0;
+  pool_clear(pid_spares, &npid_spares);
+  pool_clear(fresh, &nfresh);
+  pool_clear(recycled, &nrecycled);
 }
 
 /* The run's pid and start time, written before its child may exec: a daemon killed before it
@@ -1348,7 +1357,8 @@ int main(int argc, char **argv) {
       return 0;
     }
     /* Nothing ready: an exit file made ahead (fresh_make), then look again. */
-    int ahead = fresh_dir && !daemon_gone && nfresh < fresh_target && exits_written >= 2;
+    int ahead =
+        fresh_dir && !daemon_gone && nfresh + nrecycled < fresh_target && exits_written >= 2;
     int got = poll(pfds, n, ahead ? 0 : (int)wait);
     if (got < 0 && errno != EINTR) die("poll");
     if (got == 0 && ahead) fresh_make();
