@@ -117,7 +117,7 @@ function cpuTicks(pid) {
 async function victim(t) {
   const user = testUser();
   // No second user here, or one who cannot run node (testUser's or userCli's reason): the
-  // attacks that need one skip with it.
+  // attacks that need one skip with it (through needsNow: under CI, a failure).
   if (user.skip) return { skip: user.skip };
   const copy = userCli(user);
   if (copy.skip) return { skip: copy.skip };

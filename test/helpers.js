@@ -176,6 +176,15 @@ export async function waitFor(fn, what = "condition", ms = 20_000, every = 25) {
   }
 }
 
+/** Is `p` a symbolic link (never followed; false when nothing is there)? */
+export function isLink(p) {
+  try {
+    return fs.lstatSync(p).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
 /** Is a pid alive (and not a zombie)? */
 export function alive(pid) {
   try {
@@ -560,6 +569,8 @@ export function fillDisk(file) {
  * A small tmpfs at `root/mnt`, for a state dir that fills up (mounting needs root). Returns
  * { root, mnt }, or { skip } saying why there is none here. When the test ends, `beforeUnmount`
  * runs first (stop whatever holds files on it), then the tmpfs is unmounted and `root` removed.
+ * Callers pass `skip` to needs/needsNow (test/needs.js): a skip on a developer's machine, a
+ * failure under CI, which runs as root with tmpfs and useradd.
  */
 export function mountTmpfs(t, beforeUnmount = () => {}, size = "16m") {
   if (process.getuid?.() !== 0) return { skip: "mounting a tmpfs needs root" };
@@ -616,6 +627,8 @@ export function request(
  * once and idempotently (every such test shares it; a test that needs two names a second).
  * Returns { name, uid, gid }, or { skip } saying why there is none: creating a user and running
  * as it need root.
+ * Callers pass `skip` to needs/needsNow (test/needs.js): a skip on a developer's machine, a
+ * failure under CI, which runs as root with tmpfs and useradd.
  */
 export function testUser(name = "cvx-test") {
   if (process.getuid?.() !== 0) return { skip: "running jobs as another user needs root" };
@@ -667,6 +680,8 @@ let userCliDir = null;
  * dir, with node_modules linked (or copied, when `user` cannot read the clone's). The clone may
  * sit where a test user cannot read. One per test process, removed when it exits. Returns the
  * copy's bin/ (for a job's PATH), or { skip } when `user` cannot run node at all.
+ * Callers pass `skip` to needs/needsNow (test/needs.js): a skip on a developer's machine, a
+ * failure under CI, which runs as root with tmpfs and useradd.
  */
 export function userCli(user) {
   const node = runAs(user, [process.execPath, "-e", "0"]);

@@ -15,6 +15,7 @@ import { needsNow } from "./needs.js";
  */
 function userSetup(t) {
   const user = testUser();
+  // No second user (not root): the caller's needsNow skips with the reason, or fails under CI.
   if (user.skip) return user;
   const copy = userCli(user);
   if (copy.skip) return copy;

@@ -53,6 +53,8 @@ process.stdout.write("ready\\n");
 function startAttacker(t, port, count) {
   const user = testUser();
   const argv = [process.execPath, "-e", ATTACKER, String(port), String(count)];
+  // Not a skip: the attack is the same from any local user. As the second user where root can
+  // make one (as in CI), else as this process's own.
   const [cmd, ...args] = user.skip
     ? argv
     : ["setpriv", `--reuid=${user.uid}`, `--regid=${user.gid}`, "--clear-groups", "--", ...argv];

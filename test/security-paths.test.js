@@ -18,6 +18,7 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  isLink,
 } from "./helpers.js";
 import { needs } from "./needs.js";
 
@@ -130,14 +131,6 @@ async function untouchedAndClean(d, t0) {
   assert.doesNotMatch(d.err, STACK, "no stack trace in the daemon's log");
   assert.doesNotMatch(d.err, /do not overwrite/, "nothing of the target in the daemon's log");
   assert.deepEqual(t0.snapshot(), t0.before, "the target file is unchanged after the stop");
-}
-
-function isLink(p) {
-  try {
-    return fs.lstatSync(p).isSymbolicLink();
-  } catch {
-    return false;
-  }
 }
 
 // The four attacks at once, each on its own daemon: they mostly wait for the next second.

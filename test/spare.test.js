@@ -8,7 +8,15 @@ import { test } from "node:test";
 import { retireExitFile, exitFileFor } from "../dist/run/exit-file.js";
 import { startRun } from "../dist/run/runner.js";
 import { clearSpares, spareCount, takeSpare } from "../dist/run/spare.js";
-import { readStore, startDaemon, stopDaemon, tmpdir, waitFor, writeConfig } from "./helpers.js";
+import {
+  isLink,
+  readStore,
+  startDaemon,
+  stopDaemon,
+  tmpdir,
+  waitFor,
+  writeConfig,
+} from "./helpers.js";
 
 function spec(dir, runId, command) {
   return {
@@ -205,11 +213,3 @@ test("a pruned log's inode is never a later run's log while a reader still holds
   await stopDaemon(d);
   assert.equal(read(), before, "the pruned log still holds what it held, and nothing else");
 });
-
-function isLink(p) {
-  try {
-    return fs.lstatSync(p).isSymbolicLink();
-  } catch {
-    return false;
-  }
-}

@@ -18,6 +18,7 @@ import {
   tmpdir,
   waitFor,
   writeConfig,
+  isLink,
 } from "./helpers.js";
 
 const SPAWNER = path.join(ROOT, "dist", "run", "cronvisor-spawner");
@@ -159,12 +160,20 @@ async function ownSpawner(t) {
   return spawner;
 }
 
-function isLink(p) {
-  try {
-    return fs.lstatSync(p).isSymbolicLink();
-  } catch {
-    return false;
-  }
+/** What a start through the spawner and the daemon's path both name: run `runId` in `dir`. */
+function runFiles(dir, runId) {
+  return {
+    runId,
+    cwd: dir,
+    env: { PATH: "/usr/bin:/bin" },
+    exitFile: path.join(dir, `${runId}.exit`),
+    pidFile: path.join(dir, `${runId}.pid`),
+    leftovers: "kill",
+    nofile: null,
+    memory: null,
+    cpu: null,
+    tasks: null,
+  };
 }
 
 /**
@@ -173,18 +182,9 @@ function isLink(p) {
  */
 function request(dir, runId, argv, over = {}) {
   return {
-    runId,
+    ...runFiles(dir, runId),
     nice: 0,
-    cwd: dir,
-    exitFile: path.join(dir, `${runId}.exit`),
-    pidFile: path.join(dir, `${runId}.pid`),
-    leftovers: "kill",
-    nofile: null,
-    memory: null,
-    cpu: null,
-    tasks: null,
     argv,
-    env: { PATH: "/usr/bin:/bin" },
     script: null,
     ...over,
   };
@@ -485,24 +485,15 @@ async function runVia(spawner, dir, runId, command, timeoutMs = null) {
   const { startRun } = await import("../dist/run/runner.js");
   return startRun(
     {
+      ...runFiles(dir, runId),
       job: "probe",
-      runId,
       command,
       shell: "/bin/sh",
-      cwd: dir,
-      env: { PATH: "/usr/bin:/bin" },
       user: null,
       logPath: path.join(dir, `${runId}.log`),
       logMaxBytes: 1 << 20,
       timeoutMs,
       killGraceMs: 500,
-      exitFile: path.join(dir, `${runId}.exit`),
-      pidFile: path.join(dir, `${runId}.pid`),
-      leftovers: "kill",
-      nofile: null,
-      memory: null,
-      cpu: null,
-      tasks: null,
     },
     spawner,
     0,

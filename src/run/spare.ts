@@ -28,6 +28,11 @@ const spares: string[] = [];
 let counter = 0;
 const SUFFIX = ".spare";
 
+/** A new spare's name in `stateDir`/runs: this daemon's pid first (a spawner's start with `s`). */
+function spareName(stateDir: string): string {
+  return path.join(stateDir, "runs", `${process.pid}-${counter++}${SUFFIX}`);
+}
+
 const NOFOLLOW_WRITE = fs.constants.O_WRONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
 
 /**
@@ -56,7 +61,7 @@ function keep(file: string, stateDir: string): boolean {
     const st = fs.fstatSync(fd);
     if (!st.isFile() || st.nlink !== 1 || st.uid !== (process.getuid?.() ?? st.uid)) return false;
     if (st.size > 0) fs.ftruncateSync(fd, 0);
-    const spare = path.join(stateDir, "runs", `${process.pid}-${counter++}${SUFFIX}`);
+    const spare = spareName(stateDir);
     fs.renameSync(file, spare);
     spares.push(spare);
     return true;
@@ -81,7 +86,7 @@ export function recycleLog(
   let name = file;
   try {
     if (give !== null) {
-      const spare = path.join(stateDir, "runs", `${process.pid}-${counter++}${SUFFIX}`);
+      const spare = spareName(stateDir);
       fs.renameSync(file, spare); // never follows `file`: a planted link is the spawner's to refuse
       name = spare;
       if (give(spare)) return;
